@@ -1,0 +1,80 @@
+# cifar10-dp build.  `make` builds build/cifar10-train and build/cifar10-test; `make test` runs
+# the test suite; `make clean`.  Needs Open MPI's mpicc, zlib and a C11 gcc with OpenMP.
+# No -march=native: the vector paths (generic x86-64, AVX2+FMA, AVX-512) are all compiled and
+# chosen at run time, so the binaries run on any x86-64.
+
+MPICC   ?= mpicc
+BUILD   ?= build
+OPT     ?= -O3
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -ffp-contract=fast -MMD -MP
+LDLIBS  += -lz -lm
+PREFIX  ?= /usr/local
+
+ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
+$(error $(MPICC) not found: install Open MPI (Debian: apt-get install libopenmpi-dev openmpi-bin))
+endif
+ifeq ($(shell printf '\#include <zlib.h>\nint main(void){return 0;}' | $(MPICC) -x c - -lz -o /dev/null 2>/dev/null && echo y),)
+$(error zlib not found (Debian: apt-get install zlib1g-dev))
+endif
+MPI_VERSION := $(shell mpirun --version 2>/dev/null | head -n 1)
+NVCC_PATH := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+$(info MPI:  $(MPICC) ($(if $(MPI_VERSION),$(MPI_VERSION),mpirun not found)))
+$(info zlib: found)
+$(info CUDA: $(if $(NVCC_PATH),nvcc at $(NVCC_PATH); the CUDA backend is not part of this tree yet,not found); building the CPU backend)
+
+LIB_SRC := common/err.c common/rng.c common/cpus.c \
+           data/cifar.c data/augment.c data/shard.c \
+           kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv3x3.c \
+           kernels/cpu/relu.c kernels/cpu/maxpool2.c kernels/cpu/batchnorm.c \
+           kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c \
+           app/model.c app/json.c app/safetensors.c app/checkpoint.c app/options.c app/config.c
+# gemm.c is compiled once per ISA (see kernels/cpu/gemm.h).
+GEMM_ISAS := generic avx2 avx512
+march_generic := -march=x86-64 -mtune=generic
+march_avx2    := -march=x86-64-v3 -mtune=generic
+march_avx512  := -march=x86-64-v4 -mtune=generic
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEMM_ISAS:%=$(BUILD)/kernels/cpu/gemm_%.o)
+LIB      := $(BUILD)/libcifar10.a
+BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test
+TEST_BINS := $(BUILD)/tests/test_kernels $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
+             $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic
+
+.PHONY: all test clean install
+all: $(BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/kernels/cpu/gemm_%.o: kernels/cpu/gemm.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $(march_$*) -DGEMM_ISA=$* -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/dist.o $(LIB)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/app/dist.o $(LIB)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(LIB)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+test: $(BINS) $(TEST_BINS)
+	BUILD=$(BUILD) tests/run.sh
+
+install: $(BINS)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BINS) scripts/get-data.sh $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,39 @@
+/* CPU implementations of the ops in kernels/kernels.h, one file per op (conv3x3.c, relu.c,
+ * maxpool2.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c), gathered into the table by
+ * backend.c. Contracts are those of struct kernels. Multi-threaded with OpenMP over the
+ * current team size; static schedules, so results are reproducible for a given thread count. */
+#ifndef KERNELS_CPU_CPU_H
+#define KERNELS_CPU_CPU_H
+
+#include <stddef.h>
+
+size_t cpu_conv3x3_workspace(int N, int C, int K, int H, int W);
+void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
+                         int K, int H, int W, void *ws);
+void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                          float *db, int N, int C, int K, int H, int W, void *ws);
+void cpu_relu_forward(const float *x, float *y, size_t n);
+void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
+void cpu_maxpool2_forward(const float *x, float *y, int N, int C, int H, int W);
+void cpu_maxpool2_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W);
+void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+                                 float *save_mean, float *save_invstd, float *running_mean,
+                                 float *running_var, float momentum, float eps, int N, int C,
+                                 int HW);
+void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
+                                const float *running_mean, const float *running_var, float eps,
+                                float *y, int N, int C, int HW);
+void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
+                            const float *save_mean, const float *save_invstd, float *dx,
+                            float *dgamma, float *dbeta, int N, int C, int HW);
+size_t cpu_linear_workspace(int N, int I, int O);
+void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
+                        int O, void *ws);
+void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                         float *db, int N, int I, int O, void *ws);
+void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
+                      int classes);
+void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
+                    float weight_decay, float grad_scale);
+
+#endif

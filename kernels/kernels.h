@@ -1,0 +1,87 @@
+/* The compute interface the model is written against. A backend (kernels/cpu/ today,
+ * kernels/cuda/ later) fills one struct kernels; the model never calls a backend directly, so
+ * the same training step runs on either. Every pointer argument below points into memory from
+ * that backend's alloc(); host code moves data with upload()/download().
+ *
+ * Layouts are PyTorch's: activations NCHW, conv weights [K][C][3][3], linear weights [O][I].
+ * Backward functions overwrite (never accumulate into) their gradient outputs. */
+#ifndef KERNELS_KERNELS_H
+#define KERNELS_KERNELS_H
+
+#include <stddef.h>
+
+struct kernels {
+    const char *name; /* "cpu", "cuda" */
+
+    /* Memory: zero-filled, aligned allocation; exits with a message on failure. */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+
+    /* Scratch needed by conv3x3_* for these sizes (bytes), and by linear_* (bytes). */
+    size_t (*conv3x3_workspace)(int N, int C, int K, int H, int W);
+    size_t (*linear_workspace)(int N, int I, int O);
+
+    /* y[N][K][H][W] = conv(x[N][C][H][W], w[K][C][3][3], zero padding 1, stride 1) + b[K] */
+    void (*conv3x3_forward)(const float *x, const float *w, const float *b, float *y, int N, int C,
+                            int K, int H, int W, void *ws);
+    /* From dy[N][K][H][W]: dx[N][C][H][W] (skipped when dx is NULL), dw[K][C][3][3], db[K]
+     * (both summed over the batch). */
+    void (*conv3x3_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                             float *db, int N, int C, int K, int H, int W, void *ws);
+
+    /* y[n] = max(x[n], 0); y may equal x. */
+    void (*relu_forward)(const float *x, float *y, size_t n);
+    /* dx[n] = y[n] > 0 ? dy[n] : 0, from the forward output y; dx may equal dy. */
+    void (*relu_backward)(const float *y, const float *dy, float *dx, size_t n);
+
+    /* y[N][C][H/2][W/2] = max of each 2x2 window of x[N][C][H][W] (H, W even). */
+    void (*maxpool2_forward)(const float *x, float *y, int N, int C, int H, int W);
+    /* dx[N][C][H][W] = dy routed to the first maximum of each window in row-major order (the
+     * element PyTorch picks on ties), 0 elsewhere. */
+    void (*maxpool2_backward)(const float *x, const float *dy, float *dx, int N, int C, int H,
+                              int W);
+
+    /* Training-mode batch norm of x[N][C][HW] over N and HW: y = (x - mean) * invstd * gamma[C]
+     * + beta[C], invstd = 1/sqrt(biased var + eps). Saves mean[C] and invstd[C] for backward and
+     * updates running_mean/var[C] as PyTorch does: r = (1 - momentum) r + momentum * stat, with
+     * the unbiased variance (N*HW / (N*HW - 1)) for running_var. */
+    void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta,
+                                    float *y, float *save_mean, float *save_invstd,
+                                    float *running_mean, float *running_var, float momentum,
+                                    float eps, int N, int C, int HW);
+    /* Eval mode: normalises with running_mean/var[C]. */
+    void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var, float eps,
+                                   float *y, int N, int C, int HW);
+    /* dx[N][C][HW], dgamma[C], dbeta[C] from dy and the saved statistics. */
+    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma,
+                               const float *save_mean, const float *save_invstd, float *dx,
+                               float *dgamma, float *dbeta, int N, int C, int HW);
+
+    /* y[N][O] = x[N][I] w[O][I]^T + b[O] */
+    void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I,
+                           int O, void *ws);
+    /* dx[N][I] = dy w (skipped when dx is NULL), dw[O][I] = dy^T x, db[O] = sum over n of dy. */
+    void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                            float *db, int N, int I, int O, void *ws);
+
+    /* Mean softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend
+     * memory). out[0] = mean loss, out[1] = count of argmax == label (first maximum wins).
+     * dlogits[N][classes] = (softmax - onehot) / N; skipped when dlogits is NULL. */
+    void (*softmax_xent)(const float *logits, const int *labels, float *dlogits, float *out, int N,
+                         int classes);
+
+    /* torch.optim.SGD (dampening 0, no Nesterov) over a flat buffer, with the gradient first
+     * multiplied by grad_scale (1/world size after a summing allreduce):
+     *   g = grad_scale * grad + weight_decay * p;  m = momentum * m + g;  p -= lr * m
+     * (m starts at zero, which equals PyTorch's "m = g on the first step" since dampening is 0). */
+    void (*sgd_update)(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
+                       float weight_decay, float grad_scale);
+};
+
+/* The CPU backend (OpenMP threads; vector code chosen at run time). */
+const struct kernels *kernels_cpu(void);
+
+#endif

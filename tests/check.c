@@ -1,0 +1,56 @@
+#include "check.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static int passed, failed;
+
+void check_record(int ok, const char *file, int line, const char *fmt, ...) {
+    if (ok) {
+        passed++;
+        return;
+    }
+    failed++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+double check_rel_l2(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return sqrt(num) / fmax(sqrt(den), 1e-30);
+}
+
+double check_rel_l2f(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return sqrt(num) / fmax(sqrt(den), 1e-30);
+}
+
+void check_fill(float *x, size_t n, float lo, float hi, unsigned seed) {
+    unsigned long long s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = lo + (hi - lo) * (float)((s >> 40) * 0x1.0p-24);
+    }
+}
+
+int check_summary(const char *suite) {
+    printf("%s: %d passed, %d failed\n", suite, passed, failed);
+    return failed ? 1 : 0;
+}

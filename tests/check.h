@@ -1,0 +1,22 @@
+/* Minimal test harness for the C test programs: EXPECT records a pass or a failure with file
+ * and line; check_summary prints "NAME: N passed, N failed" and returns the exit status. */
+#ifndef TESTS_CHECK_H
+#define TESTS_CHECK_H
+
+#include <stddef.h>
+
+void check_record(int ok, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define EXPECT(cond, ...) check_record(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Relative L2 error ||a - ref|| / max(||ref||, tiny) of a float array against a double one. */
+double check_rel_l2(const float *a, const double *ref, size_t n);
+/* Same for two float arrays. */
+double check_rel_l2f(const float *a, const float *ref, size_t n);
+
+/* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator. */
+void check_fill(float *x, size_t n, float lo, float hi, unsigned seed);
+
+int check_summary(const char *suite);
+
+#endif
