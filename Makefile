@@ -7,14 +7,17 @@ MPICC   ?= mpicc
 BUILD   ?= build
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -ffp-contract=fast -MMD -MP
+VERSION := 0.1.0
+CFLAGS  += -DCIFAR10_DP_VERSION=\"$(VERSION)\"
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=fast -MMD -MP
 LDLIBS  += -lz -lm
 PREFIX  ?= /usr/local
 
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 $(error $(MPICC) not found: install Open MPI (Debian: apt-get install libopenmpi-dev openmpi-bin))
 endif
-ifeq ($(shell printf '\#include <zlib.h>\nint main(void){return 0;}' | $(MPICC) -x c - -lz -o /dev/null 2>/dev/null && echo y),)
+HASH := \#
+ifeq ($(shell printf '$(HASH)include <zlib.h>\nint main(void){return 0;}' | $(MPICC) -x c - -lz -o /dev/null 2>/dev/null && echo y),)
 $(error zlib not found (Debian: apt-get install zlib1g-dev))
 endif
 MPI_VERSION := $(shell mpirun --version 2>/dev/null | head -n 1)
@@ -28,14 +31,15 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c \
            kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv3x3.c \
            kernels/cpu/relu.c kernels/cpu/maxpool2.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c \
-           app/model.c app/json.c app/safetensors.c app/checkpoint.c app/options.c app/config.c
+           app/model.c app/json.c app/safetensors.c app/checkpoint.c app/options.c app/config.c \
+           app/evaluate.c
 # gemm.c is compiled once per ISA (see kernels/cpu/gemm.h).
 GEMM_ISAS := generic avx2 avx512
 march_generic := -march=x86-64 -mtune=generic
 march_avx2    := -march=x86-64-v3 -mtune=generic
 march_avx512  := -march=x86-64-v4 -mtune=generic
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEMM_ISAS:%=$(BUILD)/kernels/cpu/gemm_%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEMM_ISAS:%=$(BUILD)/kernels/cpu/gemm.%.o)
 LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test
 TEST_BINS := $(BUILD)/tests/test_kernels $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
@@ -48,7 +52,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels/cpu/gemm_%.o: kernels/cpu/gemm.c
+$(BUILD)/kernels/cpu/gemm.%.o: kernels/cpu/gemm.c
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) $(march_$*) -DGEMM_ISA=$* -c $< -o $@
 

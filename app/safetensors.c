@@ -1,0 +1,262 @@
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define MAX_HEADER (100u << 20) /* the safetensors limit */
+
+static const char *dtype_name(enum st_dtype d) { return d == ST_F32 ? "F32" : "I64"; }
+static size_t dtype_size(enum st_dtype d) { return d == ST_F32 ? 4 : 8; }
+
+static size_t numel(const struct st_tensor *t) {
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+static int write_all(int fd, const void *buf, size_t n, const char *path, struct err *e) {
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? 1u << 30 : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return err_sys(e, errno, "%s: write failed", path);
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static uint32_t crc_update(uint32_t crc, const void *data, size_t n) {
+    const uint8_t *p = data;
+    while (n > 0) {
+        uInt chunk = n > (1u << 30) ? 1u << 30 : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, chunk);
+        p += chunk, n -= chunk;
+    }
+    return crc;
+}
+
+int safetensors_write(const char *path, const struct st_tensor *tensors, int ntensors,
+                      const struct st_meta *meta, int nmeta, struct err *e) {
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < ntensors; i++)
+        crc = crc_update(crc, tensors[i].data, numel(&tensors[i]) * dtype_size(tensors[i].dtype));
+    struct strbuf h = {0};
+    strbuf_printf(&h, "{\"__metadata__\":{");
+    for (int i = 0; i < nmeta; i++) {
+        strbuf_json_string(&h, meta[i].key);
+        strbuf_printf(&h, ":");
+        strbuf_json_string(&h, meta[i].value);
+        strbuf_printf(&h, ",");
+    }
+    strbuf_printf(&h, "\"crc32\":\"%08" PRIx32 "\"}", crc);
+    size_t off = 0;
+    for (int i = 0; i < ntensors; i++) {
+        size_t bytes = numel(&tensors[i]) * dtype_size(tensors[i].dtype);
+        strbuf_printf(&h, ",");
+        strbuf_json_string(&h, tensors[i].name);
+        strbuf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dtype_name(tensors[i].dtype));
+        for (int d = 0; d < tensors[i].ndim; d++) strbuf_printf(&h, "%s%" PRId64, d ? "," : "", tensors[i].shape[d]);
+        strbuf_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
+        off += bytes;
+    }
+    strbuf_printf(&h, "}");
+    while (h.len % 8) strbuf_printf(&h, " ");
+    uint8_t size_le[8];
+    for (int i = 0; i < 8; i++) size_le[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+
+    char tmp[4200], dir[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(dir, sizeof dir, "%s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        strbuf_free(&h);
+        return err_sys(e, errno, "%s: cannot create temporary file %s", path, tmp);
+    }
+    int rc = write_all(fd, size_le, 8, path, e);
+    if (!rc) rc = write_all(fd, h.s, h.len, path, e);
+    for (int i = 0; i < ntensors && !rc; i++)
+        rc = write_all(fd, tensors[i].data, numel(&tensors[i]) * dtype_size(tensors[i].dtype), path, e);
+    strbuf_free(&h);
+    if (!rc && fsync(fd) != 0) rc = err_sys(e, errno, "%s: fsync failed", path);
+    if (close(fd) != 0 && !rc) rc = err_sys(e, errno, "%s: close failed", path);
+    if (!rc && rename(tmp, path) != 0) rc = err_sys(e, errno, "%s: cannot rename %s over it", path, tmp);
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { /* make the rename durable; some filesystems refuse fsync on directories */
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+static int get_offsets(const struct json *t, size_t *b, size_t *en) {
+    const struct json *o = json_get(t, "data_offsets");
+    if (!o || o->type != JSON_ARRAY || o->count != 2) return -1;
+    for (int i = 0; i < 2; i++)
+        if (o->items[i].type != JSON_NUMBER || o->items[i].number < 0 ||
+            o->items[i].number > 9.0e15 || o->items[i].number != (double)(uint64_t)o->items[i].number)
+            return -1;
+    *b = (size_t)o->items[0].number;
+    *en = (size_t)o->items[1].number;
+    return *b <= *en ? 0 : -1;
+}
+
+static int cmp_size(const void *a, const void *b) {
+    const size_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
+    memset(st, 0, sizeof *st);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return err_sys(e, errno, "%s", path);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set(e, "%s: not a regular file", path);
+    }
+    st->size = (size_t)sb.st_size;
+    st->file = malloc(st->size ? st->size : 1);
+    if (!st->file) {
+        close(fd);
+        return err_set(e, "%s: out of memory reading %zu bytes", path, st->size);
+    }
+    size_t got = 0;
+    while (got < st->size) {
+        ssize_t r = read(fd, st->file + got, st->size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    int rc = 0;
+    uint64_t hlen = 0;
+    if (got != st->size) rc = err_set(e, "%s: read error", path);
+    else if (st->size < 8) rc = err_set(e, "%s: truncated: %zu bytes, not a safetensors file", path, st->size);
+    if (!rc) {
+        for (int i = 0; i < 8; i++) hlen |= (uint64_t)st->file[i] << (8 * i);
+        if (hlen > MAX_HEADER || hlen < 2)
+            rc = err_set(e, "%s: header size %" PRIu64 " is invalid: not a safetensors file", path, hlen);
+        else if (8 + hlen > st->size)
+            rc = err_set(e, "%s: truncated: header needs %" PRIu64 " bytes, file has %zu", path, 8 + hlen, st->size);
+    }
+    struct err je;
+    if (!rc && json_parse((const char *)st->file + 8, (size_t)hlen, &st->header, &je) != 0)
+        rc = err_set(e, "%s: corrupt header: %s", path, je.msg);
+    if (!rc && st->header.type != JSON_OBJECT) rc = err_set(e, "%s: header is not a JSON object", path);
+    st->data_start = 8 + (size_t)hlen;
+    size_t data_len = st->size - st->data_start;
+    /* Every tensor: known dtype, integer shape, offsets inside the data, byte count = numel *
+     * dtype size; together the tensors tile the data section exactly. */
+    size_t(*ranges)[2] = NULL;
+    int nr = 0;
+    if (!rc) ranges = malloc(sizeof *ranges * (size_t)(st->header.count + 1));
+    for (int i = 0; !rc && i < st->header.count; i++) {
+        const char *name = st->header.keys[i];
+        const struct json *t = &st->header.items[i];
+        if (strcmp(name, "__metadata__") == 0) {
+            for (int k = 0; k < t->count && !rc; k++)
+                if (t->type != JSON_OBJECT || t->items[k].type != JSON_STRING)
+                    rc = err_set(e, "%s: __metadata__ must map strings to strings", path);
+            if (t->type != JSON_OBJECT) rc = err_set(e, "%s: __metadata__ must be an object", path);
+            continue;
+        }
+        const struct json *dt = json_get(t, "dtype"), *sh = json_get(t, "shape");
+        size_t b, en, elsize = 0, n = 1;
+        if (dt && dt->type == JSON_STRING) {
+            static const struct {
+                const char *name;
+                size_t size;
+            } known[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+                         {"I16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}};
+            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+                if (strcmp(dt->string, known[k].name) == 0) elsize = known[k].size;
+        }
+        int shape_ok = sh && sh->type == JSON_ARRAY && sh->count <= 8;
+        for (int d = 0; shape_ok && d < sh->count; d++) {
+            double v = sh->items[d].number;
+            shape_ok = sh->items[d].type == JSON_NUMBER && v >= 0 && v <= 1e12 && v == (double)(int64_t)v;
+            if (shape_ok) n *= (size_t)v;
+            if (n > ((size_t)1 << 40)) shape_ok = 0;
+        }
+        if (!elsize) rc = err_set(e, "%s: tensor %s: missing or unknown dtype", path, name);
+        else if (!shape_ok) rc = err_set(e, "%s: tensor %s: bad shape", path, name);
+        else if (get_offsets(t, &b, &en) != 0) rc = err_set(e, "%s: tensor %s: bad data_offsets", path, name);
+        else if (en > data_len)
+            rc = err_set(e, "%s: truncated: tensor %s ends at data byte %zu, data section has %zu", path, name, en, data_len);
+        else if (en - b != n * elsize)
+            rc = err_set(e, "%s: tensor %s: %zu bytes for %zu elements of %s", path, name, en - b, n, dt->string);
+        else {
+            ranges[nr][0] = b, ranges[nr][1] = en;
+            nr++;
+        }
+    }
+    if (!rc) {
+        qsort(ranges, (size_t)nr, sizeof *ranges, cmp_size);
+        size_t at = 0;
+        for (int i = 0; i < nr && !rc; i++) {
+            if (ranges[i][0] != at) rc = err_set(e, "%s: tensor data overlaps or leaves a gap at data byte %zu", path, at);
+            at = ranges[i][1];
+        }
+        if (!rc && at != data_len)
+            rc = err_set(e, "%s: %zu bytes after the last tensor: file damaged or not a safetensors file", path, data_len - at);
+    }
+    free(ranges);
+    if (!rc) {
+        const char *stored = safetensors_meta(st, "crc32");
+        uint32_t crc = crc_update((uint32_t)crc32(0L, Z_NULL, 0), st->file + st->data_start, data_len);
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08" PRIx32, crc);
+        if (!stored) rc = err_set(e, "%s: no crc32 in the metadata: not written by cifar10-dp", path);
+        else if (strcmp(stored, hex) != 0)
+            rc = err_set(e, "%s: data checksum mismatch (crc32 %s stored, %s computed): the file is corrupt", path, stored, hex);
+    }
+    if (rc) safetensors_free(st);
+    return rc;
+}
+
+void safetensors_free(struct safetensors *st) {
+    free(st->file);
+    json_free(&st->header);
+    st->file = NULL;
+}
+
+const char *safetensors_meta(const struct safetensors *st, const char *key) {
+    const struct json *v = json_get(json_get(&st->header, "__metadata__"), key);
+    return v && v->type == JSON_STRING ? v->string : NULL;
+}
+
+int safetensors_tensor(const struct safetensors *st, const char *name, enum st_dtype dtype,
+                       int ndim, const int *shape, const void **data, struct err *e) {
+    const struct json *t = json_get(&st->header, name);
+    if (!t || strcmp(name, "__metadata__") == 0)
+        return err_set(e, "%s: no tensor %s: not a %s file for this model", st->path, name, "cifar10-dp");
+    const struct json *dt = json_get(t, "dtype"), *sh = json_get(t, "shape");
+    char want[64] = "", have[64] = "";
+    for (int d = 0; d < ndim; d++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", d ? "," : "", shape[d]);
+    int same = sh->count == ndim;
+    for (int d = 0; d < sh->count; d++) {
+        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%.0f", d ? "," : "", sh->items[d].number);
+        if (d < ndim && sh->items[d].number != shape[d]) same = 0;
+    }
+    if (strcmp(dt->string, dtype_name(dtype)) != 0)
+        return err_set(e, "%s: tensor %s has dtype %s, expected %s", st->path, name, dt->string, dtype_name(dtype));
+    if (!same)
+        return err_set(e, "%s: tensor %s has shape [%s], expected [%s]: a different model architecture", st->path, name, have, want);
+    size_t b, en;
+    CHECK(get_offsets(t, &b, &en) == 0); /* validated by safetensors_read */
+    *data = st->file + st->data_start + b;
+    return 0;
+}

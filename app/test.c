@@ -1,0 +1,131 @@
+/* cifar10-test: scores a model file on test_batch.bin (eval mode) in the workshop's format,
+ * with per-class accuracy and a confusion matrix; --min-accuracy turns it into a gate. */
+#include "../common/cpus.h"
+#include "../common/err.h"
+#include "../data/cifar.h"
+#include "checkpoint.h"
+#include "evaluate.h"
+#include "model.h"
+#include "options.h"
+
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--threads N] --model-file FILE DATA\n"
+    "\n"
+    "Scores a model file (or checkpoint) written by cifar10-train on test_batch.bin.\n"
+    "DATA: a directory with test_batch.bin, a directory containing cifar-10-batches-bin/, or\n"
+    "cifar-10-binary.tar.gz itself.\n"
+    "\n"
+    "  --model-file FILE     model to score (default cifar10-model.safetensors)\n"
+    "  --batch-size N        images per forward pass (default 250)\n"
+    "  --min-accuracy PCT    exit 3 when the overall accuracy (percent) is below PCT\n"
+    "  --threads N           threads (default: the CPUs this process may use)\n"
+    "  --help, --version\n"
+    "\n"
+    "Exit codes: 0 scored (and at or above --min-accuracy), 1 runtime error (data, model file),\n"
+    "2 bad command line, 3 accuracy below --min-accuracy.\n";
+
+enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_HELP, OPT_VERSION };
+static const struct option long_options[] = {
+    {"batch-size", required_argument, 0, OPT_BATCH}, {"min-accuracy", required_argument, 0, OPT_MIN},
+    {"model-file", required_argument, 0, OPT_MODEL}, {"threads", required_argument, 0, OPT_THREADS},
+    {"help", no_argument, 0, OPT_HELP},              {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+static void usage_error(const struct err *e) { err_die(2, "%s (try --help)", e->msg); }
+
+int main(int argc, char **argv) {
+    err_set_progname("cifar10-test");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int batch = 250, threads = 0;
+    double min_accuracy = -1;
+    const char *model_file = "cifar10-model.safetensors";
+    struct err e = {""};
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_BATCH:
+            if (options_int("--batch-size", optarg, 1, 65536, &batch, &e)) usage_error(&e);
+            break;
+        case OPT_MIN:
+            if (options_double("--min-accuracy", optarg, 0.0, 0, &min_accuracy, &e)) usage_error(&e);
+            if (min_accuracy > 100) err_set(&e, "--min-accuracy: %s is above 100", optarg), usage_error(&e);
+            break;
+        case OPT_MODEL: model_file = optarg; break;
+        case OPT_THREADS:
+            if (options_int("--threads", optarg, 1, 4096, &threads, &e)) usage_error(&e);
+            break;
+        case OPT_HELP: fputs(usage, stdout); return 0;
+        case OPT_VERSION: printf("cifar10-test %s\n", CIFAR10_DP_VERSION); return 0;
+        case ':': err_set(&e, "%s: missing value", argv[optind - 1]), usage_error(&e); break;
+        default: err_set(&e, "%s: unknown flag", argv[optind - 1]), usage_error(&e); break;
+        }
+    }
+    if (optind == argc) err_set(&e, "missing DATA (the CIFAR-10 directory or tarball)"), usage_error(&e);
+    if (optind + 1 < argc) err_set(&e, "%s: unexpected extra argument", argv[optind + 1]), usage_error(&e);
+    const char *data_path = argv[optind];
+    if (!threads) {
+        struct cpus c;
+        cpus_detect(&c);
+        threads = c.usable;
+    }
+    omp_set_num_threads(threads);
+
+    printf("reading %s\n", data_path);
+    struct cifar_data data;
+    if (cifar_load(data_path, CIFAR_TEST, &data, &e) != 0) err_die(1, "%s", e.msg);
+    printf("loading model %s\n", model_file);
+    struct model m;
+    model_init(&m, kernels_cpu(), batch, 0);
+    struct model_state st = {
+        .params = XALLOC(model_param_count() * sizeof(float)),
+        .bn_stats = XALLOC(model_bn_stats_count() * sizeof(float)),
+    };
+    struct run_info info;
+    if (checkpoint_read(model_file, &st, &info, &e) != 0) err_die(1, "%s", e.msg);
+    model_set_state(&m, st.params, NULL, st.bn_stats);
+    printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id, info.epochs_completed, info.config);
+
+    float *x = XALLOC((size_t)batch * CIFAR_IMAGE_BYTES * sizeof(float));
+    int *labels = XALLOC((size_t)batch * sizeof(int)), *pred = XALLOC((size_t)batch * sizeof(int));
+    long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
+    evaluate_range(&m, &data.test, 0, data.test.n, x, labels, pred, conf);
+    long correct = 0, total = data.test.n, per_class[CIFAR_CLASSES] = {0};
+    for (int t = 0; t < CIFAR_CLASSES; t++)
+        for (int p = 0; p < CIFAR_CLASSES; p++) {
+            per_class[t] += conf[t][p];
+            if (t == p) correct += conf[t][p];
+        }
+    printf("Accuracy of the network on the %ld test images: %ld %%\n", total, 100 * correct / total);
+    for (int t = 0; t < CIFAR_CLASSES; t++) {
+        if (per_class[t])
+            printf("Accuracy for class: %-5s is %.1f %%\n", cifar_short_names[t], 100.0 * conf[t][t] / per_class[t]);
+        else
+            printf("Accuracy for class: %-5s is n/a (no test images)\n", cifar_short_names[t]);
+    }
+    printf("Finished Testing\n");
+    printf("Confusion matrix (rows: true class, columns: predicted class):\n%-6s", "");
+    for (int p = 0; p < CIFAR_CLASSES; p++) printf("%6s", cifar_short_names[p]);
+    printf("\n");
+    for (int t = 0; t < CIFAR_CLASSES; t++) {
+        printf("%-6s", cifar_short_names[t]);
+        for (int p = 0; p < CIFAR_CLASSES; p++) printf("%6ld", conf[t][p]);
+        printf("\n");
+    }
+    double accuracy = 100.0 * correct / total;
+    free(x), free(labels), free(pred), free(st.params), free(st.bn_stats);
+    model_free(&m);
+    cifar_free(&data);
+    if (min_accuracy >= 0 && accuracy < min_accuracy) {
+        fprintf(stderr, "cifar10-test: accuracy %.2f%% is below --min-accuracy %g\n", accuracy, min_accuracy);
+        return 3;
+    }
+    return 0;
+}

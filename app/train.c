@@ -1,0 +1,395 @@
+/* cifar10-train: data-parallel training of the workshop CNN on CIFAR-10.
+ *
+ *   [mpirun -np N] cifar10-train [flags] DATA
+ *
+ * Every rank holds the whole model and reads the whole dataset; each step every rank runs
+ * forward/backward on its own slice of the global batch, one MPI_Allreduce sums the gradients
+ * (with the loss and accuracy counts riding along), and every rank applies the same SGD update,
+ * so the weights stay identical. Rank 0 prints the log and writes the files. */
+#include "../common/cpus.h"
+#include "../common/err.h"
+#include "../common/rng.h"
+#include "../data/augment.h"
+#include "../data/cifar.h"
+#include "../data/shard.h"
+#include "../kernels/cpu/gemm.h"
+#include "checkpoint.h"
+#include "config.h"
+#include "dist.h"
+#include "evaluate.h"
+#include "model.h"
+#include "options.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: [mpirun -np N] cifar10-train [flags] DATA\n"
+    "\n"
+    "Trains the workshop CNN on CIFAR-10 with data-parallel SGD over MPI ranks.\n"
+    "DATA: a directory with data_batch_1..5.bin (and test_batch.bin), a directory containing\n"
+    "cifar-10-batches-bin/, or cifar-10-binary.tar.gz itself.\n"
+    "\n"
+    "  --epochs N            epochs to train (default 10)\n"
+    "  --batch-size N        images per rank per step (default 128); global batch = ranks x N\n"
+    "  --learning-rate LR    peak learning rate for the global batch (default 0.05)\n"
+    "  --lr-schedule S       cosine (linear warm-up, then cosine decay to 0; default) or constant\n"
+    "  --warmup-epochs E     warm-up length for cosine, from LR/10 (default 1)\n"
+    "  --momentum M          SGD momentum (default 0.9)\n"
+    "  --weight-decay WD     L2 weight decay, as torch.optim.SGD (default 5e-4)\n"
+    "  --seed N              seed of initialisation, data order and augmentation (default 1)\n"
+    "  --no-augment          no random crop / flip\n"
+    "  --no-eval             do not score test_batch.bin after every epoch\n"
+    "  --print-freq N        print the running loss every N steps (default 5)\n"
+    "  --model-file FILE     final model (default cifar10-model.safetensors)\n"
+    "  --checkpoint-file F   per-epoch checkpoint (default: FILE with .checkpoint.safetensors)\n"
+    "  --resume MODE         auto (default): continue from the checkpoint if its settings match;\n"
+    "                        never: start over; require: fail without a checkpoint\n"
+    "  --threads N           threads per rank (default: the CPUs this process may use, divided\n"
+    "                        among ranks that share them)\n"
+    "  --help, --version\n"
+    "\n"
+    "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch), 2 bad command line.\n";
+
+enum { OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
+       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_RESUME,
+       OPT_THREADS, OPT_HELP, OPT_VERSION };
+
+static const struct option long_options[] = {
+    {"epochs", required_argument, 0, OPT_EPOCHS},
+    {"batch-size", required_argument, 0, OPT_BATCH},
+    {"learning-rate", required_argument, 0, OPT_LR},
+    {"lr-schedule", required_argument, 0, OPT_SCHEDULE},
+    {"warmup-epochs", required_argument, 0, OPT_WARMUP},
+    {"momentum", required_argument, 0, OPT_MOMENTUM},
+    {"weight-decay", required_argument, 0, OPT_WD},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"no-augment", no_argument, 0, OPT_NO_AUGMENT},
+    {"no-eval", no_argument, 0, OPT_NO_EVAL},
+    {"print-freq", required_argument, 0, OPT_PRINT_FREQ},
+    {"model-file", required_argument, 0, OPT_MODEL},
+    {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
+    {"resume", required_argument, 0, OPT_RESUME},
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"help", no_argument, 0, OPT_HELP},
+    {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+/* Returns 0 and fills c, or an exit status: 2 with a message in e, or -1 for --help/--version
+ * (already printed by rank 0). */
+static int parse_args(int argc, char **argv, struct train_config *c, int rank, struct err *e) {
+    config_defaults(c);
+    opterr = 0;
+    optind = 1;
+    int opt, rc = 0;
+    while (!rc && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        const char *flag = optind > 1 ? argv[optind - 1] : "?";
+        char name[64];
+        if (opt != '?' && opt != ':') {
+            for (const struct option *o = long_options; o->name; o++)
+                if (o->val == opt) snprintf(name, sizeof name, "--%s", o->name);
+            flag = name;
+        }
+        switch (opt) {
+        case OPT_EPOCHS: rc = options_int(flag, optarg, 1, 1000000, &c->epochs, e); break;
+        case OPT_BATCH: rc = options_int(flag, optarg, 1, 65536, &c->batch_size, e); break;
+        case OPT_LR: rc = options_double(flag, optarg, 0.0, 1, &c->learning_rate, e); break;
+        case OPT_SCHEDULE:
+            if (config_schedule_parse(optarg, &c->schedule) != 0)
+                rc = err_set(e, "%s: '%s' is not cosine or constant", flag, optarg);
+            break;
+        case OPT_WARMUP: rc = options_double(flag, optarg, 0.0, 0, &c->warmup_epochs, e); break;
+        case OPT_MOMENTUM: rc = options_double(flag, optarg, 0.0, 0, &c->momentum, e); break;
+        case OPT_WD: rc = options_double(flag, optarg, 0.0, 0, &c->weight_decay, e); break;
+        case OPT_SEED: rc = options_u64(flag, optarg, &c->seed, e); break;
+        case OPT_NO_AUGMENT: c->augment = 0; break;
+        case OPT_NO_EVAL: c->eval = 0; break;
+        case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
+        case OPT_MODEL: c->model_file = optarg; break;
+        case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
+        case OPT_RESUME:
+            if (strcmp(optarg, "auto") == 0) c->resume = RESUME_AUTO;
+            else if (strcmp(optarg, "never") == 0) c->resume = RESUME_NEVER;
+            else if (strcmp(optarg, "require") == 0) c->resume = RESUME_REQUIRE;
+            else rc = err_set(e, "%s: '%s' is not auto, never or require", flag, optarg);
+            break;
+        case OPT_THREADS: rc = options_int(flag, optarg, 1, 4096, &c->threads, e); break;
+        case OPT_HELP:
+            if (rank == 0) fputs(usage, stdout);
+            return -1;
+        case OPT_VERSION:
+            if (rank == 0) printf("cifar10-train %s\n", CIFAR10_DP_VERSION);
+            return -1;
+        case ':': rc = err_set(e, "%s: missing value", argv[optind - 1]); break;
+        default: rc = err_set(e, "%s: unknown flag", argv[optind - 1]); break;
+        }
+    }
+    if (rc) return 2;
+    if (optind == argc) return err_set(e, "missing DATA (the CIFAR-10 directory or tarball)"), 2;
+    if (optind + 1 < argc) return err_set(e, "%s: unexpected extra argument (DATA is %s)", argv[optind + 1], argv[optind]), 2;
+    c->data = argv[optind];
+    if (!c->model_file[0]) return err_set(e, "--model-file: empty file name"), 2;
+    return 0;
+}
+
+static char *default_checkpoint_path(const char *model_file) {
+    const char *ext = ".safetensors";
+    size_t n = strlen(model_file), el = strlen(ext);
+    char *p = XALLOC(n + 32);
+    if (n > el && strcmp(model_file + n - el, ext) == 0)
+        snprintf(p, n + 32, "%.*s.checkpoint%s", (int)(n - el), model_file, ext);
+    else
+        snprintf(p, n + 32, "%s.checkpoint", model_file);
+    return p;
+}
+
+static void format_duration(double s, char *out, size_t n) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, n, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, n, "%.1fs", s);
+}
+
+/* Host buffers for moving the state between ranks and files (allocated once). */
+struct host_state {
+    struct model_state s;
+    size_t P, S;
+};
+
+static void host_state_init(struct host_state *h) {
+    h->P = model_param_count();
+    h->S = model_bn_stats_count();
+    h->s.params = XALLOC(h->P * sizeof(float));
+    h->s.momentum = XALLOC(h->P * sizeof(float));
+    h->s.bn_stats = XALLOC(h->S * sizeof(float));
+}
+
+/* Puts rank 0's state on every rank (identical start, fresh or resumed). */
+static void broadcast_state(struct model *m, struct host_state *h, int rank) {
+    if (rank == 0) {
+        model_get_state(m, h->s.params, h->s.momentum, h->s.bn_stats);
+        h->s.bn_batches_tracked = m->bn_batches_tracked;
+    }
+    dist_bcast(h->s.params, h->P * sizeof(float), 0);
+    dist_bcast(h->s.momentum, h->P * sizeof(float), 0);
+    dist_bcast(h->s.bn_stats, h->S * sizeof(float), 0);
+    dist_bcast(&h->s.bn_batches_tracked, sizeof h->s.bn_batches_tracked, 0);
+    model_set_state(m, h->s.params, h->s.momentum, h->s.bn_stats);
+    m->bn_batches_tracked = h->s.bn_batches_tracked;
+}
+
+/* BN running statistics differ per rank (each saw its own batches): average them, so every
+ * rank, every evaluation and every file sees the same values. */
+static void average_bn_stats(struct model *m, struct host_state *h, int world) {
+    if (world == 1) return;
+    model_get_state(m, NULL, NULL, h->s.bn_stats);
+    dist_allreduce_sum(h->s.bn_stats, h->S);
+    for (size_t i = 0; i < h->S; i++) h->s.bn_stats[i] /= (float)world;
+    model_set_state(m, NULL, NULL, h->s.bn_stats);
+}
+
+static void new_run_id(char *out, size_t n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t h = 0;
+    for (const char *c = host; *c; c++) h = h * 131 + (unsigned char)*c;
+    struct rng r = rng_make((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, RNG_RUN_ID, (uint64_t)getpid(), h);
+    time_t now = ts.tv_sec;
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    snprintf(out, n, "%s-%08" PRIx32, stamp, (uint32_t)rng_u64(&r));
+}
+
+static void write_file(const char *path, const struct model *m, struct host_state *h,
+                       const struct run_info *info) {
+    model_get_state(m, h->s.params, h->s.momentum, h->s.bn_stats);
+    h->s.bn_batches_tracked = m->bn_batches_tracked;
+    struct err e;
+    if (checkpoint_write(path, &h->s, info, &e) != 0) dist_fail(1, e.msg);
+}
+
+int main(int argc, char **argv) {
+    err_set_progname("cifar10-train");
+    setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
+    struct cpus cpus;
+    cpus_detect(&cpus);
+    struct dist d;
+    dist_init(&argc, &argv, cpus.mask_id, &d);
+    struct train_config c;
+    struct err e = {""};
+    int status = parse_args(argc, argv, &c, d.rank, &e);
+    if (status == -1) {
+        dist_finalize();
+        return 0;
+    }
+    if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
+    dist_agree(status, e.msg);
+    char *checkpoint_file = c.checkpoint_file ? strdup(c.checkpoint_file) : default_checkpoint_path(c.model_file);
+
+    int threads = c.threads ? c.threads : cpus.usable / (d.local_same_mask > 0 ? d.local_same_mask : 1);
+    if (threads < 1) threads = 1;
+    omp_set_num_threads(threads);
+    int R = d.rank == 0;
+    if (R) {
+        char quota[32] = "none";
+        if (cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", cpus.quota);
+        printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
+               "cgroup quota %s, shared by %d rank(s) on this node); backend cpu, gemm %s\n",
+               CIFAR10_DP_VERSION, d.world, threads, c.threads ? "from --threads" : "detected", cpus.affinity, quota,
+               d.local_same_mask, gemm_isa());
+        printf("reading %s\n", c.data);
+    }
+
+    struct cifar_data data;
+    status = cifar_load(c.data, CIFAR_TRAIN | (c.eval ? CIFAR_TEST_OPTIONAL : 0), &data, &e) ? 1 : 0;
+    dist_agree(status, e.msg);
+    int global_batch = d.world * c.batch_size;
+    int steps = shard_steps(data.train.n, d.world, c.batch_size);
+    if (steps == 0)
+        snprintf(e.msg, sizeof e.msg, "%s: %d training images, fewer than one global batch (%d ranks x --batch-size %d)",
+                 data.source, data.train.n, d.world, c.batch_size);
+    dist_agree(steps == 0 ? 1 : 0, e.msg);
+    if (R)
+        printf("data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), %d dropped per epoch\n",
+               data.source, data.train.n, data.test.n, steps, global_batch, d.world, c.batch_size,
+               data.train.n - steps * global_batch);
+
+    struct model m;
+    model_init(&m, kernels_cpu(), c.batch_size, c.seed);
+    struct host_state h;
+    host_state_init(&h);
+    struct run_info info = {.kind = "checkpoint"};
+    struct strbuf cfg = {0};
+    config_to_json(&c, &cfg);
+    CHECK(cfg.len < sizeof info.config);
+    memcpy(info.config, cfg.s, cfg.len + 1);
+    strbuf_free(&cfg);
+
+    /* Resume: rank 0 reads the checkpoint and every rank takes rank 0's state. */
+    int resumed = 0;
+    status = 0;
+    if (R) {
+        struct stat sb;
+        int exists = stat(checkpoint_file, &sb) == 0;
+        if (c.resume == RESUME_REQUIRE && !exists) {
+            status = err_set(&e, "%s: no checkpoint to resume from (--resume=require)", checkpoint_file) ? 1 : 0;
+        } else if (c.resume != RESUME_NEVER && exists) {
+            struct run_info saved;
+            if (checkpoint_read(checkpoint_file, &h.s, &saved, &e) != 0) {
+                snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (use --resume=never to start over)");
+                status = 1;
+            } else if (config_compare(&c, saved.config, &e) != 0) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", e.msg);
+                err_set(&e, "%s: cannot resume: %s (use --resume=never to start over)", checkpoint_file, why);
+                status = 1;
+            } else if (saved.epochs_completed > c.epochs) {
+                status = err_set(&e, "%s: has %d epochs, more than --epochs %d", checkpoint_file, saved.epochs_completed, c.epochs) ? 1 : 0;
+            } else {
+                model_set_state(&m, h.s.params, h.s.momentum, h.s.bn_stats);
+                m.bn_batches_tracked = h.s.bn_batches_tracked;
+                info.epochs_completed = saved.epochs_completed;
+                info.global_step = saved.global_step;
+                memcpy(info.run_id, saved.run_id, sizeof info.run_id);
+                resumed = 1;
+            }
+        }
+        if (!resumed) new_run_id(info.run_id, sizeof info.run_id);
+    }
+    dist_agree(status, e.msg);
+    dist_bcast(&resumed, sizeof resumed, 0);
+    dist_bcast(&info, sizeof info, 0);
+    broadcast_state(&m, &h, d.rank);
+    if (R) {
+        if (resumed)
+            printf("resuming run %s from %s: %d of %d epochs done\n", info.run_id, checkpoint_file, info.epochs_completed, c.epochs);
+        else
+            printf("starting run %s: %d epochs, lr %g (%s), momentum %g, weight decay %g, seed %" PRIu64 ", augmentation %s\n",
+                   info.run_id, c.epochs, c.learning_rate, config_schedule_name(c.schedule), c.momentum, c.weight_decay,
+                   c.seed, c.augment ? "on" : "off");
+    }
+
+    float *x = XALLOC((size_t)c.batch_size * CIFAR_IMAGE_BYTES * sizeof(float));
+    int *labels = XALLOC((size_t)c.batch_size * sizeof(int)), *pred = XALLOC((size_t)c.batch_size * sizeof(int));
+    int *perm = XALLOC((size_t)data.train.n * sizeof(int));
+    size_t P = model_param_count();
+    double run_start = dist_time(), epochs_time = 0;
+    int epochs_run = 0;
+    for (int epoch = info.epochs_completed; epoch < c.epochs; epoch++) {
+        double t0 = dist_time();
+        shard_permutation(c.seed, epoch, data.train.n, perm);
+        double running = 0, loss_sum = 0, correct = 0;
+        for (int step = 0; step < steps; step++) {
+            const int *idx = shard_slice(perm, step, d.rank, d.world, c.batch_size);
+            augment_batch(&data.train, idx, c.batch_size, c.seed, epoch, c.augment, x, labels);
+            model_forward_backward(&m, x, labels, c.batch_size);
+            dist_allreduce_sum(m.grads, P + 2); /* gradients, then loss and correct count */
+            double loss = m.grads[P] / d.world;
+            if (!isfinite(loss)) {
+                snprintf(e.msg, sizeof e.msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)", loss, epoch + 1, step + 1);
+                dist_agree(1, e.msg);
+            }
+            model_sgd_step(&m, (float)config_lr_at(&c, epoch + (double)step / steps), (float)c.momentum,
+                           (float)c.weight_decay, 1.0f / (float)d.world);
+            info.global_step++;
+            loss_sum += loss;
+            correct += m.grads[P + 1];
+            running += loss;
+            if ((step + 1) % c.print_freq == 0) {
+                if (R) printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, running / c.print_freq);
+                running = 0;
+            }
+        }
+        double train_time = dist_time() - t0;
+        average_bn_stats(&m, &h, d.world);
+        char test_acc[64] = "";
+        if (c.eval && data.test.n > 0) {
+            long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
+            int begin = (int)((long)data.test.n * d.rank / d.world), end = (int)((long)data.test.n * (d.rank + 1) / d.world);
+            evaluate_range(&m, &data.test, begin, end, x, labels, pred, conf);
+            double right = 0;
+            for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
+            dist_allreduce_sum_double(&right, 1);
+            snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", 100.0 * right / data.test.n);
+        }
+        info.epochs_completed = epoch + 1;
+        if (R) write_file(checkpoint_file, &m, &h, &info);
+        epochs_time += dist_time() - t0;
+        epochs_run++;
+        if (R) {
+            char el[32], eta[32];
+            format_duration(dist_time() - run_start, el, sizeof el);
+            format_duration(epochs_time / epochs_run * (c.epochs - epoch - 1), eta, sizeof eta);
+            printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n",
+                   epoch + 1, c.epochs, loss_sum / steps, 100.0 * correct / ((double)steps * global_batch), test_acc,
+                   (double)steps * global_batch / train_time, el, eta);
+        }
+    }
+    if (R && epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", c.epochs);
+    if (R) {
+        printf("saving model: %s\n", c.model_file);
+        struct run_info model_info = info;
+        snprintf(model_info.kind, sizeof model_info.kind, "model");
+        write_file(c.model_file, &m, &h, &model_info);
+        printf("Finished Training\n");
+    }
+    free(x), free(labels), free(pred), free(perm), free(checkpoint_file);
+    free(h.s.params), free(h.s.momentum), free(h.s.bn_stats);
+    model_free(&m);
+    cifar_free(&data);
+    dist_finalize();
+    return 0;
+}
