@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and running cifar10-dp needs on Debian/Ubuntu (apt-get; as root or
+# through sudo). --test adds what `make test` needs (PyTorch and NumPy for the reference test).
+# Packages already installed are not fetched again.
+set -euo pipefail
+pkgs=(build-essential make libopenmpi-dev openmpi-bin openssh-client zlib1g-dev curl ca-certificates)
+case ${1:-} in
+  --test) pkgs+=(python3 python3-torch python3-numpy) ;;
+  "") ;;
+  -h | --help) sed -n '2,4s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) echo "install-deps.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps.sh: all dependencies present"
+  exit 0
+fi
+sudo=""
+if ((EUID != 0)); then sudo=sudo; fi
+echo "install-deps.sh: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

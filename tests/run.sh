@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test suite (make test calls this after building) and ends with the line
+# "tests: N passed, N failed". Exit status: 0 only when every suite passed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export BUILD=${BUILD:-build}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
+B=$BUILD
+# Debian's interpreter: python3-torch installs there (a python3 earlier on PATH may lack it).
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=python3
+passed=0 failed=0 bad_suites=()
+
+suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed" line it prints
+  local name=$1 log p f found=0 start=$SECONDS
+  shift
+  log=$(mktemp)
+  echo "== $name"
+  "$@" 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  while read -r p f; do
+    passed=$((passed + p)) failed=$((failed + f)) found=1
+  done < <(sed -nE 's/^.*: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log")
+  if ((status != 0 || !found)); then
+    bad_suites+=("$name")
+    ((found)) || failed=$((failed + 1)) # crashed before reporting: count it as a failure
+  fi
+  echo "== $name: exit $status, $((SECONDS - start)) s"
+  rm -f "$log"
+}
+
+torch_reference() {
+  local d
+  d=$(mktemp -d /tmp/cifar10-torch.XXXXXX)
+  "$B/tests/make_synthetic" "$d/data" 128 16 &&
+    "$B/tests/dump_steps" "$d/data" "$d" 20 32 0.01 &&
+    "$PY" tests/torch_reference.py "$d" "$d/data" 0.01
+  local status=$?
+  rm -rf "$d"
+  return $status
+}
+
+suite kernels "$B/tests/test_kernels"
+suite data "$B/tests/test_data"
+suite checkpoint "$B/tests/test_checkpoint"
+suite "dist, 1 process" "$B/tests/test_dist"
+suite "dist, mpirun -np 2" mpirun -np 2 "$B/tests/test_dist"
+suite cli tests/test_cli.sh
+suite get-data tests/test_get_data.sh
+suite train tests/test_train.sh
+if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+  suite "pytorch reference" torch_reference
+else
+  echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
+fi
+((${#bad_suites[@]} == 0)) || echo "failing suites: ${bad_suites[*]}"
+echo "tests: $passed passed, $failed failed"
+((failed == 0 && ${#bad_suites[@]} == 0))

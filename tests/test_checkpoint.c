@@ -1,0 +1,258 @@
+/* Model/checkpoint files: round trip, corruption and truncation detection, wrong architecture,
+ * atomic replacement when a write fails (simulated full disk via RLIMIT_FSIZE), the JSON reader
+ * on malformed input, resume-settings comparison and the learning-rate schedule. */
+#include "../app/checkpoint.h"
+#include "../app/config.h"
+#include "../app/json.h"
+#include "../app/model.h"
+#include "../app/safetensors.h"
+#include "../common/err.h"
+#include "check.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*n + 1);
+    CHECK(fread(b, 1, *n, f) == *n);
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    fclose(f);
+}
+
+static struct model_state new_state(int with_momentum) {
+    struct model_state s = {XALLOC(model_param_count() * 4), with_momentum ? XALLOC(model_param_count() * 4) : NULL,
+                            XALLOC(model_bn_stats_count() * 4), 0};
+    return s;
+}
+
+static void free_state(struct model_state *s) {
+    free(s->params), free(s->momentum), free(s->bn_stats);
+}
+
+static int count_tmp_files(void) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) n += strstr(de->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+static void expect_read_error(const char *path, int want_momentum, const char *want) {
+    struct model_state s = new_state(want_momentum);
+    struct run_info info;
+    struct err e = {""};
+    int rc = checkpoint_read(path, &s, &info, &e);
+    EXPECT(rc == -1 && strstr(e.msg, want) && strstr(e.msg, path), "reading %s: rc %d, message '%s' lacks '%s'", path, rc, e.msg, want);
+    free_state(&s);
+}
+
+static void test_round_trip(void) {
+    struct model m;
+    model_init(&m, kernels_cpu(), 2, 3);
+    size_t P = model_param_count(), S = model_bn_stats_count();
+    struct model_state a = new_state(1), b = new_state(1);
+    model_get_state(&m, a.params, a.momentum, a.bn_stats);
+    for (size_t i = 0; i < P; i++) a.momentum[i] = (float)i * 1e-3f; /* distinguishable */
+    for (size_t i = 0; i < S; i++) a.bn_stats[i] += (float)i; /* S: BN statistics floats */
+    a.bn_batches_tracked = 1234;
+    struct run_info info = {.kind = "checkpoint", .run_id = "run-xyz", .epochs_completed = 7, .global_step = 2730};
+    snprintf(info.config, sizeof info.config, "{\"epochs\":10}");
+    char ck[512], mf[512];
+    snprintf(ck, sizeof ck, "%s/c.safetensors", dir);
+    snprintf(mf, sizeof mf, "%s/m.safetensors", dir);
+    struct err e = {""};
+    EXPECT(checkpoint_write(ck, &a, &info, &e) == 0, "write checkpoint: %s", e.msg);
+    struct run_info got;
+    EXPECT(checkpoint_read(ck, &b, &got, &e) == 0, "read checkpoint: %s", e.msg);
+    int same = b.bn_batches_tracked == 1234;
+    for (int i = 0; i < model_tensor_count(); i++) { /* tensor by tensor: alignment gaps are not stored */
+        const struct model_tensor *mt = model_tensor_at(i);
+        size_t o = mt->offset, bytes = mt->numel * 4;
+        if (mt->buffer == MODEL_PARAMS)
+            same &= !memcmp(a.params + o, b.params + o, bytes) && !memcmp(a.momentum + o, b.momentum + o, bytes);
+        else
+            same &= !memcmp(a.bn_stats + o, b.bn_stats + o, bytes);
+    }
+    EXPECT(same, "checkpoint round trip changed the state");
+    EXPECT(strcmp(got.run_id, "run-xyz") == 0 && got.epochs_completed == 7 && got.global_step == 2730 &&
+               strcmp(got.config, "{\"epochs\":10}") == 0 && strcmp(got.kind, "checkpoint") == 0,
+           "run info round trip");
+    snprintf(info.kind, sizeof info.kind, "model");
+    EXPECT(checkpoint_write(mf, &a, &info, &e) == 0, "write model: %s", e.msg);
+    struct model_state c = new_state(0);
+    EXPECT(checkpoint_read(mf, &c, &got, &e) == 0 && memcmp(a.params, c.params, P * 4) == 0, "read model: %s", e.msg);
+    expect_read_error(mf, 1, "is a model file, not a checkpoint");
+    /* metadata a consumer needs */
+    struct safetensors st;
+    EXPECT(safetensors_read(mf, &st, &e) == 0, "safetensors_read: %s", e.msg);
+    const char *keys[] = {"format", "format_version", "model", "normalization_mean", "normalization_std", "classes", "run_id", "epochs_completed", "config", "crc32"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) EXPECT(safetensors_meta(&st, keys[i]) != NULL, "metadata %s missing", keys[i]);
+    EXPECT(strcmp(safetensors_meta(&st, "normalization_mean"), "[0.4914,0.4822,0.4465]") == 0, "mean %s", safetensors_meta(&st, "normalization_mean"));
+    EXPECT(json_get(&st.header, "optimizer.momentum.network.0.weight") == NULL, "model file carries momentum");
+    EXPECT(json_get(&st.header, "network.17.num_batches_tracked") != NULL, "num_batches_tracked missing");
+    safetensors_free(&st);
+
+    /* corruption: a flipped data byte, a flipped header byte, truncation at several points */
+    size_t n;
+    uint8_t *orig = slurp(mf, &n);
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    uint8_t *b2 = malloc(n);
+    memcpy(b2, orig, n);
+    b2[n - 1000] ^= 0x10;
+    spit(bad, b2, n);
+    expect_read_error(bad, 0, "checksum mismatch");
+    memcpy(b2, orig, n);
+    b2[8] = 'X'; /* the header's opening brace */
+    spit(bad, b2, n);
+    expect_read_error(bad, 0, "corrupt header");
+    size_t cuts[] = {0, 5, 8, 100, n / 2, n - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        spit(bad, orig, cuts[i]);
+        expect_read_error(bad, 0, cuts[i] <= 100 ? (cuts[i] < 8 ? "truncated" : "truncated") : "truncated");
+    }
+    memcpy(b2, orig, n);
+    spit(bad, b2, n);
+    uint8_t junk[3] = {1, 2, 3};
+    FILE *f = fopen(bad, "ab");
+    fwrite(junk, 1, 3, f);
+    fclose(f);
+    expect_read_error(bad, 0, "bytes after the last tensor");
+    spit(bad, (const uint8_t *)"hello world, not a model at all", 31);
+    expect_read_error(bad, 0, "not a safetensors file");
+    free(b2);
+    free(orig);
+
+    /* wrong architecture: conv0 with 16 filters */
+    struct st_tensor t[64];
+    int nt = 0;
+    for (int i = 0; i < model_tensor_count(); i++) {
+        const struct model_tensor *mt = model_tensor_at(i);
+        t[nt] = (struct st_tensor){mt->name, ST_F32, mt->ndim, {0}, (mt->buffer == MODEL_PARAMS ? a.params : a.bn_stats) + mt->offset};
+        for (int d = 0; d < mt->ndim; d++) t[nt].shape[d] = mt->shape[d];
+        if (i == 0) t[nt].shape[0] = 16;
+        nt++;
+    }
+    struct st_meta meta[] = {{"format", "cifar10-dp"}, {"format_version", "1"}, {"kind", "model"}, {"model", MODEL_NAME},
+                             {"run_id", "x"}, {"config", "{}"}, {"epochs_completed", "1"}, {"global_step", "1"}};
+    EXPECT(safetensors_write(bad, t, nt, meta, 8, &e) == 0, "write odd model: %s", e.msg);
+    expect_read_error(bad, 0, "network.0.weight has shape [16,3,3,3], expected [32,3,3,3]");
+    struct st_meta other[] = {{"format", "cifar10-dp"}, {"format_version", "2"}};
+    EXPECT(safetensors_write(bad, t, 1, other, 2, &e) == 0, "write v2");
+    expect_read_error(bad, 0, "format version 2");
+
+    /* atomic replacement: a write that fails (file size limit = full disk) keeps the old file */
+    size_t before_n;
+    uint8_t *before = slurp(ck, &before_n);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim = {1 << 20, 1 << 20};
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim.rlim_max = old.rlim_max;
+    setrlimit(RLIMIT_FSIZE, &lim);
+    snprintf(info.kind, sizeof info.kind, "checkpoint");
+    info.epochs_completed = 8;
+    int rc = checkpoint_write(ck, &a, &info, &e);
+    setrlimit(RLIMIT_FSIZE, &old);
+    EXPECT(rc == -1 && strstr(e.msg, "write failed") && strstr(e.msg, ck), "failed write reported: rc %d '%s'", rc, e.msg);
+    size_t after_n;
+    uint8_t *after = slurp(ck, &after_n);
+    EXPECT(after && after_n == before_n && memcmp(before, after, before_n) == 0, "failed write damaged the previous checkpoint");
+    EXPECT(count_tmp_files() == 0, "temporary file left behind");
+    EXPECT(checkpoint_read(ck, &b, &got, &e) == 0 && got.epochs_completed == 7, "previous checkpoint unreadable after failed write");
+    free(before), free(after);
+    char nodir[600];
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir/m.safetensors", dir);
+    EXPECT(checkpoint_write(nodir, &a, &info, &e) == -1 && strstr(e.msg, "No such file"), "write into missing dir: '%s'", e.msg);
+    free_state(&a), free_state(&b), free_state(&c);
+    model_free(&m);
+}
+
+static void test_json(void) {
+    const char *bad[] = {"", "{", "{\"a\":}", "[1,2", "\"abc", "{\"a\" 1}", "tru", "[1,]", "01x", "{\"a\":1}}", "\"\\x\"", "[\"\\u12\"]", "1e999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct json j;
+        struct err e = {""};
+        EXPECT(json_parse(bad[i], strlen(bad[i]), &j, &e) == -1 && strstr(e.msg, "byte"), "json accepted '%s'", bad[i]);
+    }
+    char deep[200];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    struct json j;
+    struct err e;
+    EXPECT(json_parse(deep, 200, &j, &e) == -1 && strstr(e.msg, "nested"), "deep nesting accepted");
+    const char *good = " {\"s\":\"a\\\"b\\u00e9\\n\",\"n\":-1.5e2,\"t\":true,\"z\":null,\"a\":[1,{\"k\":[]}]} ";
+    EXPECT(json_parse(good, strlen(good), &j, &e) == 0, "valid json rejected: %s", e.msg);
+    EXPECT(strcmp(json_get(&j, "s")->string, "a\"b\xc3\xa9\n") == 0 && json_get(&j, "n")->number == -150 &&
+               json_get(&j, "t")->boolean == 1 && json_get(&j, "a")->count == 2 && json_get(&j, "missing") == NULL,
+           "json values");
+    json_free(&j);
+    struct strbuf sb = {0};
+    strbuf_json_string(&sb, "q\"\\\n");
+    EXPECT(strcmp(sb.s, "\"q\\\"\\\\\\u000a\"") == 0, "json escape: %s", sb.s);
+    strbuf_free(&sb);
+}
+
+static void test_config(void) {
+    struct train_config a, b;
+    config_defaults(&a);
+    config_defaults(&b);
+    struct strbuf sb = {0};
+    config_to_json(&a, &sb);
+    struct err e = {""};
+    EXPECT(config_compare(&b, sb.s, &e) == 0, "identical settings differ: %s", e.msg);
+    b.threads = 7, b.print_freq = 99, b.model_file = "elsewhere"; /* may change on resume */
+    EXPECT(config_compare(&b, sb.s, &e) == 0, "non-defining settings block a resume: %s", e.msg);
+    b.learning_rate = 0.1;
+    EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--learning-rate: the checkpoint has 0.05"), "lr diff: %s", e.msg);
+    config_defaults(&b);
+    b.seed = 18446744073709551615ull;
+    EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--seed"), "seed diff: %s", e.msg);
+    config_defaults(&b);
+    b.augment = 0;
+    EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "augmentation"), "augment diff: %s", e.msg);
+    config_defaults(&b);
+    b.epochs = 11;
+    EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--epochs: the checkpoint has 10, this run has 11"), "epochs diff: %s", e.msg);
+    strbuf_free(&sb);
+    /* schedule: warm-up from lr/10 to lr over 1 epoch, cosine to 0 at the end */
+    EXPECT(fabs(config_lr_at(&a, 0) - 0.005) < 1e-12 && fabs(config_lr_at(&a, 1.0) - 0.05) < 1e-12 &&
+               fabs(config_lr_at(&a, 10.0)) < 1e-12 && fabs(config_lr_at(&a, 5.5) - 0.025) < 1e-12,
+           "schedule points: %g %g %g %g", config_lr_at(&a, 0), config_lr_at(&a, 1), config_lr_at(&a, 10), config_lr_at(&a, 5.5));
+    int mono = 1;
+    for (int i = 100; i < 999; i++) mono &= config_lr_at(&a, (i + 1) / 100.0) < config_lr_at(&a, i / 100.0);
+    EXPECT(mono, "cosine part not decreasing");
+    a.schedule = LR_CONSTANT;
+    EXPECT(config_lr_at(&a, 0) == 0.05 && config_lr_at(&a, 9.9) == 0.05, "constant schedule");
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/cifar10-test-ckpt.XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    test_json();
+    test_round_trip();
+    test_config();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    return check_summary("test_checkpoint");
+}

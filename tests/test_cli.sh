@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Command lines of both programs: usage errors exit 2 with one line naming the flag and
+# pointing to --help; --help and --version exit 0; both --flag=value and --flag value parse.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+run "$BIN/cifar10-train" --help
+expect_rc 0 "train --help"
+expect_out "train --help lists flags" "--learning-rate"
+expect_out "train --help lists exit codes" "Exit codes"
+run "$BIN/cifar10-train" --version
+expect_rc 0 "train --version"
+expect_out "train --version" "^cifar10-train [0-9]+\.[0-9]+\.[0-9]+$"
+
+bad=(
+  "--bogus|--bogus: unknown flag (try --help)"
+  "--epochs abc|--epochs: 'abc' is not an integer (try --help)"
+  "--epochs=0|--epochs: 0 is out of range"
+  "--epochs=12x|--epochs: '12x' is not an integer"
+  "--batch-size 0|--batch-size: 0 is out of range"
+  "--learning-rate 0|--learning-rate: 0 must be > 0"
+  "--learning-rate=-1|--learning-rate: -1 must be > 0"
+  "--learning-rate inf|--learning-rate: 'inf' is not a finite number"
+  "--learning-rate nan|--learning-rate: 'nan' is not a finite number"
+  "--momentum -0.1|--momentum: -0.1 must be >= 0"
+  "--weight-decay x|--weight-decay: 'x' is not a finite number"
+  "--print-freq 0|--print-freq: 0 is out of range"
+  "--threads 0|--threads: 0 is out of range"
+  "--seed -3|--seed: '-3' is not a non-negative integer"
+  "--resume maybe|--resume: 'maybe' is not auto, never or require"
+  "--lr-schedule steep|--lr-schedule: 'steep' is not cosine or constant"
+  "--warmup-epochs=-1|--warmup-epochs: -1 must be >= 0"
+)
+for case in "${bad[@]}"; do
+  args=${case%%|*} want=${case#*|}
+  # shellcheck disable=SC2086 # split the flag and its value
+  run "$BIN/cifar10-train" $args "$T/data"
+  expect_rc 2 "train $args"
+  expect_err "train $args" "$want"
+done
+run "$BIN/cifar10-train" --epochs
+expect_rc 2 "train flag without value"
+expect_err "train flag without value" "--epochs: missing value (try --help)"
+run "$BIN/cifar10-train"
+expect_rc 2 "train without DATA"
+expect_err "train without DATA" "missing DATA"
+run "$BIN/cifar10-train" a b
+expect_rc 2 "train with two DATA"
+expect_err "train with two DATA" "b: unexpected extra argument"
+# Both spellings parse (the run then fails on the missing data, exit 1, not 2).
+run "$BIN/cifar10-train" --epochs 2 --batch-size=8 --learning-rate 0.1 --momentum=0 --seed 9 "$T/nope"
+expect_rc 1 "train --flag value and --flag=value"
+expect_err "train missing data" "$T/nope: No such file or directory"
+# Under mpirun: one line for the whole job, same exit code.
+run mpirun -np 2 "$BIN/cifar10-train" --epochs=-5 "$T/data"
+expect_rc 2 "mpirun train bad flag"
+expect_err "mpirun train bad flag" "--epochs: -5 is out of range"
+
+run "$BIN/cifar10-test" --help
+expect_rc 0 "test --help"
+expect_out "test --help" "--min-accuracy"
+run "$BIN/cifar10-test" --version
+expect_rc 0 "test --version"
+for case in "--min-accuracy 101|--min-accuracy: 101 is above 100" "--min-accuracy x|--min-accuracy: 'x' is not a finite number" \
+  "--batch-size 0|--batch-size: 0 is out of range" "--frobnicate|--frobnicate: unknown flag (try --help)"; do
+  args=${case%%|*} want=${case#*|}
+  # shellcheck disable=SC2086
+  run "$BIN/cifar10-test" $args "$T/data"
+  expect_rc 2 "test $args"
+  expect_err "test $args" "$want"
+done
+run "$BIN/cifar10-test" --model-file x.safetensors
+expect_rc 2 "test without DATA"
+expect_err "test without DATA" "missing DATA"
+summary test_cli

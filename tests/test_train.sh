@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# End to end on a small synthetic dataset in the official format:
+#  - mpirun -np 2 training: log format, files, cifar10-test output format and exit codes;
+#  - bad data under mpirun: one error line, exit 1; a rank-0 write failure ends the whole job;
+#  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit;
+#  - a checkpoint with other settings is refused; --resume=require/never; resuming with a
+#    different rank count continues the run.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+D=$T/data
+"$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
+# 400 training images, 2 ranks x 16 = 12 steps per epoch (16 images dropped).
+TRAIN=(--epochs 3 --batch-size 16 --threads 1 --learning-rate 0.02)
+mpi() { mpirun -np "$1" "${@:2}"; }
+
+# 1. Uninterrupted run.
+mkdir -p "$T/A"
+run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/A/model.safetensors" "$D"
+expect_rc 0 "mpirun -np 2 training"
+expect_out "reading line" "^reading $D\$"
+expect_out "workshop loss line" "^\[1,     5\] loss: [0-9]+\.[0-9]{3}\$"
+expect_out "loss line at step 10" "^\[3,    10\] loss: [0-9]+\.[0-9]{3}\$"
+expect_out "epoch summary" "^epoch 3/3: loss [0-9.]+, train accuracy [0-9.]+%, test accuracy [0-9.]+%, [0-9.]+ images/s, elapsed .+, ETA .+\$"
+expect_out "data line" "400 training images, 200 test images; 12 steps per epoch of 32 images \(2 ranks x 16\), 16 dropped"
+expect_out "saving model" "^saving model: $T/A/model.safetensors\$"
+expect_out "finished" "^Finished Training\$"
+check "model and checkpoint written" test -s "$T/A/model.safetensors" -a -s "$T/A/model.checkpoint.safetensors"
+check "no temporary files left" test -z "$(find "$T/A" -name '*.tmp.*')"
+first_loss=$(grep -m1 '^\[1, ' "$T/out" | awk '{print $NF}')
+last_loss=$(grep '^\[3, ' "$T/out" | tail -n1 | awk '{print $NF}')
+check "loss falls ($first_loss -> $last_loss)" awk -v a="$first_loss" -v b="$last_loss" 'BEGIN { exit !(b < a) }'
+cp "$T/out" "$T/A.log"
+
+# 2. cifar10-test: the workshop's format, a confusion matrix that adds up, the gate.
+run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"
+expect_rc 0 "cifar10-test"
+expect_out "test reading" "^reading $D\$"
+expect_out "test loading" "^loading model $T/A/model.safetensors\$"
+expect_out "overall accuracy" "^Accuracy of the network on the 200 test images: [0-9]+ %\$"
+for c in plane car bird cat deer dog frog horse ship truck; do
+  expect_out "class $c" "^Accuracy for class: $(printf '%-5s' $c) is ([0-9]+\.[0-9]|n/a)"
+done
+expect_out "finished testing" "^Finished Testing\$"
+# shellcheck disable=SC2016 # awk program, not shell
+check "confusion matrix sums to 200" awk '/^Confusion/ {m = 1; next} m && NF == 11 && $1 != "" && $2 ~ /^[0-9]+$/ {for (i = 2; i <= 11; i++) s += $i; rows++} END {exit !(rows == 10 && s == 200)}' "$T/out"
+acc=$(sed -n 's/^Accuracy of the network on the 200 test images: \([0-9]*\) %$/\1/p' "$T/out")
+check "trained model beats chance ($acc %)" test "${acc:-0}" -ge 30
+run "$BIN/cifar10-test" --min-accuracy "$acc" --model-file "$T/A/model.safetensors" "$D"
+expect_rc 0 "gate at the achieved accuracy"
+if ((acc < 100)); then
+  run "$BIN/cifar10-test" --min-accuracy $((acc + 1)) --model-file "$T/A/model.safetensors" "$D"
+  expect_rc 3 "gate above the achieved accuracy"
+  expect_err "gate message" "is below --min-accuracy $((acc + 1))"
+fi
+run "$BIN/cifar10-test" --model-file "$T/A/model.checkpoint.safetensors" "$D"
+expect_rc 0 "a checkpoint scores too"
+cp "$T/A/model.safetensors" "$T/bad.safetensors"
+printf '\x55' | dd of="$T/bad.safetensors" bs=1 seek=100000 conv=notrunc 2>/dev/null
+run "$BIN/cifar10-test" --model-file "$T/bad.safetensors" "$D"
+expect_rc 1 "flipped byte in model"
+expect_err "flipped byte in model" "$T/bad.safetensors: data checksum mismatch"
+head -c 5000 "$T/A/model.safetensors" >"$T/bad.safetensors"
+run "$BIN/cifar10-test" --model-file "$T/bad.safetensors" "$D"
+expect_rc 1 "truncated model"
+expect_err "truncated model" "$T/bad.safetensors: truncated"
+run "$BIN/cifar10-test" --model-file "$T/none.safetensors" "$D"
+expect_rc 1 "missing model"
+expect_err "missing model" "$T/none.safetensors: No such file or directory"
+run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$T/nowhere"
+expect_rc 1 "missing test data"
+expect_err "missing test data" "$T/nowhere: No such file or directory"
+
+# 3. Bad data under mpirun: one line naming file and record, exit 1.
+cp -r "$D" "$T/baddata"
+printf '\x0b' | dd of="$T/baddata/data_batch_3.bin" bs=1 seek=$((3073 * 5)) conv=notrunc 2>/dev/null
+run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/X/model.safetensors" "$T/baddata"
+expect_rc 1 "bad label under mpirun"
+expect_err "bad label under mpirun" "$T/baddata/data_batch_3.bin: record 5 (byte offset 15365): label 11 is not in 0..9"
+# Rank 0 cannot write its checkpoint: the whole job ends, non-zero, no hang.
+run timeout 120 mpirun -np 2 "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
+check "write failure ends the job (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
+expect_err "write failure message" "$T/no/such/dir/c.safetensors: cannot create temporary file"
+
+# 4. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
+mkdir -p "$T/B"
+B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/B/model.safetensors" "$D")
+setsid "${B_CMD[@]}" >"$T/B1.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [[ -s $T/B/model.checkpoint.safetensors ]] && break; sleep 0.05; done
+sleep 0.7 # into the second epoch
+kill -9 -- -"$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "killed before finishing" test ! -e "$T/B/model.safetensors"
+cp "$T/B/model.checkpoint.safetensors" "$T/partial.safetensors"
+run "${B_CMD[@]}"
+expect_rc 0 "rerun after kill"
+expect_out "rerun resumes" "^resuming run .* from $T/B/model.checkpoint.safetensors: [12] of 3 epochs done\$"
+check "resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/B/model.safetensors")
+check "resumed checkpoint == uninterrupted checkpoint" cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$T/B/model.checkpoint.safetensors")
+run "${B_CMD[@]}"
+expect_rc 0 "rerun of a finished run"
+expect_out "finished run is not retrained" "already holds all 3 epochs"
+
+# 5. Different settings are refused under --resume=auto, naming the first difference.
+run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --learning-rate 0.05 --model-file "$T/B/model.safetensors" "$D"
+expect_rc 1 "changed learning rate"
+expect_err "changed learning rate" "$T/B/model.checkpoint.safetensors: cannot resume: --learning-rate: the checkpoint has 0.02, this run has 0.05"
+run "$BIN/cifar10-train" "${TRAIN[@]}" --no-augment --model-file "$T/B/model.safetensors" "$D"
+expect_rc 1 "changed augmentation"
+expect_err "changed augmentation" "cannot resume: augmentation"
+run "$BIN/cifar10-train" "${TRAIN[@]}" --resume require --model-file "$T/C/model.safetensors" "$D"
+expect_rc 1 "--resume=require without checkpoint"
+expect_err "--resume=require without checkpoint" "$T/C/model.checkpoint.safetensors: no checkpoint to resume from"
+run "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --resume never --model-file "$T/B/model.safetensors" "$D"
+expect_rc 0 "--resume=never starts over"
+expect_out "--resume=never starts over" "^starting run "
+
+# 6. Resume with a different rank count (1 instead of 2) continues the same run.
+mkdir -p "$T/C"
+cp "$T/partial.safetensors" "$T/C/model.checkpoint.safetensors"
+run "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/C/model.safetensors" "$D"
+expect_rc 0 "resume on 1 rank"
+expect_out "resume on 1 rank" "^resuming run .*: [12] of 3 epochs done\$"
+expect_out "1 rank steps" "25 steps per epoch of 16 images \(1 ranks x 16\)"
+run "$BIN/cifar10-test" --model-file "$T/C/model.safetensors" "$D"
+expect_rc 0 "model of the 1-rank resume scores"
+summary test_train
