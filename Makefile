@@ -12,6 +12,9 @@ CFLAGS  += -DCIFAR10_DP_VERSION=\"$(VERSION)\"
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=fast -MMD -MP
 LDLIBS  += -lz -lm
 PREFIX  ?= /usr/local
+# `make V=1` shows the full compiler command lines.
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
 
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
 $(error $(MPICC) not found: install Open MPI (Debian: apt-get install libopenmpi-dev openmpi-bin))
@@ -26,7 +29,7 @@ $(info MPI:  $(MPICC) ($(if $(MPI_VERSION),$(MPI_VERSION),mpirun not found)))
 $(info zlib: found)
 $(info CUDA: $(if $(NVCC_PATH),nvcc at $(NVCC_PATH); the CUDA backend is not part of this tree yet,not found); building the CPU backend)
 
-LIB_SRC := common/err.c common/rng.c common/cpus.c \
+LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c \
            data/cifar.c data/augment.c data/shard.c \
            kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv3x3.c \
            kernels/cpu/relu.c kernels/cpu/maxpool2.c kernels/cpu/batchnorm.c \
@@ -50,29 +53,33 @@ all: $(BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) -c $< -o $@
+	@echo "  CC    $<"
+	$(Q)$(MPICC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/kernels/cpu/gemm.%.o: kernels/cpu/gemm.c
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(march_$*) -DGEMM_ISA=$* -c $< -o $@
+	@echo "  CC    $< ($*)"
+	$(Q)$(MPICC) $(CFLAGS) $(march_$*) -DGEMM_ISA=$* -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR    $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
+LINK = @echo "  LINK  $@"; $(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/dist.o $(LIB)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
+	$(LINK)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
+	$(LINK)
 $(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/app/dist.o $(LIB)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
+	$(LINK)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(LIB)
-	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
 test: $(BINS) $(TEST_BINS)
 	BUILD=$(BUILD) tests/run.sh
+
+# Keep the test objects around (they are otherwise intermediate and deleted).
+.SECONDARY:
 
 install: $(BINS)
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -3,7 +3,9 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void config_defaults(struct train_config *c) {
@@ -40,35 +42,55 @@ int config_schedule_parse(const char *s, enum lr_schedule *out) {
     return 0;
 }
 
-/* The run-defining settings: JSON key, flag name, and value as text (%.17g round-trips). */
+/* The run-defining settings: JSON key, flag name, and value as text (exact: see shortest). */
 struct setting {
     const char *key, *flag;
     char value[64];
     int is_string;
 };
 
+/* The shortest decimal that reads back as exactly v (0.05, not 0.050000000000000003). */
+static void shortest(char *out, size_t n, double v) {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(out, n, "%.0f", v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, v);
+        if (strtod(out, NULL) == v) return;
+    }
+}
+
+static void add_setting(struct setting *s, int *n, const char *key, const char *flag, int is_string,
+                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void add_setting(struct setting *s, int *n, const char *key, const char *flag, int is_string,
+                        const char *fmt, ...) {
+    struct setting *t = &s[(*n)++];
+    *t = (struct setting){key, flag, "", is_string};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->value, sizeof t->value, fmt, ap);
+    va_end(ap);
+}
+
 static int settings_of(const struct train_config *c, struct setting *s) {
     int n = 0;
-    s[n++] = (struct setting){"model", "model", "", 1};
-    snprintf(s[n - 1].value, sizeof s->value, "%s", MODEL_NAME);
-    s[n++] = (struct setting){"epochs", "--epochs", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%d", c->epochs);
-    s[n++] = (struct setting){"batch_size", "--batch-size", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%d", c->batch_size);
-    s[n++] = (struct setting){"learning_rate", "--learning-rate", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%.17g", c->learning_rate);
-    s[n++] = (struct setting){"lr_schedule", "--lr-schedule", "", 1};
-    snprintf(s[n - 1].value, sizeof s->value, "%s", config_schedule_name(c->schedule));
-    s[n++] = (struct setting){"warmup_epochs", "--warmup-epochs", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%.17g", c->warmup_epochs);
-    s[n++] = (struct setting){"momentum", "--momentum", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%.17g", c->momentum);
-    s[n++] = (struct setting){"weight_decay", "--weight-decay", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%.17g", c->weight_decay);
-    s[n++] = (struct setting){"seed", "--seed", "", 1}; /* a string: JSON numbers lose 64-bit seeds */
-    snprintf(s[n - 1].value, sizeof s->value, "%llu", (unsigned long long)c->seed);
-    s[n++] = (struct setting){"augment", "--no-augment", "", 0};
-    snprintf(s[n - 1].value, sizeof s->value, "%s", c->augment ? "true" : "false");
+    add_setting(s, &n, "model", "model", 1, "%s", MODEL_NAME);
+    add_setting(s, &n, "epochs", "--epochs", 0, "%d", c->epochs);
+    add_setting(s, &n, "batch_size", "--batch-size", 0, "%d", c->batch_size);
+    char lr[32], warmup[32], momentum[32], wd[32];
+    shortest(lr, sizeof lr, c->learning_rate);
+    shortest(warmup, sizeof warmup, c->warmup_epochs);
+    shortest(momentum, sizeof momentum, c->momentum);
+    shortest(wd, sizeof wd, c->weight_decay);
+    add_setting(s, &n, "learning_rate", "--learning-rate", 0, "%s", lr);
+    add_setting(s, &n, "lr_schedule", "--lr-schedule", 1, "%s", config_schedule_name(c->schedule));
+    add_setting(s, &n, "warmup_epochs", "--warmup-epochs", 0, "%s", warmup);
+    add_setting(s, &n, "momentum", "--momentum", 0, "%s", momentum);
+    add_setting(s, &n, "weight_decay", "--weight-decay", 0, "%s", wd);
+    /* a string: JSON numbers (doubles) cannot hold every 64-bit seed */
+    add_setting(s, &n, "seed", "--seed", 1, "%llu", (unsigned long long)c->seed);
+    add_setting(s, &n, "augment", "--no-augment", 0, "%s", c->augment ? "true" : "false");
     return n;
 }
 
@@ -104,7 +126,7 @@ int config_compare(const struct train_config *c, const char *saved_json, struct 
             snprintf(have, sizeof have, "%s", v->boolean ? "true" : "false");
             same = strcmp(have, s[i].value) == 0;
         } else if (v && v->type == JSON_NUMBER) {
-            snprintf(have, sizeof have, "%.17g", v->number);
+            shortest(have, sizeof have, v->number);
             double mine = 0;
             sscanf(s[i].value, "%lf", &mine);
             same = !s[i].is_string && v->number == mine;

@@ -1,5 +1,7 @@
 #include "safetensors.h"
 
+#include "../common/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -7,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -120,31 +121,10 @@ static int cmp_size(const void *a, const void *b) {
 int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return err_sys(e, errno, "%s", path);
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return err_set(e, "%s: not a regular file", path);
-    }
-    st->size = (size_t)sb.st_size;
-    st->file = malloc(st->size ? st->size : 1);
-    if (!st->file) {
-        close(fd);
-        return err_set(e, "%s: out of memory reading %zu bytes", path, st->size);
-    }
-    size_t got = 0;
-    while (got < st->size) {
-        ssize_t r = read(fd, st->file + got, st->size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
+    if (file_read_all(path, &st->file, &st->size, e) != 0) return -1;
     int rc = 0;
     uint64_t hlen = 0;
-    if (got != st->size) rc = err_set(e, "%s: read error", path);
-    else if (st->size < 8) rc = err_set(e, "%s: truncated: %zu bytes, not a safetensors file", path, st->size);
+    if (st->size < 8) rc = err_set(e, "%s: truncated: %zu bytes, not a safetensors file", path, st->size);
     if (!rc) {
         for (int i = 0; i < 8; i++) hlen |= (uint64_t)st->file[i] << (8 * i);
         if (hlen > MAX_HEADER || hlen < 2)

@@ -221,175 +221,217 @@ static void write_file(const char *path, const struct model *m, struct host_stat
     if (checkpoint_write(path, &h->s, info, &e) != 0) dist_fail(1, e.msg);
 }
 
-int main(int argc, char **argv) {
-    err_set_progname("cifar10-train");
-    setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
-    struct cpus cpus;
-    cpus_detect(&cpus);
-    struct dist d;
-    dist_init(&argc, &argv, cpus.mask_id, &d);
+/* Everything one training process holds. */
+struct trainer {
     struct train_config c;
-    struct err e = {""};
-    int status = parse_args(argc, argv, &c, d.rank, &e);
-    if (status == -1) {
-        dist_finalize();
-        return 0;
-    }
-    if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
-    dist_agree(status, e.msg);
-    char *checkpoint_file = c.checkpoint_file ? strdup(c.checkpoint_file) : default_checkpoint_path(c.model_file);
-
-    int threads = c.threads ? c.threads : cpus.usable / (d.local_same_mask > 0 ? d.local_same_mask : 1);
-    if (threads < 1) threads = 1;
-    omp_set_num_threads(threads);
-    int R = d.rank == 0;
-    if (R) {
-        char quota[32] = "none";
-        if (cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", cpus.quota);
-        printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
-               "cgroup quota %s, shared by %d rank(s) on this node); backend cpu, gemm %s\n",
-               CIFAR10_DP_VERSION, d.world, threads, c.threads ? "from --threads" : "detected", cpus.affinity, quota,
-               d.local_same_mask, gemm_isa());
-        printf("reading %s\n", c.data);
-    }
-
+    struct dist d;
+    struct cpus cpus;
+    int threads;
+    char *checkpoint_file;
     struct cifar_data data;
-    status = cifar_load(c.data, CIFAR_TRAIN | (c.eval ? CIFAR_TEST_OPTIONAL : 0), &data, &e) ? 1 : 0;
-    dist_agree(status, e.msg);
-    int global_batch = d.world * c.batch_size;
-    int steps = shard_steps(data.train.n, d.world, c.batch_size);
-    if (steps == 0)
-        snprintf(e.msg, sizeof e.msg, "%s: %d training images, fewer than one global batch (%d ranks x --batch-size %d)",
-                 data.source, data.train.n, d.world, c.batch_size);
-    dist_agree(steps == 0 ? 1 : 0, e.msg);
-    if (R)
-        printf("data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), %d dropped per epoch\n",
-               data.source, data.train.n, data.test.n, steps, global_batch, d.world, c.batch_size,
-               data.train.n - steps * global_batch);
-
+    int steps, global_batch; /* per epoch; images per step over all ranks */
     struct model m;
-    model_init(&m, kernels_cpu(), c.batch_size, c.seed);
     struct host_state h;
-    host_state_init(&h);
-    struct run_info info = {.kind = "checkpoint"};
-    struct strbuf cfg = {0};
-    config_to_json(&c, &cfg);
-    CHECK(cfg.len < sizeof info.config);
-    memcpy(info.config, cfg.s, cfg.len + 1);
-    strbuf_free(&cfg);
+    struct run_info info;    /* run id, epochs done, global step, settings */
+    float *x;                /* [batch][3][32][32] host batch */
+    int *labels, *pred;      /* [batch] */
+    int *perm;               /* [train.n] this epoch's order */
+};
 
-    /* Resume: rank 0 reads the checkpoint and every rank takes rank 0's state. */
-    int resumed = 0;
-    status = 0;
-    if (R) {
-        struct stat sb;
-        int exists = stat(checkpoint_file, &sb) == 0;
-        if (c.resume == RESUME_REQUIRE && !exists) {
-            status = err_set(&e, "%s: no checkpoint to resume from (--resume=require)", checkpoint_file) ? 1 : 0;
-        } else if (c.resume != RESUME_NEVER && exists) {
-            struct run_info saved;
-            if (checkpoint_read(checkpoint_file, &h.s, &saved, &e) != 0) {
-                snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (use --resume=never to start over)");
-                status = 1;
-            } else if (config_compare(&c, saved.config, &e) != 0) {
-                char why[1024];
-                snprintf(why, sizeof why, "%s", e.msg);
-                err_set(&e, "%s: cannot resume: %s (use --resume=never to start over)", checkpoint_file, why);
-                status = 1;
-            } else if (saved.epochs_completed > c.epochs) {
-                status = err_set(&e, "%s: has %d epochs, more than --epochs %d", checkpoint_file, saved.epochs_completed, c.epochs) ? 1 : 0;
-            } else {
-                model_set_state(&m, h.s.params, h.s.momentum, h.s.bn_stats);
-                m.bn_batches_tracked = h.s.bn_batches_tracked;
-                info.epochs_completed = saved.epochs_completed;
-                info.global_step = saved.global_step;
-                memcpy(info.run_id, saved.run_id, sizeof info.run_id);
-                resumed = 1;
-            }
-        }
-        if (!resumed) new_run_id(info.run_id, sizeof info.run_id);
+/* Rank 0: loads the checkpoint when --resume asks for it and the settings match. Returns 1 when
+ * resumed, 0 for a fresh start, -1 with e set on an error. */
+static int try_resume(struct trainer *t, struct err *e) {
+    struct stat sb;
+    int exists = stat(t->checkpoint_file, &sb) == 0;
+    if (t->c.resume == RESUME_REQUIRE && !exists)
+        return err_set(e, "%s: no checkpoint to resume from (--resume=require)", t->checkpoint_file);
+    if (t->c.resume == RESUME_NEVER || !exists) return 0;
+    struct run_info saved;
+    if (checkpoint_read(t->checkpoint_file, &t->h.s, &saved, e) != 0) {
+        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (use --resume=never to start over)");
+        return -1;
+    }
+    struct err why;
+    if (config_compare(&t->c, saved.config, &why) != 0)
+        return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file, why.msg);
+    if (saved.epochs_completed > t->c.epochs)
+        return err_set(e, "%s: has %d epochs, more than --epochs %d", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
+    model_set_state(&t->m, t->h.s.params, t->h.s.momentum, t->h.s.bn_stats);
+    t->m.bn_batches_tracked = t->h.s.bn_batches_tracked;
+    t->info.epochs_completed = saved.epochs_completed;
+    t->info.global_step = saved.global_step;
+    memcpy(t->info.run_id, saved.run_id, sizeof t->info.run_id);
+    return 1;
+}
+
+/* Fresh start or resume, decided by rank 0; afterwards every rank holds rank 0's state. */
+static void start_or_resume(struct trainer *t) {
+    struct err e = {""};
+    int resumed = 0, status = 0;
+    if (t->d.rank == 0) {
+        resumed = try_resume(t, &e);
+        if (resumed < 0) status = 1;
+        if (resumed <= 0) new_run_id(t->info.run_id, sizeof t->info.run_id);
     }
     dist_agree(status, e.msg);
     dist_bcast(&resumed, sizeof resumed, 0);
-    dist_bcast(&info, sizeof info, 0);
-    broadcast_state(&m, &h, d.rank);
-    if (R) {
-        if (resumed)
-            printf("resuming run %s from %s: %d of %d epochs done\n", info.run_id, checkpoint_file, info.epochs_completed, c.epochs);
-        else
-            printf("starting run %s: %d epochs, lr %g (%s), momentum %g, weight decay %g, seed %" PRIu64 ", augmentation %s\n",
-                   info.run_id, c.epochs, c.learning_rate, config_schedule_name(c.schedule), c.momentum, c.weight_decay,
-                   c.seed, c.augment ? "on" : "off");
-    }
+    dist_bcast(&t->info, sizeof t->info, 0);
+    broadcast_state(&t->m, &t->h, t->d.rank);
+    if (t->d.rank != 0) return;
+    const struct train_config *c = &t->c;
+    if (resumed)
+        printf("resuming run %s from %s: %d of %d epochs done\n", t->info.run_id, t->checkpoint_file,
+               t->info.epochs_completed, c->epochs);
+    else
+        printf("starting run %s: %d epochs, lr %g (%s), momentum %g, weight decay %g, seed %" PRIu64
+               ", augmentation %s\n",
+               t->info.run_id, c->epochs, c->learning_rate, config_schedule_name(c->schedule), c->momentum,
+               c->weight_decay, c->seed, c->augment ? "on" : "off");
+}
 
-    float *x = XALLOC((size_t)c.batch_size * CIFAR_IMAGE_BYTES * sizeof(float));
-    int *labels = XALLOC((size_t)c.batch_size * sizeof(int)), *pred = XALLOC((size_t)c.batch_size * sizeof(int));
-    int *perm = XALLOC((size_t)data.train.n * sizeof(int));
+/* One epoch of data-parallel SGD; returns the mean loss and adds correct predictions. */
+static double train_epoch(struct trainer *t, int epoch, double *correct) {
+    const struct train_config *c = &t->c;
     size_t P = model_param_count();
+    double running = 0, loss_sum = 0;
+    shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
+    for (int step = 0; step < t->steps; step++) {
+        const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, c->batch_size);
+        augment_batch(&t->data.train, idx, c->batch_size, c->seed, epoch, c->augment, t->x, t->labels);
+        model_forward_backward(&t->m, t->x, t->labels, c->batch_size);
+        dist_allreduce_sum(t->m.grads, P + 2); /* gradients, then loss and correct count */
+        double loss = t->m.grads[P] / t->d.world;
+        if (!isfinite(loss)) { /* identical on every rank after the allreduce */
+            char msg[200];
+            snprintf(msg, sizeof msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)",
+                     loss, epoch + 1, step + 1);
+            dist_agree(1, msg);
+        }
+        model_sgd_step(&t->m, (float)config_lr_at(c, epoch + (double)step / t->steps), (float)c->momentum,
+                       (float)c->weight_decay, 1.0f / (float)t->d.world);
+        t->info.global_step++;
+        loss_sum += loss;
+        *correct += t->m.grads[P + 1];
+        running += loss;
+        if ((step + 1) % c->print_freq == 0) {
+            if (t->d.rank == 0) printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, running / c->print_freq);
+            running = 0;
+        }
+    }
+    return loss_sum / t->steps;
+}
+
+/* Test accuracy in percent, each rank scoring its own slice of test_batch.bin. */
+static double test_accuracy(struct trainer *t) {
+    long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
+    const struct cifar_set *test = &t->data.test;
+    int begin = (int)((long)test->n * t->d.rank / t->d.world), end = (int)((long)test->n * (t->d.rank + 1) / t->d.world);
+    evaluate_range(&t->m, test, begin, end, t->x, t->labels, t->pred, conf);
+    double right = 0;
+    for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
+    dist_allreduce_sum_double(&right, 1);
+    return 100.0 * right / test->n;
+}
+
+/* Flags, data, model: everything before the first step. Exits on errors (all ranks agree). */
+static void trainer_init(struct trainer *t, int argc, char **argv) {
+    memset(t, 0, sizeof *t);
+    cpus_detect(&t->cpus);
+    dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
+    struct err e = {""};
+    int status = parse_args(argc, argv, &t->c, t->d.rank, &e);
+    if (status == -1) { /* --help, --version */
+        dist_finalize();
+        exit(0);
+    }
+    if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
+    dist_agree(status, e.msg);
+    const struct train_config *c = &t->c;
+    t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file) : default_checkpoint_path(c->model_file);
+    t->threads = c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
+    if (t->threads < 1) t->threads = 1;
+    omp_set_num_threads(t->threads);
+    if (t->d.rank == 0) {
+        char quota[32] = "none";
+        if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
+        printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
+               "cgroup quota %s, shared by %d rank(s) on this node); backend cpu, gemm %s\n",
+               CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
+               t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa());
+        printf("reading %s\n", c->data);
+    }
+    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e) ? 1 : 0;
+    dist_agree(status, e.msg);
+    t->global_batch = t->d.world * c->batch_size;
+    t->steps = shard_steps(t->data.train.n, t->d.world, c->batch_size);
+    if (t->steps == 0)
+        snprintf(e.msg, sizeof e.msg, "%s: %d training images, fewer than one global batch (%d ranks x --batch-size %d)",
+                 t->data.source, t->data.train.n, t->d.world, c->batch_size);
+    dist_agree(t->steps == 0 ? 1 : 0, e.msg);
+    if (t->d.rank == 0)
+        printf("data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), "
+               "%d dropped per epoch\n",
+               t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world,
+               c->batch_size, t->data.train.n - t->steps * t->global_batch);
+    model_init(&t->m, kernels_cpu(), c->batch_size, c->seed);
+    host_state_init(&t->h);
+    snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
+    struct strbuf cfg = {0};
+    config_to_json(c, &cfg);
+    CHECK(cfg.len < sizeof t->info.config);
+    memcpy(t->info.config, cfg.s, cfg.len + 1);
+    strbuf_free(&cfg);
+    t->x = XALLOC((size_t)c->batch_size * CIFAR_IMAGE_BYTES * sizeof(float));
+    t->labels = XALLOC((size_t)c->batch_size * sizeof(int));
+    t->pred = XALLOC((size_t)c->batch_size * sizeof(int));
+    t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
+}
+
+static void trainer_free(struct trainer *t) {
+    free(t->x), free(t->labels), free(t->pred), free(t->perm), free(t->checkpoint_file);
+    free(t->h.s.params), free(t->h.s.momentum), free(t->h.s.bn_stats);
+    model_free(&t->m);
+    cifar_free(&t->data);
+}
+
+int main(int argc, char **argv) {
+    err_set_progname("cifar10-train");
+    setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
+    static struct trainer t;
+    trainer_init(&t, argc, argv);
+    start_or_resume(&t);
+    const struct train_config *c = &t.c;
+    int R = t.d.rank == 0, epochs_run = 0;
     double run_start = dist_time(), epochs_time = 0;
-    int epochs_run = 0;
-    for (int epoch = info.epochs_completed; epoch < c.epochs; epoch++) {
-        double t0 = dist_time();
-        shard_permutation(c.seed, epoch, data.train.n, perm);
-        double running = 0, loss_sum = 0, correct = 0;
-        for (int step = 0; step < steps; step++) {
-            const int *idx = shard_slice(perm, step, d.rank, d.world, c.batch_size);
-            augment_batch(&data.train, idx, c.batch_size, c.seed, epoch, c.augment, x, labels);
-            model_forward_backward(&m, x, labels, c.batch_size);
-            dist_allreduce_sum(m.grads, P + 2); /* gradients, then loss and correct count */
-            double loss = m.grads[P] / d.world;
-            if (!isfinite(loss)) {
-                snprintf(e.msg, sizeof e.msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)", loss, epoch + 1, step + 1);
-                dist_agree(1, e.msg);
-            }
-            model_sgd_step(&m, (float)config_lr_at(&c, epoch + (double)step / steps), (float)c.momentum,
-                           (float)c.weight_decay, 1.0f / (float)d.world);
-            info.global_step++;
-            loss_sum += loss;
-            correct += m.grads[P + 1];
-            running += loss;
-            if ((step + 1) % c.print_freq == 0) {
-                if (R) printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, running / c.print_freq);
-                running = 0;
-            }
-        }
+    for (int epoch = t.info.epochs_completed; epoch < c->epochs; epoch++) {
+        double t0 = dist_time(), correct = 0;
+        double loss = train_epoch(&t, epoch, &correct);
         double train_time = dist_time() - t0;
-        average_bn_stats(&m, &h, d.world);
+        average_bn_stats(&t.m, &t.h, t.d.world);
         char test_acc[64] = "";
-        if (c.eval && data.test.n > 0) {
-            long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
-            int begin = (int)((long)data.test.n * d.rank / d.world), end = (int)((long)data.test.n * (d.rank + 1) / d.world);
-            evaluate_range(&m, &data.test, begin, end, x, labels, pred, conf);
-            double right = 0;
-            for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
-            dist_allreduce_sum_double(&right, 1);
-            snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", 100.0 * right / data.test.n);
-        }
-        info.epochs_completed = epoch + 1;
-        if (R) write_file(checkpoint_file, &m, &h, &info);
+        if (c->eval && t.data.test.n > 0) snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", test_accuracy(&t));
+        t.info.epochs_completed = epoch + 1;
+        if (R) write_file(t.checkpoint_file, &t.m, &t.h, &t.info);
         epochs_time += dist_time() - t0;
         epochs_run++;
         if (R) {
             char el[32], eta[32];
             format_duration(dist_time() - run_start, el, sizeof el);
-            format_duration(epochs_time / epochs_run * (c.epochs - epoch - 1), eta, sizeof eta);
-            printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n",
-                   epoch + 1, c.epochs, loss_sum / steps, 100.0 * correct / ((double)steps * global_batch), test_acc,
-                   (double)steps * global_batch / train_time, el, eta);
+            format_duration(epochs_time / epochs_run * (c->epochs - epoch - 1), eta, sizeof eta);
+            printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1,
+                   c->epochs, loss, 100.0 * correct / ((double)t.steps * t.global_batch), test_acc,
+                   (double)t.steps * t.global_batch / train_time, el, eta);
         }
     }
-    if (R && epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", c.epochs);
     if (R) {
-        printf("saving model: %s\n", c.model_file);
-        struct run_info model_info = info;
+        if (epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", c->epochs);
+        printf("saving model: %s\n", c->model_file);
+        struct run_info model_info = t.info;
         snprintf(model_info.kind, sizeof model_info.kind, "model");
-        write_file(c.model_file, &m, &h, &model_info);
+        write_file(c->model_file, &t.m, &t.h, &model_info);
         printf("Finished Training\n");
     }
-    free(x), free(labels), free(pred), free(perm), free(checkpoint_file);
-    free(h.s.params), free(h.s.momentum), free(h.s.bn_stats);
-    model_free(&m);
-    cifar_free(&data);
+    trainer_free(&t);
     dist_finalize();
     return 0;
 }

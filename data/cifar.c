@@ -1,12 +1,12 @@
 #include "cifar.h"
 
+#include "../common/file.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 const char *const cifar_class_names[CIFAR_CLASSES] = {
@@ -47,41 +47,6 @@ static int validate(const char *where, const struct blob *b, struct err *e) {
             return err_set(e, "%s: record %zu (byte offset %zu): label %u is not in 0..9", where,
                            r, r * CIFAR_RECORD_BYTES, label);
     }
-    return 0;
-}
-
-static int read_file(const char *path, struct blob *b, struct err *e) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return err_sys(e, errno, "%s", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int saved = errno;
-        close(fd);
-        return err_sys(e, saved, "%s", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(e, "%s: not a regular file", path);
-    }
-    b->size = (size_t)st.st_size;
-    b->data = malloc(b->size ? b->size : 1);
-    if (!b->data) {
-        close(fd);
-        return err_set(e, "%s: out of memory reading %zu bytes", path, b->size);
-    }
-    size_t got = 0;
-    while (got < b->size) {
-        ssize_t r = read(fd, b->data + got, b->size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int saved = r < 0 ? errno : EIO;
-            close(fd);
-            if (r == 0) return err_set(e, "%s: file shrank while reading (%zu of %zu bytes)", path, got, b->size);
-            return err_sys(e, saved, "%s", path);
-        }
-        got += (size_t)r;
-    }
-    close(fd);
     return 0;
 }
 
@@ -292,7 +257,7 @@ int cifar_load(const char *path, unsigned what, struct cifar_data *out, struct e
             char file[4500];
             snprintf(file, sizeof file, "%s/%s", dir, slot_names[s]);
             if (!((need >> s) & 1) && !(((optional >> s) & 1) && exists(file))) continue;
-            if ((rc = read_file(file, &blobs[s], e)) == 0) rc = validate(file, &blobs[s], e);
+            if ((rc = file_read_all(file, &blobs[s].data, &blobs[s].size, e)) == 0) rc = validate(file, &blobs[s], e);
         }
     } else {
         return err_set(e, "%s: neither a directory nor a file", path);
