@@ -97,12 +97,6 @@ const struct model_tensor *model_tensor_at(int i) { return &tensors[i]; }
 size_t model_param_count(void) { return nparams; }
 size_t model_bn_stats_count(void) { return nbn; }
 
-int model_tensor_find(const char *name) {
-    for (int i = 0; i < ntensors; i++)
-        if (strcmp(tensors[i].name, name) == 0) return i;
-    return -1;
-}
-
 static float *tensor_ptr(float *base, int t) { return base + tensors[t].offset; }
 
 void model_init(struct model *m, const struct kernels *k, int max_batch, uint64_t seed) {

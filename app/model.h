@@ -43,8 +43,6 @@ int model_tensor_count(void);
 const struct model_tensor *model_tensor_at(int i);
 size_t model_param_count(void);    /* floats in params, grads (excluding extras), momentum */
 size_t model_bn_stats_count(void); /* floats in bn_stats */
-/* Index of the tensor named `name`, or -1. */
-int model_tensor_find(const char *name);
 
 struct model {
     const struct kernels *k;

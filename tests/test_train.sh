@@ -78,7 +78,7 @@ run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/X/model.safetensor
 expect_rc 1 "bad label under mpirun"
 expect_err "bad label under mpirun" "$T/baddata/data_batch_3.bin: record 5 (byte offset 15365): label 11 is not in 0..9"
 # Rank 0 cannot write its checkpoint: the whole job ends, non-zero, no hang.
-run timeout 120 mpirun -np 2 "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
+run timeout 600 mpirun -np 2 "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
 check "write failure ends the job (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 expect_err "write failure message" "$T/no/such/dir/c.safetensors: cannot create temporary file"
 
@@ -87,7 +87,8 @@ mkdir -p "$T/B"
 B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/B/model.safetensors" "$D")
 setsid "${B_CMD[@]}" >"$T/B1.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do [[ -s $T/B/model.checkpoint.safetensors ]] && break; sleep 0.05; done
+for _ in $(seq 3000); do [[ -s $T/B/model.checkpoint.safetensors ]] && break; sleep 0.1; done # up to 5 min on a loaded machine
+check "first checkpoint appeared before the kill" test -s "$T/B/model.checkpoint.safetensors"
 sleep 0.7 # into the second epoch
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
