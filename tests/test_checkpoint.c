@@ -129,7 +129,7 @@ static void test_round_trip(void) {
     size_t cuts[] = {0, 5, 8, 100, n / 2, n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         spit(bad, orig, cuts[i]);
-        expect_read_error(bad, 0, cuts[i] <= 100 ? (cuts[i] < 8 ? "truncated" : "truncated") : "truncated");
+        expect_read_error(bad, 0, "truncated");
     }
     memcpy(b2, orig, n);
     spit(bad, b2, n);
