@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int passed, failed;
 
@@ -48,6 +49,20 @@ void check_fill(float *x, size_t n, float lo, float hi, unsigned seed) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         x[i] = lo + (hi - lo) * (float)((s >> 40) * 0x1.0p-24);
     }
+}
+
+void check_tmpdir(const char *name, char *dir, size_t n) {
+    snprintf(dir, n, "/tmp/cifar10-%s.XXXXXX", name);
+    if (!mkdtemp(dir)) {
+        perror(dir);
+        exit(1);
+    }
+}
+
+void check_rmdir(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
 }
 
 int check_summary(const char *suite) {

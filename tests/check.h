@@ -17,6 +17,10 @@ double check_rel_l2f(const float *a, const float *ref, size_t n);
 /* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator. */
 void check_fill(float *x, size_t n, float lo, float hi, unsigned seed);
 
+/* A fresh directory /tmp/cifar10-NAME.XXXXXX (path written to dir[n]), and its removal. */
+void check_tmpdir(const char *name, char *dir, size_t n);
+void check_rmdir(const char *dir);
+
 int check_summary(const char *suite);
 
 #endif

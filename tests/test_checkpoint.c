@@ -246,13 +246,10 @@ static void test_config(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/cifar10-test-ckpt.XXXXXX");
-    CHECK(mkdtemp(dir) != NULL);
+    check_tmpdir("test-ckpt", dir, sizeof dir);
     test_json();
     test_round_trip();
     test_config();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    check_rmdir(dir);
     return check_summary("test_checkpoint");
 }

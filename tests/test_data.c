@@ -261,14 +261,11 @@ static void test_cpus(void) {
 }
 
 int main(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/cifar10-test-data.XXXXXX");
-    CHECK(mkdtemp(tmp) != NULL);
+    check_tmpdir("test-data", tmp, sizeof tmp);
     test_reader();
     test_augment();
     test_sharding();
     test_cpus();
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    CHECK(run(cmd) == 0);
+    check_rmdir(tmp);
     return check_summary("test_data");
 }
