@@ -36,19 +36,20 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c \
            app/model.c app/json.c app/safetensors.c app/checkpoint.c app/options.c app/config.c \
            app/evaluate.c
-# gemm.c is compiled once per ISA (see kernels/cpu/gemm.h).
-GEMM_ISAS := generic avx2 avx512
+# These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
+ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c
+ISAS    := generic avx2 avx512
 march_generic := -march=x86-64 -mtune=generic
 march_avx2    := -march=x86-64-v3 -mtune=generic
 march_avx512  := -march=x86-64-v4 -mtune=generic
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEMM_ISAS:%=$(BUILD)/kernels/cpu/gemm.%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o))
 LIB      := $(BUILD)/libcifar10.a
-BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test
+BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench
 TEST_BINS := $(BUILD)/tests/test_kernels $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic
 
-.PHONY: all test clean install
+.PHONY: all test bench clean install
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -56,10 +57,14 @@ $(BUILD)/%.o: %.c
 	@echo "  CC    $<"
 	$(Q)$(MPICC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels/cpu/gemm.%.o: kernels/cpu/gemm.c
-	@mkdir -p $(@D)
-	@echo "  CC    $< ($*)"
-	$(Q)$(MPICC) $(CFLAGS) $(march_$*) -DGEMM_ISA=$* -c $< -o $@
+# FILE.ISA.o from FILE.c (the shorter stem wins over the rule above).
+define isa_rule
+$$(BUILD)/%.$(1).o: %.c
+	@mkdir -p $$(@D)
+	@echo "  CC    $$< ($(1))"
+	$$(Q)$$(MPICC) $$(CFLAGS) $$(march_$(1)) -DCPU_ISA=$(1) -c $$< -o $$@
+endef
+$(foreach i,$(ISAS),$(eval $(call isa_rule,$(i))))
 
 $(LIB): $(LIB_OBJ)
 	@echo "  AR    $@"
@@ -67,6 +72,8 @@ $(LIB): $(LIB_OBJ)
 
 LINK = @echo "  LINK  $@"; $(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/dist.o $(LIB)
+	$(LINK)
+$(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/app/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
 	$(LINK)
@@ -78,6 +85,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(LIB)
 test: $(BINS) $(TEST_BINS)
 	BUILD=$(BUILD) tests/run.sh
 
+# Throughput benchmark: ours (1 rank x all threads, all ranks x 1 thread) and PyTorch.
+bench: $(BINS)
+	BUILD=$(BUILD) scripts/bench.sh
+
 # Keep the test objects around (they are otherwise intermediate and deleted).
 .SECONDARY:
 
@@ -88,4 +99,9 @@ install: $(BINS)
 clean:
 	rm -rf $(BUILD)
 
+# Dependency files are only ever written by the compiler: no rule may try to remake them (make's
+# built-in "%: %.o" would otherwise turn gemm.avx2.d into a target of the %.avx2.o rule).
+MAKEFLAGS += --no-builtin-rules
+.SUFFIXES:
+%.d: ;
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

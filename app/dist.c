@@ -90,3 +90,11 @@ void dist_bcast(void *buf, size_t bytes, int root) {
 }
 
 double dist_time(void) { return MPI_Wtime(); }
+
+double dist_max_double(double x) {
+    double out;
+    MPI_CHECK(MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return out;
+}
+
+void dist_barrier(void) { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }

@@ -30,6 +30,9 @@ void dist_fail(int code, const char *message) __attribute__((noreturn));
 void dist_allreduce_sum(float *buf, size_t n);
 void dist_allreduce_sum_double(double *buf, size_t n);
 void dist_bcast(void *buf, size_t bytes, int root);
+/* Largest x over all ranks. */
+double dist_max_double(double x);
+void dist_barrier(void);
 /* Wall-clock seconds (MPI_Wtime). */
 double dist_time(void);
 

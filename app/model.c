@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum kind { CONV, RELU, POOL, BN, FLATTEN, LINEAR };
 /* The Sequential, index by index; in/out are channels (conv, BN) or features (linear). */
@@ -29,6 +30,9 @@ static struct shape out_shape[MODEL_LAYERS], in_shape[MODEL_LAYERS];
  * the offset of its saved batch statistics in bn_saved. */
 static int weight_of[MODEL_LAYERS], running_of[MODEL_LAYERS], bn_saved_off[MODEL_LAYERS];
 static int tensor_layer[32];
+/* ReLUs fused into neighbours: a conv followed by a ReLU applies it in its forward; a ReLU
+ * followed by a conv or a max pool has its backward done by that layer's backward. */
+static int relu_after[MODEL_LAYERS], relu_backward_fused[MODEL_LAYERS];
 static struct model_tensor tensors[32];
 static int ntensors;
 static size_t nparams, nbn;
@@ -80,6 +84,9 @@ __attribute__((constructor)) static void build_tables(void) {
         case RELU: break;
         }
         out_shape[i] = s;
+        relu_after[i] = l->kind == CONV && i + 1 < MODEL_LAYERS && layers[i + 1].kind == RELU;
+        relu_backward_fused[i] = l->kind == RELU && i + 1 < MODEL_LAYERS &&
+                                 (layers[i + 1].kind == CONV || layers[i + 1].kind == POOL);
         size_t a = (size_t)s.c * s.h * s.w;
         if (a > max_act_floats) max_act_floats = a;
     }
@@ -165,6 +172,38 @@ void model_free(struct model *m) {
     memset(m, 0, sizeof *m);
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void model_layer_describe(int i, char *buf, size_t size) {
+    static const char *kind_names[] = {"conv", "relu", "maxpool", "batchnorm", "flatten", "linear"};
+    const struct layer *l = &layers[i];
+    struct shape s = in_shape[i];
+    if (l->kind == CONV)
+        snprintf(buf, size, "conv %d->%d %dx%d", l->in, l->out, s.h, s.w);
+    else if (l->kind == LINEAR)
+        snprintf(buf, size, "linear %d->%d", l->in, l->out);
+    else
+        snprintf(buf, size, "%s %dx%dx%d", kind_names[l->kind], s.c, s.h, s.w);
+}
+
+double model_layer_flops(int i, int n, int pass) {
+    const struct layer *l = &layers[i];
+    struct shape s = in_shape[i];
+    double f;
+    if (l->kind == CONV)
+        f = 2.0 * n * l->out * l->in * 9 * s.h * s.w;
+    else if (l->kind == LINEAR)
+        f = 2.0 * n * l->in * l->out;
+    else
+        return 0.0;
+    /* Backward: the weight gradient, plus the input gradient except for layer 0. */
+    return pass == 0 ? f : (i == 0 ? f : 2.0 * f);
+}
+
 /* Forward through all layers; train selects batch statistics (and updates running stats). */
 static void forward(struct model *m, int n, int train) {
     const struct kernels *k = m->k;
@@ -175,9 +214,12 @@ static void forward(struct model *m, int n, int train) {
         float *y = m->act[i];
         float *w = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i]) : NULL;
         float *b = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i] + 1) : NULL;
+        double t0 = now();
         switch (l->kind) {
-        case CONV: k->conv3x3_forward(x, w, b, y, n, s.c, o.c, s.h, s.w, m->ws); break;
-        case RELU: k->relu_forward(x, y, (size_t)n * o.c * o.h * o.w); break;
+        case CONV: k->conv3x3_forward(x, w, b, y, n, s.c, o.c, s.h, s.w, relu_after[i], m->ws); break;
+        case RELU:
+            if (!relu_after[i - 1]) k->relu_forward(x, y, (size_t)n * o.c * o.h * o.w);
+            break;
         case POOL: k->maxpool2_forward(x, y, n, s.c, s.h, s.w); break;
         case BN: {
             float *rm = tensor_ptr(m->bn_stats, running_of[i]);
@@ -193,6 +235,7 @@ static void forward(struct model *m, int n, int train) {
         case FLATTEN: break;
         case LINEAR: k->linear_forward(x, w, b, y, n, l->in, l->out, m->ws); break;
         }
+        m->layer_seconds[i][0] += now() - t0;
         x = y;
     }
 }
@@ -214,17 +257,28 @@ void model_forward_backward(struct model *m, const float *x_host, const int *lab
         float *w = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i]) : NULL;
         float *dw = weight_of[i] >= 0 ? tensor_ptr(m->grads, weight_of[i]) : NULL;
         float *db = weight_of[i] >= 0 ? tensor_ptr(m->grads, weight_of[i] + 1) : NULL;
+        double t0 = now();
         switch (l->kind) {
-        case RELU: k->relu_backward(m->act[i], d, d, (size_t)n * o.c * o.h * o.w); continue;
-        case FLATTEN: continue;
-        case CONV: k->conv3x3_backward(x, w, d, dx, dw, db, n, s.c, o.c, s.h, s.w, m->ws); break;
-        case POOL: k->maxpool2_backward(x, d, dx, n, s.c, s.h, s.w); break;
+        case RELU:
+            if (!relu_backward_fused[i]) k->relu_backward(m->act[i], d, d, (size_t)n * o.c * o.h * o.w);
+            break;
+        case FLATTEN: break;
+        case CONV: {
+            const float *mask = i > 0 && relu_backward_fused[i - 1] ? x : NULL;
+            k->conv3x3_backward(x, w, d, dx, dw, db, n, s.c, o.c, s.h, s.w, mask, m->ws);
+            break;
+        }
+        case POOL:
+            k->maxpool2_backward(x, d, dx, n, s.c, s.h, s.w, relu_backward_fused[i - 1]);
+            break;
         case BN:
             k->batchnorm_backward(x, d, w, m->bn_saved + bn_saved_off[i],
                                   m->bn_saved + bn_saved_off[i] + s.c, dx, dw, db, n, s.c, s.h * s.w);
             break;
         case LINEAR: k->linear_backward(x, w, d, dx, dw, db, n, l->in, l->out, m->ws); break;
         }
+        m->layer_seconds[i][1] += now() - t0;
+        if (l->kind == RELU || l->kind == FLATTEN) continue; /* in place: d stays */
         other = d;
         d = dx;
     }

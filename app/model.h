@@ -62,6 +62,9 @@ struct model {
     float *stats;     /* [2] loss / correct from softmax_xent */
     void *ws;         /* kernel scratch */
     float *host_logits; /* [max_batch][10] host memory for model_predict */
+    /* Wall time spent in each layer, [layer][0 forward, 1 backward], summed over calls since
+     * model_init (host clock around each kernel call: exact for the synchronous CPU backend). */
+    double layer_seconds[MODEL_LAYERS][2];
 };
 
 /* Allocates everything for batches of up to max_batch images and initialises the parameters
@@ -86,5 +89,10 @@ void model_sgd_step(struct model *m, float lr, float momentum, float weight_deca
 void model_get_state(const struct model *m, float *params, float *momentum, float *bn_stats);
 void model_set_state(struct model *m, const float *params, const float *momentum,
                      const float *bn_stats);
+
+/* For benchmarks: layer i as text ("conv 64->128 16x16") and the flops (2 per multiply-add) of
+ * its forward (pass 0) or backward (pass 1) on n images; 0 for layers without a matrix product. */
+void model_layer_describe(int i, char *buf, size_t size);
+double model_layer_flops(int i, int n, int pass);
 
 #endif

@@ -23,13 +23,17 @@ struct kernels {
     size_t (*conv3x3_workspace)(int N, int C, int K, int H, int W);
     size_t (*linear_workspace)(int N, int I, int O);
 
-    /* y[N][K][H][W] = conv(x[N][C][H][W], w[K][C][3][3], zero padding 1, stride 1) + b[K] */
+    /* y[N][K][H][W] = conv(x[N][C][H][W], w[K][C][3][3], zero padding 1, stride 1) + b[K],
+     * then max(y, 0) when relu is non-zero (a fused ReLU layer). */
     void (*conv3x3_forward)(const float *x, const float *w, const float *b, float *y, int N, int C,
-                            int K, int H, int W, void *ws);
+                            int K, int H, int W, int relu, void *ws);
     /* From dy[N][K][H][W]: dx[N][C][H][W] (skipped when dx is NULL), dw[K][C][3][3], db[K]
-     * (both summed over the batch). */
+     * (both summed over the batch). When dx_mask[N][C][H][W] is not NULL (the output of a ReLU
+     * that fed this convolution, i.e. x itself), dx is also taken through that ReLU's backward:
+     * dx = dx_mask > 0 ? dx : 0. */
     void (*conv3x3_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                             float *db, int N, int C, int K, int H, int W, void *ws);
+                             float *db, int N, int C, int K, int H, int W, const float *dx_mask,
+                             void *ws);
 
     /* y[n] = max(x[n], 0); y may equal x. */
     void (*relu_forward)(const float *x, float *y, size_t n);
@@ -39,9 +43,10 @@ struct kernels {
     /* y[N][C][H/2][W/2] = max of each 2x2 window of x[N][C][H][W] (H, W even). */
     void (*maxpool2_forward)(const float *x, float *y, int N, int C, int H, int W);
     /* dx[N][C][H][W] = dy routed to the first maximum of each window in row-major order (the
-     * element PyTorch picks on ties), 0 elsewhere. */
+     * element PyTorch picks on ties), 0 elsewhere. With relu non-zero, x is the output of a ReLU
+     * and dx also goes through its backward (0 where x <= 0). */
     void (*maxpool2_backward)(const float *x, const float *dy, float *dx, int N, int C, int H,
-                              int W);
+                              int W, int relu);
 
     /* Training-mode batch norm of x[N][C][HW] over N and HW: y = (x - mean) * invstd * gamma[C]
      * + beta[C], invstd = 1/sqrt(biased var + eps). Saves mean[C] and invstd[C] for backward and

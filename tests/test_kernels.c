@@ -85,21 +85,30 @@ static void test_conv(int N, int C, int Kc, int H, int W) {
                     ry[yi] = acc;
                     rdb[k] += dy[yi];
                 }
-    K_->conv3x3_forward(x, w, b, y, N, C, Kc, H, W, ws);
+    K_->conv3x3_forward(x, w, b, y, N, C, Kc, H, W, 0, ws);
     double e = check_rel_l2(y, ry, ys);
     EXPECT(e < TOL, "conv3x3 forward N%d C%d K%d %dx%d threads %d: %.3g", N, C, Kc, H, W, omp_get_max_threads(), e);
     memset(dx, 0xff, xs * sizeof(float)); /* NaN garbage: outputs must be overwritten */
     memset(dw, 0xff, wsz * sizeof(float));
-    K_->conv3x3_backward(x, w, dy, dx, dw, db, N, C, Kc, H, W, ws);
+    K_->conv3x3_backward(x, w, dy, dx, dw, db, N, C, Kc, H, W, NULL, ws);
     e = check_rel_l2(dx, rdx, xs);
     EXPECT(e < TOL, "conv3x3 dx N%d C%d K%d %dx%d threads %d: %.3g", N, C, Kc, H, W, omp_get_max_threads(), e);
     e = check_rel_l2(dw, rdw, wsz);
     EXPECT(e < TOL, "conv3x3 dw N%d C%d K%d %dx%d threads %d: %.3g", N, C, Kc, H, W, omp_get_max_threads(), e);
     e = check_rel_l2(db, rdb, Kc);
     EXPECT(e < TOL, "conv3x3 db: %.3g", e);
+    /* Fused ReLU: forward output clamped; input gradient masked by a ReLU output (x itself). */
+    for (size_t i = 0; i < ys; i++) ry[i] = ry[i] > 0 ? ry[i] : 0.0;
+    for (size_t i = 0; i < xs; i++) rdx[i] = x[i] > 0 ? rdx[i] : 0.0;
+    K_->conv3x3_forward(x, w, b, y, N, C, Kc, H, W, 1, ws);
+    e = check_rel_l2(y, ry, ys);
+    EXPECT(e < TOL, "conv3x3 forward+relu N%d C%d K%d %dx%d: %.3g", N, C, Kc, H, W, e);
+    K_->conv3x3_backward(x, w, dy, dx, dw, db, N, C, Kc, H, W, x, ws);
+    e = check_rel_l2(dx, rdx, xs);
+    EXPECT(e < TOL, "conv3x3 dx masked N%d C%d K%d %dx%d: %.3g", N, C, Kc, H, W, e);
     /* dx == NULL (the first layer) still yields the same dw */
     float *dw2 = fnew(wsz);
-    K_->conv3x3_backward(x, w, dy, NULL, dw2, db, N, C, Kc, H, W, ws);
+    K_->conv3x3_backward(x, w, dy, NULL, dw2, db, N, C, Kc, H, W, NULL, ws);
     EXPECT(memcmp(dw, dw2, wsz * sizeof(float)) == 0, "conv3x3 dw without dx differs");
     K_->free(ws);
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db), free(dw2);
@@ -122,8 +131,10 @@ static void test_relu_pool(void) {
     float *p = fnew(no), *dp = fnew(no);
     check_fill(dp, no, -1, 1, 10);
     K_->maxpool2_forward(x, p, N, C, H, W);
-    K_->maxpool2_backward(x, dp, dx, N, C, H, W);
-    int badf = 0, badb = 0, ties = 0;
+    K_->maxpool2_backward(x, dp, dx, N, C, H, W, 0);
+    float *dxr = fnew(n); /* the same through a ReLU: zero where the window's max is <= 0 */
+    K_->maxpool2_backward(x, dp, dxr, N, C, H, W, 1);
+    int badf = 0, badb = 0, ties = 0, badr = 0, nonpos = 0;
     for (int q = 0; q < N * C; q++)
         for (int i = 0; i < H / 2; i++)
             for (int j = 0; j < W / 2; j++) {
@@ -138,10 +149,15 @@ static void test_relu_pool(void) {
                 float g = dp[(size_t)q * (H / 2) * (W / 2) + i * (W / 2) + j];
                 badf += p[(size_t)q * (H / 2) * (W / 2) + i * (W / 2) + j] != xq[idx[best]];
                 for (int t = 0; t < 4; t++) badb += dx[(size_t)q * H * W + idx[t]] != (t == best ? g : 0.0f);
+                float gr = xq[idx[best]] > 0 ? g : 0.0f;
+                nonpos += !(xq[idx[best]] > 0);
+                for (int t = 0; t < 4; t++) badr += dxr[(size_t)q * H * W + idx[t]] != (t == best ? gr : 0.0f);
             }
     EXPECT(ties > 0, "maxpool tie cases exercised: %d", ties);
+    EXPECT(nonpos > 0, "maxpool windows with max <= 0 exercised: %d", nonpos);
     EXPECT(badf == 0 && badb == 0, "maxpool: %d forward and %d backward mismatches", badf, badb);
-    free(x), free(y), free(dy), free(dx), free(p), free(dp);
+    EXPECT(badr == 0, "maxpool backward through ReLU: %d mismatches", badr);
+    free(x), free(y), free(dy), free(dx), free(p), free(dp), free(dxr);
 }
 
 static void test_batchnorm(void) {
@@ -280,6 +296,20 @@ int main(void) {
         test_batchnorm();
     }
     test_conv(4, 40, 20, 5, 3); /* C*9 = 360 > KC: the K dimension is blocked */
+    /* Winograd shapes (even sizes, 16+ channels) on every vector path: chunks of several
+     * images (4x4 tiles), a partial last chunk (N = 7), forward-only and dx-only cases. */
+    for (int p = 0; p < 3; p++) {
+        static const char *isas[] = {"generic", "avx2", "avx512"};
+        if (gemm_select(isas[p]) != 0) continue;
+        printf("test_kernels: conv3x3 on the %s path\n", isas[p]);
+        omp_set_num_threads(2);
+        test_conv(7, 16, 24, 4, 6);
+        test_conv(3, 24, 8, 8, 8);  /* Winograd for dx only */
+        test_conv(3, 8, 24, 8, 8);  /* Winograd for the forward only */
+        omp_set_num_threads(1);
+        test_conv(2, 32, 17, 16, 16);
+    }
+    gemm_select(best);
     test_linear(130, 300, 520);
     test_softmax_sgd();
     return check_summary("test_kernels");

@@ -1,6 +1,13 @@
-/* 3x3 "same" convolution as im2col + GEMM, one image per thread at a time.
+/* 3x3 "same" convolution.
  *
- * Per thread the workspace holds
+ * Input gradient: Winograd F(2x2, 3x3) (winograd.c) where it applies (even sizes, 16+ channels
+ * each side). Forward and weight gradient: im2col + GEMM with one image per thread at a time.
+ * The forward stays im2col on purpose: Winograd's rounding (~4e-7 relative here, vs ~1e-7) moves
+ * near-tied max-pool windows to the other element often enough that the PyTorch float64
+ * reference test (tests/torch_reference.py) saw a flipped window change every lower layer's
+ * gradient by 1.7e-3; the backward carries no such decisions.
+ *
+ * Per thread the im2col workspace holds
  *   col  [C*9][H*W]        the unfolded image (and, in backward, d(col))
  *   dwt  [K*C*9 + K]       this thread's partial weight and bias gradients
  *   gemm [gemm_workspace_floats()]
@@ -21,7 +28,13 @@ static size_t per_thread_floats(int C, int K, int H, int W) {
 
 size_t cpu_conv3x3_workspace(int N, int C, int K, int H, int W) {
     (void)N;
-    return per_thread_floats(C, K, H, W) * (size_t)omp_get_max_threads() * sizeof(float);
+    int threads = omp_get_max_threads();
+    size_t floats = per_thread_floats(C, K, H, W) * (size_t)threads;
+    if (winograd_applies(K, C, H, W)) { /* input gradient */
+        size_t f = winograd_workspace_floats(K, C, H, W, threads);
+        if (f > floats) floats = f;
+    }
+    return floats * sizeof(float);
 }
 
 /* col[(c*9 + ky*3 + kx)][y*W + x] = x[c][y + ky - 1][x + kx - 1], zero outside the image. */
@@ -65,7 +78,7 @@ static void col2im(const float *col, float *dx, int C, int H, int W) {
 }
 
 void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
-                         int K, int H, int W, void *ws) {
+                         int K, int H, int W, int relu, void *ws) {
     int HW = H * W, C9 = C * 9;
     size_t stride = per_thread_floats(C, K, H, W);
 #pragma omp parallel
@@ -80,16 +93,20 @@ void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *
                 for (int i = 0; i < HW; i++) yn[k * HW + i] = b[k];
             /* y_n[K][HW] += w[K][C9] col[C9][HW] */
             gemm(K, HW, C9, 1.0f, w, C9, 1, col, HW, 1, 1.0f, yn, HW, gws);
+            if (relu)
+                for (int i = 0; i < K * HW; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
         }
     }
 }
 
 void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int N, int C, int K, int H, int W, void *ws) {
+                          float *db, int N, int C, int K, int H, int W, const float *dx_mask,
+                          void *ws) {
     int HW = H * W, C9 = C * 9;
     size_t stride = per_thread_floats(C, K, H, W);
     size_t col_floats = ((size_t)C9 * HW + 15) / 16 * 16;
     size_t dw_floats = (size_t)K * C9;
+    int winograd_dx = dx && winograd_applies(K, C, H, W);
 #pragma omp parallel
     {
         int nt = omp_get_num_threads();
@@ -108,10 +125,15 @@ void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float
                 for (int i = 0; i < HW; i++) s += dyn[k * HW + i];
                 dwt[dw_floats + k] += s;
             }
-            if (dx) {
+            if (dx && !winograd_dx) {
                 /* dcol[C9][HW] = w^T[C9][K] dy_n[K][HW], reusing col */
+                float *dxn = dx + (size_t)n * C * HW;
                 gemm(C9, HW, K, 1.0f, w, 1, C9, dyn, HW, 1, 0.0f, col, HW, gws);
-                col2im(col, dx + (size_t)n * C * HW, C, H, W);
+                col2im(col, dxn, C, H, W);
+                if (dx_mask) {
+                    const float *mn = dx_mask + (size_t)n * C * HW;
+                    for (int i = 0; i < C * HW; i++) dxn[i] = mn[i] > 0.0f ? dxn[i] : 0.0f;
+                }
             }
         }
         /* Sum the per-thread partials in thread order (implicit barrier above). */
@@ -125,4 +147,7 @@ void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float
                 db[i - dw_floats] = s;
         }
     }
+    /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
+     * transposed filters (after the weight gradient, since both use the workspace). */
+    if (winograd_dx) winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, N, K, C, H, W, ws);
 }

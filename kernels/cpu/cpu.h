@@ -9,13 +9,15 @@
 
 size_t cpu_conv3x3_workspace(int N, int C, int K, int H, int W);
 void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
-                         int K, int H, int W, void *ws);
+                         int K, int H, int W, int relu, void *ws);
 void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int N, int C, int K, int H, int W, void *ws);
+                          float *db, int N, int C, int K, int H, int W, const float *dx_mask,
+                          void *ws);
 void cpu_relu_forward(const float *x, float *y, size_t n);
 void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cpu_maxpool2_forward(const float *x, float *y, int N, int C, int H, int W);
-void cpu_maxpool2_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W);
+void cpu_maxpool2_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
+                           int relu);
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
                                  float *running_var, float momentum, float eps, int N, int C,
@@ -35,5 +37,17 @@ void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, fl
                       int classes);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale);
+
+/* Internal to the convolution (conv3x3.c uses winograd.c, see there). */
+int winograd_applies(int in, int out, int H, int W);
+size_t winograd_workspace_floats(int in, int out, int H, int W, int threads);
+/* Dispatches to the ISA path in use (gemm_dispatch.c), like gemm(). */
+void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
+                      const float *mask, float *y, int N, int in, int out, int H, int W,
+                      float *ws);
+typedef void winograd_fn(const float *x, const float *w, int flip, const float *bias, int relu,
+                         const float *mask, float *y, int N, int in, int out, int H, int W,
+                         float *ws);
+winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
 
 #endif

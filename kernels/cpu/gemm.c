@@ -2,36 +2,24 @@
  * MR x KC panels, and a register-blocked MR x NR micro-kernel does all the arithmetic. Packing
  * also absorbs the transposes, so one micro-kernel serves every layout.
  *
- * This file is compiled once per ISA with GEMM_ISA set (see the Makefile); the vector width and
- * the MR x NR tile follow from it: 16 (AVX-512) or 8 (AVX2) or 4 (SSE2) floats per vector,
- * NR = 2 vectors, MR chosen so the accumulators fill most of the register file. */
+ * This file is compiled once per ISA (isa.h); the vector width and the MR x NR tile follow from
+ * it: 16 (AVX-512) or 8 (AVX2) or 4 (SSE2) floats per vector. */
 #include "gemm.h"
+#include "isa.h"
 
 #include <string.h>
 
-#if !defined(GEMM_ISA)
-#error "compile with -DGEMM_ISA=generic|avx2|avx512"
-#endif
-
-#define generic 1
-#define avx2 2
-#define avx512 3
-#if GEMM_ISA == avx512
-#define VEC 16
+/* The register tile: MR rows of A times NR = 2 vectors of B, MR chosen so the accumulators fill
+ * most of the register file (32 zmm, 16 ymm, 16 xmm). */
+#if VEC == 16
 #define MR 8
-#define GEMM_NAME gemm_avx512
-#elif GEMM_ISA == avx2
-#define VEC 8
+#elif VEC == 8
 #define MR 6
-#define GEMM_NAME gemm_avx2
 #else
-#define VEC 4
 #define MR 4
-#define GEMM_NAME gemm_generic
 #endif
-#undef generic
-#undef avx2
-#undef avx512
+#define GEMM_NAME ISA_FN(gemm)
+#define PROBE_NAME ISA_FN(gemm_fma_probe)
 
 #define NR (2 * VEC)
 /* Cache blocking, shared by every ISA so the workspace size is one constant: a KC x NC panel of
@@ -41,36 +29,60 @@
 #define NC 512
 
 typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
+/* The same vector at any float-aligned address (rows of C). */
+typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
 
-/* Exported under its ISA name only from the generic object, so the three objects do not clash. */
-#if VEC == 4
+/* Not per ISA: defined once, in the generic object. */
+#ifdef ISA_IS_GENERIC
 size_t gemm_workspace_floats(void) { return (size_t)MC * KC + (size_t)KC * NC; }
 #endif
 
 /* Packs rows [0, mc) x cols [0, kc) of op(A) into MR-row panels: panel p holds Ap[k*MR + r] =
- * A(p*MR + r, k), rows past mc are zero. */
+ * A(p*MR + r, k), rows past mc are zero. When k is the contiguous index of A (csa == 1), each
+ * row is read as one stream: reading all MR rows at once would touch MR addresses one row
+ * stride apart, which for power-of-two strides all fall into the same L1 set. */
 static void pack_a(int mc, int kc, const float *A, ptrdiff_t rsa, ptrdiff_t csa, float *Ap) {
     for (int p = 0; p < mc; p += MR) {
         int rows = mc - p < MR ? mc - p : MR;
-        for (int k = 0; k < kc; k++) {
-            for (int r = 0; r < rows; r++) Ap[k * MR + r] = A[(p + r) * rsa + k * csa];
-            for (int r = rows; r < MR; r++) Ap[k * MR + r] = 0.0f;
+        if (csa == 1) {
+            for (int r = 0; r < rows; r++) {
+                const float *src = A + (p + r) * rsa;
+                for (int k = 0; k < kc; k++) Ap[k * MR + r] = src[k];
+            }
+            for (int r = rows; r < MR; r++)
+                for (int k = 0; k < kc; k++) Ap[k * MR + r] = 0.0f;
+        } else {
+            for (int k = 0; k < kc; k++) {
+                for (int r = 0; r < rows; r++) Ap[k * MR + r] = A[(p + r) * rsa + k * csa];
+                for (int r = rows; r < MR; r++) Ap[k * MR + r] = 0.0f;
+            }
         }
         Ap += (size_t)MR * kc;
     }
 }
 
-/* Packs rows [0, kc) x cols [0, nc) of op(B) into NR-column panels: Bp[k*NR + c] = B(k, p*NR + c). */
+/* Packs rows [0, kc) x cols [0, nc) of op(B) into NR-column panels: Bp[k*NR + c] = B(k, p*NR + c).
+ * Rows of B contiguous (csb == 1): vector copies; k contiguous (rsb == 1, a transposed B): one
+ * stream per column, for the same cache-set reason as in pack_a. */
 static void pack_b(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float *Bp) {
     for (int p = 0; p < nc; p += NR) {
         int cols = nc - p < NR ? nc - p : NR;
-        for (int k = 0; k < kc; k++) {
-            const float *src = B + k * rsb + p * csb;
-            if (csb == 1 && cols == NR) {
-                memcpy(Bp + k * NR, src, NR * sizeof(float));
-            } else {
-                for (int c = 0; c < cols; c++) Bp[k * NR + c] = src[c * csb];
-                for (int c = cols; c < NR; c++) Bp[k * NR + c] = 0.0f;
+        if (rsb == 1 && csb != 1) {
+            for (int c = 0; c < cols; c++) {
+                const float *src = B + (p + c) * csb;
+                for (int k = 0; k < kc; k++) Bp[k * NR + c] = src[k];
+            }
+            for (int c = cols; c < NR; c++)
+                for (int k = 0; k < kc; k++) Bp[k * NR + c] = 0.0f;
+        } else {
+            for (int k = 0; k < kc; k++) {
+                const float *src = B + k * rsb + p * csb;
+                if (csb == 1 && cols == NR) {
+                    memcpy(Bp + k * NR, src, NR * sizeof(float));
+                } else {
+                    for (int c = 0; c < cols; c++) Bp[k * NR + c] = src[c * csb];
+                    for (int c = cols; c < NR; c++) Bp[k * NR + c] = 0.0f;
+                }
             }
         }
         Bp += (size_t)NR * kc;
@@ -90,6 +102,20 @@ static void micro_kernel(int kc, const float *restrict Ap, const float *restrict
             acc[r][0] += a * b0;
             acc[r][1] += a * b1;
         }
+    }
+    if (mr == MR && nr == NR) { /* whole tile: vector loads and stores of C */
+        vf va = (vf){0} + alpha, vb = (vf){0} + beta;
+        for (int r = 0; r < MR; r++) {
+            vfu *c = (vfu *)(C + (ptrdiff_t)r * ldc);
+            if (beta == 0.0f) {
+                c[0] = va * acc[r][0];
+                c[1] = va * acc[r][1];
+            } else {
+                c[0] = va * acc[r][0] + vb * c[0];
+                c[1] = va * acc[r][1] + vb * c[1];
+            }
+        }
+        return;
     }
     float tile[MR][NR] __attribute__((aligned(64)));
     memcpy(tile, acc, sizeof tile);
@@ -132,4 +158,25 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
             }
         }
     }
+}
+
+/* FMA throughput probe: iters rounds of 12 independent vector FMA chains (more than latency x
+ * ports on current cores, so the FMA units, not dependencies, set the pace). Returns the flops
+ * executed (2 per lane per FMA). */
+double PROBE_NAME(long iters) {
+    vf mul = (vf){0} + 0.999999f, add = (vf){0} + 1e-6f; /* converges; no overflow */
+    vf a0 = mul, a1 = a0 + add, a2 = a1 + add, a3 = a2 + add, a4 = a3 + add, a5 = a4 + add;
+    vf a6 = a5 + add, a7 = a6 + add, a8 = a7 + add, a9 = a8 + add, a10 = a9 + add, a11 = a10 + add;
+    for (long it = 0; it < iters; it++) {
+        a0 = a0 * mul + add, a1 = a1 * mul + add, a2 = a2 * mul + add, a3 = a3 * mul + add;
+        a4 = a4 * mul + add, a5 = a5 * mul + add, a6 = a6 * mul + add, a7 = a7 * mul + add;
+        a8 = a8 * mul + add, a9 = a9 * mul + add, a10 = a10 * mul + add, a11 = a11 * mul + add;
+        /* Registers, not memory: the compiler may neither fold nor hoist the chains. */
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+    }
+    vf sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+    volatile float sink = sum[0];
+    (void)sink;
+    return 2.0 * VEC * 12.0 * (double)iters;
 }

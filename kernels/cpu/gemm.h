@@ -28,14 +28,22 @@ void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t r
                    float *ws);
 
 /* The instruction-set paths: name ("avx512", "avx2", "generic") of the one in use, and a switch
- * used by tests and benchmarks; gemm_select returns -1 when the CPU lacks that path. */
+ * used by tests and benchmarks; gemm_select returns -1 when the CPU lacks that path. The choice
+ * covers every per-ISA kernel (the GEMM and the Winograd convolution). */
 const char *gemm_isa(void);
 int gemm_select(const char *isa);
 
-/* One ISA path, as compiled from gemm.c with GEMM_ISA defined; used only by the dispatcher. */
+/* The machine's FP32 FMA peak on one ISA path: runs a latency-free FMA loop on every thread of
+ * the current OpenMP team size (threads) for about `seconds`; returns GFLOP/s summed over the
+ * threads, or -1 when the CPU lacks that path. */
+double gemm_fma_peak(const char *isa, int threads, double seconds);
+
+/* One ISA path, as compiled from gemm.c (see isa.h); used only by the dispatcher. */
 typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
                      ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta,
                      float *C, int ldc, float *ws);
 gemm_fn gemm_generic, gemm_avx2, gemm_avx512;
+double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters),
+    gemm_fma_probe_avx512(long iters);
 
 #endif

@@ -1,12 +1,17 @@
-/* Picks the GEMM path for this CPU once, at start-up (cpuid via __builtin_cpu_supports). */
+/* Picks the vector path (GEMM and Winograd convolution) for this CPU once, at start-up (cpuid
+ * via __builtin_cpu_supports). */
+#include "cpu.h"
 #include "gemm.h"
 
 #include <omp.h>
 #include <string.h>
+#include <time.h>
 
 struct path {
     const char *name;
     gemm_fn *fn;
+    double (*probe)(long iters);
+    winograd_fn *winograd;
     int (*supported)(void);
 };
 
@@ -23,9 +28,9 @@ static int always(void) { return 1; }
 
 /* Best first. */
 static const struct path paths[] = {
-    {"avx512", gemm_avx512, has_avx512},
-    {"avx2", gemm_avx2, has_avx2},
-    {"generic", gemm_generic, always},
+    {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512, has_avx512},
+    {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2, has_avx2},
+    {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic, always},
 };
 
 static const struct path *current;
@@ -55,6 +60,12 @@ void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdi
     current->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
 }
 
+void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
+                      const float *mask, float *y, int N, int in, int out, int H, int W,
+                      float *ws) {
+    current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, ws);
+}
+
 void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
                    const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
                    float *ws) {
@@ -70,4 +81,40 @@ void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t r
             current->fn(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo,
                         ldc, ws + (size_t)t * gemm_workspace_floats());
     }
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double gemm_fma_peak(const char *isa, int threads, double seconds) {
+    const struct path *p = NULL;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(paths[i].name, isa) == 0) p = &paths[i];
+    if (!p || !p->supported()) return -1.0;
+    /* Calibrate on one thread, then run all threads for the same iteration count at once; the
+     * rate is total flops over the slowest thread's time. */
+    long iters = 1000;
+    double t0 = seconds_now();
+    p->probe(iters);
+    while (seconds_now() - t0 < 0.05 * seconds) {
+        iters *= 2;
+        t0 = seconds_now();
+        p->probe(iters);
+    }
+    iters = (long)((double)iters * seconds / (seconds_now() - t0 + 1e-9)) + 1;
+    double flops = 0.0, start = 0.0, end = 0.0;
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+    {
+#pragma omp barrier
+#pragma omp single
+        start = seconds_now();
+        flops += p->probe(iters);
+#pragma omp barrier
+#pragma omp single
+        end = seconds_now();
+    }
+    return flops / (end - start) * 1e-9;
 }

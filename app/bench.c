@@ -1,0 +1,202 @@
+/* cifar10-bench: training-throughput benchmark of the workshop CNN on the CPU backend.
+ *
+ *   [mpirun -np N] cifar10-bench [--batch-size N] [--threads N] [--steps N] [--runs N] ...
+ *
+ * Times full training steps exactly as cifar10-train runs them (forward, backward, one
+ * MPI_Allreduce of the gradients, SGD update) on random images, after warm-up, and prints the
+ * median throughput of several runs, a per-layer breakdown with achieved GFLOP/s, the machine's
+ * FP32 FMA peak measured here per instruction set, and peak resident memory. The last line is
+ * machine-readable ("result: key=value ...") for scripts/bench.sh. */
+#include "../common/cpus.h"
+#include "../common/err.h"
+#include "../common/rng.h"
+#include "../kernels/cpu/gemm.h"
+#include "dist.h"
+#include "model.h"
+#include "options.h"
+
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static const char usage[] =
+    "usage: [mpirun -np N] cifar10-bench [flags]\n"
+    "\n"
+    "Times full training steps (forward, backward, allreduce, SGD update) of the workshop CNN.\n"
+    "\n"
+    "  --batch-size N   images per rank per step (default 128)\n"
+    "  --threads N      threads per rank (default: this process's CPUs / ranks sharing them)\n"
+    "  --warmup N       untimed steps first (default 3)\n"
+    "  --steps N        steps per timed run (default 5)\n"
+    "  --runs N         timed runs; the median is reported (default 5)\n"
+    "  --isa NAME       vector path: avx512, avx2 or generic (default: best this CPU has)\n"
+    "  --help\n";
+
+struct bench_config {
+    int batch, threads, warmup, steps, runs;
+    const char *isa;
+};
+
+static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
+    enum { OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_HELP };
+    static const struct option long_options[] = {
+        {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
+        {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
+        {"runs", required_argument, 0, OPT_RUNS},        {"isa", required_argument, 0, OPT_ISA},
+        {"help", no_argument, 0, OPT_HELP},              {0, 0, 0, 0}};
+    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5};
+    opterr = 0;
+    int opt, rc = 0;
+    while (rc == 0 && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        const char *flag = argv[optind - 1];
+        switch (opt) {
+        case OPT_BATCH: rc = options_int("--batch-size", optarg, 1, 65536, &c->batch, e); break;
+        case OPT_THREADS: rc = options_int("--threads", optarg, 1, 4096, &c->threads, e); break;
+        case OPT_WARMUP: rc = options_int("--warmup", optarg, 0, 1000000, &c->warmup, e); break;
+        case OPT_STEPS: rc = options_int("--steps", optarg, 1, 1000000, &c->steps, e); break;
+        case OPT_RUNS: rc = options_int("--runs", optarg, 1, 1000, &c->runs, e); break;
+        case OPT_ISA: c->isa = optarg; break;
+        case OPT_HELP:
+            if (rank == 0) fputs(usage, stdout);
+            return -1;
+        case ':': rc = err_set(e, "%s: missing value", flag); break;
+        default: rc = err_set(e, "%s: unknown flag", flag); break;
+        }
+    }
+    if (rc == 0 && optind < argc) rc = err_set(e, "%s: unexpected argument", argv[optind]);
+    if (rc == 0 && c->isa && gemm_select(c->isa) != 0)
+        rc = err_set(e, "--isa: '%s' is not a vector path this CPU supports", c->isa);
+    return rc ? 2 : 0;
+}
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sum of x over ranks. */
+static double sum_ranks(double x) {
+    dist_allreduce_sum_double(&x, 1);
+    return x;
+}
+
+int main(int argc, char **argv) {
+    err_set_progname("cifar10-bench");
+    struct cpus cpus;
+    cpus_detect(&cpus);
+    struct dist d;
+    dist_init(&argc, &argv, cpus.mask_id, &d);
+    struct bench_config c;
+    struct err e = {0};
+    int rc = parse(argc, argv, &c, d.rank, &e);
+    if (rc < 0) {
+        dist_finalize();
+        return 0;
+    }
+    dist_agree(rc, e.msg);
+    int threads = c.threads ? c.threads : cpus.usable / (d.local_same_mask > 0 ? d.local_same_mask : 1);
+    if (threads < 1) threads = 1;
+    omp_set_num_threads(threads);
+
+    /* The FMA peak of every path this CPU has: one thread alone, and all threads of all ranks
+     * at once (what the training step can use). */
+    static const char *isas[] = {"avx512", "avx2", "generic"};
+    double peak_one[3], peak_all[3];
+    for (int i = 0; i < 3; i++) {
+        peak_one[i] = d.rank == 0 ? gemm_fma_peak(isas[i], 1, 0.3) : 0.0;
+        dist_bcast(&peak_one[i], sizeof peak_one[i], 0);
+        double mine = gemm_fma_peak(isas[i], threads, 0.3);
+        peak_all[i] = mine < 0 ? -1.0 : sum_ranks(mine);
+    }
+    const char *isa = gemm_isa();
+    double peak = 0.0;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
+
+    struct model m;
+    model_init(&m, kernels_cpu(), c.batch, 1);
+    size_t img = 3 * 32 * 32, P = model_param_count();
+    float *x = XALLOC((size_t)c.batch * img * sizeof(float));
+    int *labels = XALLOC((size_t)c.batch * sizeof(int));
+    struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);
+    for (size_t i = 0; i < (size_t)c.batch * img; i++) x[i] = (float)(2.0 * rng_uniform(&r) - 1.0);
+    for (int i = 0; i < c.batch; i++) labels[i] = (int)rng_below(&r, MODEL_CLASSES);
+
+    /* One training step, as cifar10-train does it. Small lr: the weights stay sane for long
+     * benchmarks and no step takes a different path (NaNs, denormals). */
+    double *run_seconds = XALLOC((size_t)c.runs * sizeof(double));
+    for (int run = -1; run < c.runs; run++) {
+        int steps = run < 0 ? c.warmup : c.steps;
+        if (run == 0) memset(m.layer_seconds, 0, sizeof m.layer_seconds);
+        dist_barrier();
+        double t0 = dist_time();
+        for (int s = 0; s < steps; s++) {
+            model_forward_backward(&m, x, labels, c.batch);
+            dist_allreduce_sum(m.grads, P + 2);
+            model_sgd_step(&m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)d.world);
+        }
+        dist_barrier();
+        if (run >= 0) run_seconds[run] = dist_time() - t0;
+    }
+    qsort(run_seconds, (size_t)c.runs, sizeof(double), compare_double);
+    double median = run_seconds[c.runs / 2];
+    if (c.runs % 2 == 0) median = 0.5 * (run_seconds[c.runs / 2 - 1] + median);
+    double images_per_s = (double)d.world * c.batch * c.steps / median;
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_max = dist_max_double((double)ru.ru_maxrss / 1024.0); /* ru_maxrss: KiB */
+
+    if (d.rank == 0) {
+        printf("cifar10-bench %s: %d rank(s) x %d thread(s), batch %d per rank, vector path %s\n",
+               CIFAR10_DP_VERSION, d.world, threads, c.batch, isa);
+        printf("FP32 FMA peak measured here (GFLOP/s):");
+        for (int i = 0; i < 3; i++)
+            if (peak_one[i] > 0)
+                printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i],
+                       peak_all[i], d.world, threads);
+        printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
+        printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak",
+               "bwd ms", "GFLOP/s", "peak");
+        double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0;
+        for (int i = 0; i < MODEL_LAYERS; i++) {
+            char name[64];
+            model_layer_describe(i, name, sizeof name);
+            printf("%-3d %-24s", i, name);
+            for (int pass = 0; pass < 2; pass++) {
+                double sec = m.layer_seconds[i][pass] / nsteps;
+                double f = model_layer_flops(i, c.batch, pass);
+                total += sec;
+                flops += f;
+                if (f > 0)
+                    printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
+                           100.0 * f / sec * 1e-9 / (peak / d.world));
+                else
+                    printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
+            }
+            printf("\n");
+        }
+        double step = median / c.steps;
+        printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n",
+               1e3 * total, 1e3 * step, 1e3 * (step - total));
+        double gflops = flops * d.world / step * 1e-9;
+        printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s,
+               c.runs, (double)d.world * c.batch * c.steps / run_seconds[c.runs - 1],
+               (double)d.world * c.batch * c.steps / run_seconds[0]);
+        printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s FMA peak (%.1f)\n",
+               flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa, peak);
+        printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
+        printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d isa=%s peak_gflops=%.1f "
+               "fraction_of_peak=%.3f rss_mb=%.0f\n",
+               images_per_s, d.world, threads, c.batch, isa, peak, gflops / peak, rss_max);
+    }
+    free(run_seconds);
+    free(x);
+    free(labels);
+    model_free(&m);
+    dist_finalize();
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* Per-ISA compilation. The files in the Makefile's ISA_SRC (gemm.c, winograd.c) are compiled
+ * once per instruction set, with -DCPU_ISA=generic|avx2|avx512 and the matching -march; this
+ * header turns CPU_ISA into the vector width VEC (floats) and ISA_FN(name), the name a function
+ * is exported under for that path (gemm_avx512, ...). gemm_dispatch.c picks the path at start-up.
+ * Functions that must exist once (not per ISA) are compiled only under ISA_IS_GENERIC. */
+#ifndef KERNELS_CPU_ISA_H
+#define KERNELS_CPU_ISA_H
+
+#if !defined(CPU_ISA)
+#error "compile with -DCPU_ISA=generic|avx2|avx512 (see the Makefile's ISA_SRC)"
+#endif
+
+#define generic 1
+#define avx2 2
+#define avx512 3
+#if CPU_ISA == avx512
+#define VEC 16
+#define ISA_FN(name) name##_avx512
+#elif CPU_ISA == avx2
+#define VEC 8
+#define ISA_FN(name) name##_avx2
+#else
+#define VEC 4
+#define ISA_FN(name) name##_generic
+#define ISA_IS_GENERIC 1
+#endif
+#undef generic
+#undef avx2
+#undef avx512
+
+#endif

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Training-throughput benchmark (`make bench` runs this after building).
+#
+#   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch]
+#
+# 1. build/cifar10-bench: 1 rank x N threads (N: the CPUs this process may use), full training
+#    steps of the workshop CNN at batch 128, per-layer times and GFLOP/s, the FP32 FMA peak
+#    measured in the same program per vector path, peak resident memory;
+# 2. the same with mpirun: N ranks x 1 thread (when N >= 2);
+# 3. PyTorch (when python3 can import torch): same model, batch and thread count;
+# then a summary with the ratios. Nothing here is a pass/fail test: the figures are printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+threads=$(nproc)
+runs=5
+steps=5
+torch=1
+while (($#)); do
+  case $1 in
+    --threads) threads=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --no-torch) torch=0; shift ;;
+    -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+build=${BUILD:-build}
+[[ -x $build/cifar10-bench ]] || { echo "bench.sh: $build/cifar10-bench missing: run make first" >&2; exit 1; }
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+# The value of KEY on the "result:" line of a log.
+result() { sed -n "s/^result: .*\b$2=\([^ ]*\).*/\1/p" "$1" | tail -n 1; }
+
+echo "== cifar10-bench: 1 rank x $threads thread(s)"
+"$build/cifar10-bench" --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/one"
+
+if ((threads >= 2)); then
+  echo
+  echo "== cifar10-bench: $threads ranks x 1 thread (mpirun)"
+  mpi=(mpirun -np "$threads" --bind-to core)
+  if ((EUID == 0)); then mpi+=(--allow-run-as-root); fi
+  "${mpi[@]}" "$build/cifar10-bench" --threads 1 --runs "$runs" --steps "$steps" | tee "$log/ranks"
+fi
+
+py=/usr/bin/python3 # Debian's python3-torch installs for this interpreter
+[[ -x $py ]] || py=python3
+if ((torch)) && "$py" -c 'import torch' 2>/dev/null; then
+  echo
+  echo "== PyTorch: same model, batch 128, $threads thread(s)"
+  "$py" scripts/bench_torch.py --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/torch"
+elif ((torch)); then
+  echo
+  echo "== PyTorch: skipped ($py cannot import torch; scripts/install-deps.sh --test installs it)"
+fi
+
+ours=$(result "$log/one" images_per_s)
+echo
+echo "== summary"
+echo "cifar10-dp, 1 rank x $threads threads: $ours images/s, $(result "$log/one" fraction_of_peak | awk '{printf "%.1f", 100 * $1}')% of the measured FP32 FMA peak, peak RSS $(result "$log/one" rss_mb) MB"
+if [[ -f $log/ranks ]]; then
+  r=$(result "$log/ranks" images_per_s)
+  echo "cifar10-dp, $threads ranks x 1 thread: $r images/s ($(awk -v a="$r" -v b="$ours" 'BEGIN { printf "%+.1f", 100 * (a / b - 1) }')% against 1 rank x $threads threads), peak RSS $(result "$log/ranks" rss_mb) MB per rank"
+fi
+if [[ -f $log/torch ]]; then
+  t=$(result "$log/torch" images_per_s)
+  echo "PyTorch, $threads threads: $t images/s; ours / PyTorch = $(awk -v a="$ours" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+fi
