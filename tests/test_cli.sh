@@ -72,4 +72,21 @@ done
 run "$BIN/cifar10-test" --model-file x.safetensors
 expect_rc 2 "test without DATA"
 expect_err "test without DATA" "missing DATA"
+# cifar10-bench: flags, and a tiny run whose accounting must add up (the FLOP count per image
+# is the model's, independent of timing: 0.81 GFLOP forward + backward; every layer listed).
+run "$BIN/cifar10-bench" --steps 0
+expect_rc 2 "bench --steps 0"
+expect_err "bench --steps 0" "--steps: 0 is out of range"
+run "$BIN/cifar10-bench" --isa sse9
+expect_rc 2 "bench --isa sse9"
+expect_err "bench --isa sse9" "--isa: 'sse9' is not a vector path this CPU supports"
+run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --isa generic
+expect_rc 0 "bench tiny run"
+expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"
+expect_out "bench lists the last layer" "^21 +linear 512->10"
+expect_out "bench measured the generic peak" "generic [0-9.]+ \(1 thread\)"
+expect_out "bench result line" "^result: images_per_s=[0-9.]+ ranks=1 threads=1 batch=4 isa=generic peak_gflops=[0-9.]+ fraction_of_peak=[0-9.]+ rss_mb=[0-9]+$"
+# shellcheck disable=SC2016 # an awk program, not shell
+check "bench images/s is positive" awk '/^result:/ { split($2, a, "="); exit !(a[2] > 0) }' "$T/out"
+
 summary test_cli
