@@ -178,8 +178,15 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static const char *kind_names[] = {"conv", "relu", "maxpool", "batchnorm", "flatten", "linear"};
+
+const char *model_layer_kind(int i) { return kind_names[layers[i].kind]; }
+
+void model_layer_output_shape(int i, int *c, int *h, int *w) {
+    *c = out_shape[i].c, *h = out_shape[i].h, *w = out_shape[i].w;
+}
+
 void model_layer_describe(int i, char *buf, size_t size) {
-    static const char *kind_names[] = {"conv", "relu", "maxpool", "batchnorm", "flatten", "linear"};
     const struct layer *l = &layers[i];
     struct shape s = in_shape[i];
     if (l->kind == CONV)

@@ -93,6 +93,11 @@ void model_set_state(struct model *m, const float *params, const float *momentum
 /* For benchmarks: layer i as text ("conv 64->128 16x16") and the flops (2 per multiply-add) of
  * its forward (pass 0) or backward (pass 1) on n images; 0 for layers without a matrix product. */
 void model_layer_describe(int i, char *buf, size_t size);
+/* Layer i's kind ("conv", "relu", "maxpool", "batchnorm", "flatten", "linear") and the shape of
+ * one image's output, [c][h][w] (linear: [c][1][1]); its output for the last forward is
+ * act[i] (tests compare our ReLU and max-pool decisions through it). */
+const char *model_layer_kind(int i);
+void model_layer_output_shape(int i, int *c, int *h, int *w);
 double model_layer_flops(int i, int n, int pass);
 
 #endif

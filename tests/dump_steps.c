@@ -6,7 +6,9 @@
  *   OUTDIR/state_S.safetensors  checkpoint (weights, momentum, BN statistics) after step S
  *   OUTDIR/dump.safetensors   x [STEPS][BATCH][3][32][32], indices and labels [STEPS][BATCH] (I64),
  *                             losses [STEPS], grad.<name> (first step's gradients),
- *                             eval_logits [BATCH][10] of the final model on the first batch. */
+ *                             eval_logits [BATCH][10] of the final model on the first batch,
+ *                             act.<S>.<L> [BATCH][...]: for steps S = 0, 1, the output of every
+ *                             ReLU layer L (our ReLU and max-pool decisions). */
 #include "../app/checkpoint.h"
 #include "../app/model.h"
 #include "../app/safetensors.h"
@@ -52,6 +54,9 @@ int main(int argc, char **argv) {
     int *idx = XALLOC((size_t)steps * B * sizeof(int)), *lab = XALLOC((size_t)steps * B * sizeof(int));
     int64_t *idx64 = XALLOC((size_t)steps * B * 8), *lab64 = XALLOC((size_t)steps * B * 8);
     float *mom = XALLOC(P * 4);
+    /* ReLU outputs of the first two steps: acts[s][L] */
+    float *acts[2][MODEL_LAYERS] = {{0}};
+    int act_shape[MODEL_LAYERS][3];
     for (int s = 0; s < steps; s++) {
         for (int i = 0; i < B; i++) idx[s * B + i] = (s * B + i * 7) % data.train.n; /* a spread of images */
         float *xs = x + (size_t)s * B * CIFAR_IMAGE_BYTES;
@@ -59,6 +64,14 @@ int main(int argc, char **argv) {
         model_forward_backward(&m, xs, lab + s * B, B);
         losses[s] = m.grads[P];
         if (s == 0) memcpy(g, m.grads, P * 4);
+        for (int l = 0; s < 2 && l < MODEL_LAYERS; l++) {
+            if (strcmp(model_layer_kind(l), "relu") != 0) continue;
+            int *sh = act_shape[l];
+            model_layer_output_shape(l, &sh[0], &sh[1], &sh[2]);
+            size_t n = (size_t)B * sh[0] * sh[1] * sh[2];
+            acts[s][l] = XALLOC(n * 4);
+            memcpy(acts[s][l], m.act[l], n * 4);
+        }
         model_sgd_step(&m, lr, MOMENTUM, WEIGHT_DECAY, 1.0f);
         model_get_state(&m, p, mom, bn);
         char name[64];
@@ -72,14 +85,23 @@ int main(int argc, char **argv) {
     model_predict(&m, x, B, pred, logits);
 
     /* dump.safetensors */
-    struct st_tensor t[128];
-    char names[128][64];
+    struct st_tensor t[160];
+    char names[160][64];
     int nt = 0;
     t[nt++] = (struct st_tensor){"x", ST_F32, 5, {steps, B, 3, 32, 32}, x};
     t[nt++] = (struct st_tensor){"indices", ST_I64, 2, {steps, B}, idx64};
     t[nt++] = (struct st_tensor){"labels", ST_I64, 2, {steps, B}, lab64};
     t[nt++] = (struct st_tensor){"losses", ST_F32, 1, {steps}, losses};
     t[nt++] = (struct st_tensor){"eval_logits", ST_F32, 2, {B, 10}, logits};
+    for (int s = 0; s < 2; s++)
+        for (int l = 0; l < MODEL_LAYERS; l++) {
+            if (!acts[s][l]) continue;
+            snprintf(names[nt], sizeof names[nt], "act.%d.%d", s, l);
+            int *sh = act_shape[l];
+            t[nt] = sh[1] == 1 ? (struct st_tensor){names[nt], ST_F32, 2, {B, sh[0]}, acts[s][l]}
+                               : (struct st_tensor){names[nt], ST_F32, 4, {B, sh[0], sh[1], sh[2]}, acts[s][l]};
+            nt++;
+        }
     for (int i = 0; i < model_tensor_count(); i++) {
         const struct model_tensor *mt = model_tensor_at(i);
         if (mt->buffer != MODEL_PARAMS) continue;

@@ -17,19 +17,25 @@ Checks (relative L2 error per tensor):
   step 1 from the common initial weights: loss, every parameter gradient, updated weights,
     momentum buffers, BN running statistics                     <= 1e-4
   step 2, teacher-forced (PyTorch starts from our checkpoint after step 1: weights, momentum,
-    BN statistics), the first step with a non-zero momentum buffer: loss, updated weights
-    and BN statistics <= 1e-4, momentum buffers <= 1e-2 (a wrong momentum rule, e.g. a
-    missing or dampened term, is off by 10% or more)
+    BN statistics), the first step with a non-zero momentum buffer: loss, updated weights,
+    BN statistics, momentum buffers                             <= 1e-4
+  steps 1 and 2 follow our ReLU/max-pool decisions (see Decisions below); step-1 gradients
+    against float64 with PyTorch's own decisions                <= 1e-2
   losses of all N steps, teacher-forced (PyTorch evaluates the loss of our weights before
     step S on batch S)                                          <= 1e-3 (as the issue asks)
   our final model file in PyTorch, eval mode: logits           <= 1e-4
+Decisions: each ReLU and max-pool makes a discrete choice (pass or block, which element of a
+window). Where two candidates are closer than float32 rounding (a pre-activation within ~1e-7
+of zero, two window values within ~1e-7 of each other), any float32 implementation may choose
+differently from float64, and one such choice moves one element's gradient, ~1e-3 of a layer's
+gradient norm (seen: a Winograd forward, 4e-7 from exact, flipped one window here). The
+reference for steps 1 and 2 therefore runs in float64 with every ReLU mask and max-pool index
+taken from our forward (dump_steps writes our ReLU outputs), so it measures our arithmetic, not
+the luck of near-ties; the same comparison against PyTorch's own float64 decisions is printed.
 Why teacher-forced: free-running trajectories of this network diverge chaotically (a ReLU or
 max-pool switch decided differently by float32 rounding reroutes a gradient), so PyTorch
-float32 itself drifts ~1e-2 from PyTorch float64 within 20 steps at lr 1e-2. For the same
-reason a later step's gradient, and so its momentum buffer, can be off by a few 1e-3 where one
-such switch happened (seen: 3.9e-3 on synthetic data; 2.6e-4 on real images, where PyTorch
-float32 had the identical error). The
-free-running drift of ours and of PyTorch float32 (vs each other) is printed for information.
+float32 itself drifts ~1e-2 from PyTorch float64 within 20 steps at lr 1e-2. The free-running
+drift of ours and of PyTorch float32 (vs each other) is printed for information.
 Prints 'torch_reference: N passed, N failed'; exit 1 on any failure."""
 import json
 import os
@@ -109,10 +115,34 @@ def raw_images(datadir):
     return np.concatenate([np.fromfile(os.path.join(datadir, f), dtype=np.uint8).reshape(-1, 3073) for f in files])
 
 
-def step(model, opt, x, y):
+def forward_following(model, x, acts):
+    """model.network on x, with every ReLU mask and max-pool index taken from our ReLU outputs
+    acts[layer] (no acts: PyTorch's own decisions)."""
+    if acts is None:
+        return model(x)
+    layers = list(model.network)
+    for i, layer in enumerate(layers):
+        if isinstance(layer, nn.ReLU):
+            x = x * (acts[i] > 0).to(x.dtype)
+        elif isinstance(layer, nn.MaxPool2d):  # always after a ReLU here
+            _, idx = F.max_pool2d(acts[i - 1], 2, return_indices=True)
+            n, c, h, w = x.shape
+            x = x.flatten(2).gather(2, idx.flatten(2)).view(n, c, h // 2, w // 2)
+        else:
+            x = layer(x)
+    return x
+
+
+def our_acts(dump, s):
+    """Our ReLU outputs of step s (0 or 1), by layer index."""
+    prefix = f"act.{s}."
+    return {int(k[len(prefix):]): v for k, v in dump.items() if k.startswith(prefix)}
+
+
+def step(model, opt, x, y, acts=None):
     model.train()
     opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
+    loss = F.cross_entropy(forward_following(model, x, acts), y)
     loss.backward()
     opt.step()
     return loss.item()
@@ -140,23 +170,32 @@ def main():
     note("inputs reproduced from metadata (max abs)", err_x)
 
     # 2. Step 1 from the common start: gradients, ours and PyTorch float32 vs float64.
-    m64 = MyCnnModel()
-    m64.load_state_dict(init, strict=True)  # strict: raises on any missing/extra/mis-shaped tensor
-    m64 = m64.double().train()
-    m32 = MyCnnModel()
-    m32.load_state_dict(init, strict=True)
-    m32.train()
-    loss64 = F.cross_entropy(m64(xs[0].double()), ys[0])
-    loss64.backward()
-    F.cross_entropy(m32(xs[0]), ys[0]).backward()
-    g32 = dict(m32.named_parameters())
-    e = abs(dump["losses"][0].item() - loss64.item()) / loss64.item()
+    acts = [{k: v.double() for k, v in our_acts(dump, s).items()} for s in range(min(steps, 2))]
+    check(len(acts[0]) == 7, f"our ReLU outputs dumped: {len(acts[0])} layers")
+    models = {}
+    for kind in ("ours", "torch64", "torch32"):  # float64 with our decisions / its own; float32
+        m = MyCnnModel()
+        m.load_state_dict(init, strict=True)  # strict: raises on any missing/extra/mis-shaped tensor
+        m = (m if kind == "torch32" else m.double()).train()
+        x = xs[0] if kind == "torch32" else xs[0].double()
+        loss = F.cross_entropy(forward_following(m, x, acts[0] if kind == "ours" else None), ys[0])
+        loss.backward()
+        models[kind] = (m, loss.item())
+    m64, loss64 = models["ours"]
+    e = abs(dump["losses"][0].item() - loss64) / loss64
     note("step-1 loss", e)
     check(e <= 1e-4, f"step 1 loss relative error {e:.3g}")
+    own64 = dict(models["torch64"][0].named_parameters())
+    g32 = dict(models["torch32"][0].named_parameters())
     for name, p in m64.named_parameters():
-        e, e32 = rel(dump["grad." + name], p.grad), rel(g32[name].grad, p.grad)
+        e, e32 = rel(dump["grad." + name], p.grad), rel(g32[name].grad, own64[name].grad)
         note("step-1 gradients", e)
-        note("step-1 gradients of PyTorch float32 (for comparison)", e32)
+        note("step-1 gradients of PyTorch float32 (for comparison, vs its own float64)", e32)
+        e_own = rel(dump["grad." + name], own64[name].grad)
+        note("step-1 gradients vs float64 with PyTorch's own decisions", e_own)
+        # Near-ties move single elements (~1e-3 each); a wrong rule (say, the last maximum of a
+        # window) would move thousands.
+        check(e_own <= 1e-2, f"gradient {name} with PyTorch's own ReLU/max-pool decisions: rel L2 {e_own:.3g}")
         check(e <= 1e-4, f"gradient {name}: rel L2 {e:.3g} (PyTorch float32: {e32:.3g})")
 
     # 3. Steps 1 and 2 in full (step 1 from the initial weights, step 2 from our state after
@@ -175,7 +214,7 @@ def main():
             with torch.no_grad():
                 loss = F.cross_entropy(model.train()(xs[s].double()), ys[s]).item()
         else:
-            loss = step(model, opt, xs[s].double(), ys[s])
+            loss = step(model, opt, xs[s].double(), ys[s], acts[s])
         e = abs(dump["losses"][s].item() - loss) / loss
         note(f"teacher-forced losses of {steps} steps", e)
         check(e <= (1e-4 if s < 2 else 1e-3), f"step {s + 1} loss: ours {dump['losses'][s].item():.7f}, PyTorch {loss:.7f}")
@@ -192,7 +231,7 @@ def main():
         for name, p in model.named_parameters():
             e = rel(ours["optimizer.momentum." + name], opt.state[p]["momentum_buffer"])
             note(f"step-{s + 1} momentum buffers", e)
-            check(e <= (1e-4 if s == 0 else 1e-2), f"after step {s + 1}, momentum of {name}: rel L2 {e:.3g}")
+            check(e <= 1e-4, f"after step {s + 1}, momentum of {name}: rel L2 {e:.3g}")
 
     # 4. Free-running drift against PyTorch float32, for information only (see the docstring).
     model = MyCnnModel()

@@ -1,11 +1,8 @@
 /* 3x3 "same" convolution.
  *
- * Input gradient: Winograd F(2x2, 3x3) (winograd.c) where it applies (even sizes, 16+ channels
- * each side). Forward and weight gradient: im2col + GEMM with one image per thread at a time.
- * The forward stays im2col on purpose: Winograd's rounding (~4e-7 relative here, vs ~1e-7) moves
- * near-tied max-pool windows to the other element often enough that the PyTorch float64
- * reference test (tests/torch_reference.py) saw a flipped window change every lower layer's
- * gradient by 1.7e-3; the backward carries no such decisions.
+ * Forward and input gradient: Winograd F(2x2, 3x3) (winograd.c) where it applies (even sizes,
+ * 16+ channels each side); otherwise, and always for the weight gradient, im2col + GEMM with one
+ * image per thread at a time.
  *
  * Per thread the im2col workspace holds
  *   col  [C*9][H*W]        the unfolded image (and, in backward, d(col))
@@ -30,6 +27,10 @@ size_t cpu_conv3x3_workspace(int N, int C, int K, int H, int W) {
     (void)N;
     int threads = omp_get_max_threads();
     size_t floats = per_thread_floats(C, K, H, W) * (size_t)threads;
+    if (winograd_applies(C, K, H, W)) { /* forward */
+        size_t f = winograd_workspace_floats(C, K, H, W, threads);
+        if (f > floats) floats = f;
+    }
     if (winograd_applies(K, C, H, W)) { /* input gradient */
         size_t f = winograd_workspace_floats(K, C, H, W, threads);
         if (f > floats) floats = f;
@@ -79,6 +80,10 @@ static void col2im(const float *col, float *dx, int C, int H, int W) {
 
 void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
                          int K, int H, int W, int relu, void *ws) {
+    if (winograd_applies(C, K, H, W)) {
+        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, ws);
+        return;
+    }
     int HW = H * W, C9 = C * 9;
     size_t stride = per_thread_floats(C, K, H, W);
 #pragma omp parallel
