@@ -5,7 +5,8 @@
  * image per thread at a time.
  *
  * Per thread the im2col workspace holds
- *   col  [C*9][H*W]        the unfolded image (and, in backward, d(col))
+ *   col  [C*9][H*W]        the unfolded image; in backward pixel-major, [H*W][C*9], for the
+ *                          weight gradient, then d(col) when the input gradient is im2col too
  *   dwt  [K*C*9 + K]       this thread's partial weight and bias gradients
  *   gemm [gemm_workspace_floats()]
  * Partial gradients are summed in thread order afterwards, so the result is deterministic for a
@@ -58,6 +59,29 @@ static void im2col(const float *x, float *col, int C, int H, int W) {
                     if (kx == 2) d[W - 1] = 0.0f;
                 }
             }
+}
+
+/* The same unfolding stored pixel-major, colT[y*W + x][c*9 + ky*3 + kx]: the weight gradient's
+ * GEMM then reads it as a plain row-major operand (packed by row copies) instead of a transposed
+ * one (packed element by element). Writes are sequential; the 3 rows read per channel and pixel
+ * stay in cache from one pixel to the next. */
+static void im2col_t(const float *x, float *colT, int C, int H, int W) {
+    size_t HW = (size_t)H * W;
+    float *d = colT;
+    for (int y = 0; y < H; y++)
+        for (int xx = 0; xx < W; xx++)
+            for (int c = 0; c < C; c++, d += 9)
+                for (int ky = 0; ky < 3; ky++) {
+                    int sy = y + ky - 1;
+                    if (sy < 0 || sy >= H) {
+                        d[ky * 3] = d[ky * 3 + 1] = d[ky * 3 + 2] = 0.0f;
+                        continue;
+                    }
+                    const float *r = x + c * HW + (size_t)sy * W + xx;
+                    d[ky * 3] = xx > 0 ? r[-1] : 0.0f;
+                    d[ky * 3 + 1] = r[0];
+                    d[ky * 3 + 2] = xx < W - 1 ? r[1] : 0.0f;
+                }
 }
 
 /* The adjoint of im2col: dx[c][y + ky - 1][x + kx - 1] += col[(c*9 + ky*3 + kx)][y*W + x]. */
@@ -122,9 +146,9 @@ void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float
 #pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
             const float *dyn = dy + (size_t)n * K * HW;
-            im2col(x + (size_t)n * C * HW, col, C, H, W);
-            /* dwt[K][C9] += dy_n[K][HW] col^T[HW][C9] */
-            gemm(K, C9, HW, 1.0f, dyn, HW, 1, col, 1, HW, 1.0f, dwt, C9, gws);
+            im2col_t(x + (size_t)n * C * HW, col, C, H, W);
+            /* dwt[K][C9] += dy_n[K][HW] colT[HW][C9] */
+            gemm(K, C9, HW, 1.0f, dyn, HW, 1, col, C9, 1, 1.0f, dwt, C9, gws);
             for (int k = 0; k < K; k++) {
                 float s = 0.0f;
                 for (int i = 0; i < HW; i++) s += dyn[k * HW + i];

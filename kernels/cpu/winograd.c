@@ -34,11 +34,14 @@ static inline int chunk_images(int H, int W) {
     return (TARGET_TILES + per_image - 1) / per_image;
 }
 
-/* Per-thread floats: V [16][in][T], M [16][out][T], and the row scratch of the input transform. */
+/* Floats of one plane's transform scratch: 8 x [TH + 1][TW] (input) or 4 x [TH][TW] (output). */
+static inline size_t scratch_floats(int H, int W) { return 8 * ((size_t)H / 2 + 1) * (W / 2); }
+
+/* Per-thread floats: V [16][in][T], M [16][out][T], the transform scratch, the GEMM's. */
 static size_t thread_floats(int in, int out, int H, int W) {
     size_t T = (size_t)chunk_images(H, W) * (H / 2) * (W / 2);
     return round16(16 * (size_t)in * T) + round16(16 * (size_t)out * T) +
-           round16(16 * ((size_t)W / 2 + 1)) + gemm_workspace_floats();
+           round16(scratch_floats(H, W)) + gemm_workspace_floats();
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
@@ -79,86 +82,106 @@ static void transform_filters(const float *w, int flip, int in, int out, float *
         }
 }
 
-/* V[xi][c][t0 + ty*TW + tx] for every tile of one channel plane x[H][W]. Each input row is
- * split into even and odd padded columns (E[i] = pad[2i], O[i] = pad[2i+1] with pad[p] =
- * x[p-1]), so the column transform is plain vector arithmetic on E and O. */
+/* V[xi][c][t] for every tile t = ty*TW + tx of one channel plane x[H][W].
+ *
+ * Tile t reads rows 2ty-1 .. 2ty+2 and columns 2tx-1 .. 2tx+2 of x (zero outside). With the
+ * padded plane P[r][p] = x[r-1][p-1], its 4x4 input is P[2ty + j][2tx + i]. The plane is first
+ * split into 8 arrays of [TH + 1][TW]: by row parity (even rows r = 2a, odd rows r = 2a + 1) and
+ * by column i of the tile (P[r][2tx + i], i = 0..3). Row j of tile t is then element t (j < 2)
+ * or t + TW (j >= 2) of the even or odd array, so the transform is one flat loop over all the
+ * plane's tiles: full vectors even for 8x8 planes (16 tiles). */
 static void transform_plane(const float *x, int H, int W, float *V, size_t xi_stride,
                             float *scratch) {
-    int TH = H / 2, TW = W / 2, L = TW + 1;
-    float *e[4], *o[4];
-    for (int j = 0; j < 4; j++) e[j] = scratch + (size_t)(2 * j) * L, o[j] = scratch + (size_t)(2 * j + 1) * L;
-    for (int ty = 0; ty < TH; ty++) {
-        for (int j = 0; j < 4; j++) { /* rows 2ty-1 .. 2ty+2 */
-            int row = 2 * ty - 1 + j;
-            if (row < 0 || row >= H) {
-                memset(e[j], 0, (size_t)L * sizeof(float));
-                memset(o[j], 0, (size_t)L * sizeof(float));
-                continue;
-            }
-            const float *restrict r = x + (size_t)row * W;
-            float *restrict ej = e[j], *restrict oj = o[j];
-            ej[0] = 0.0f;
-#pragma omp simd
-            for (int i = 1; i <= TW; i++) ej[i] = r[2 * i - 1];
-#pragma omp simd
-            for (int i = 0; i < TW; i++) oj[i] = r[2 * i];
-            oj[TW] = 0.0f;
+    int TH = H / 2, TW = W / 2, T = TH * TW;
+    size_t A = (size_t)(TH + 1) * TW;
+    float *restrict part = scratch; /* [parity][column i][TH + 1][TW] */
+    for (int r = 0; r < H + 2; r++) {
+        float *restrict d0 = part + ((size_t)(r % 2) * 4) * A + (size_t)(r / 2) * TW;
+        float *restrict d1 = d0 + A, *restrict d2 = d1 + A, *restrict d3 = d2 + A;
+        if (r == 0 || r == H + 1) {
+            for (int tx = 0; tx < TW; tx++) d0[tx] = d1[tx] = d2[tx] = d3[tx] = 0.0f;
+            continue;
         }
-        /* Rows: B^T d, on E and O alike (in place: row q of the result replaces e/o[q]). */
+        const float *restrict xr = x + (size_t)(r - 1) * W;
+        d0[0] = 0.0f;
 #pragma omp simd
-        for (int i = 0; i < L; i++) {
-            float e0 = e[0][i], e1 = e[1][i], e2 = e[2][i], e3 = e[3][i];
-            e[0][i] = e0 - e2, e[1][i] = e1 + e2, e[2][i] = e2 - e1, e[3][i] = e1 - e3;
-            float o0 = o[0][i], o1 = o[1][i], o2 = o[2][i], o3 = o[3][i];
-            o[0][i] = o0 - o2, o[1][i] = o1 + o2, o[2][i] = o2 - o1, o[3][i] = o1 - o3;
+        for (int tx = 1; tx < TW; tx++) d0[tx] = xr[2 * tx - 1];
+#pragma omp simd
+        for (int tx = 0; tx < TW; tx++) {
+            d1[tx] = xr[2 * tx];
+            d2[tx] = xr[2 * tx + 1];
         }
-        /* Columns: (B^T d) B, tile columns d0 = E[tx], d1 = O[tx], d2 = E[tx+1], d3 = O[tx+1]. */
-        for (int q = 0; q < 4; q++) {
-            const float *restrict E = e[q], *restrict O = o[q];
-            float *restrict v0 = V + (size_t)(q * 4) * xi_stride + (size_t)ty * TW;
-            float *restrict v1 = v0 + xi_stride, *restrict v2 = v1 + xi_stride;
-            float *restrict v3 = v2 + xi_stride;
 #pragma omp simd
-            for (int tx = 0; tx < TW; tx++) {
-                v0[tx] = E[tx] - E[tx + 1];
-                v1[tx] = O[tx] + E[tx + 1];
-                v2[tx] = E[tx + 1] - O[tx];
-                v3[tx] = O[tx] - O[tx + 1];
-            }
+        for (int tx = 0; tx < TW - 1; tx++) d3[tx] = xr[2 * tx + 2];
+        d3[TW - 1] = 0.0f;
+    }
+    const float *restrict ev = part, *restrict od = part + 4 * A;
+    float *restrict v[16];
+    for (int xi = 0; xi < 16; xi++) v[xi] = V + (size_t)xi * xi_stride;
+#pragma omp simd
+    for (int t = 0; t < T; t++) {
+        float d[4][4];
+        for (int i = 0; i < 4; i++) {
+            d[0][i] = ev[i * A + t];
+            d[1][i] = od[i * A + t];
+            d[2][i] = ev[i * A + t + TW];
+            d[3][i] = od[i * A + t + TW];
+        }
+        float r[4][4]; /* B^T d */
+        for (int i = 0; i < 4; i++) {
+            r[0][i] = d[0][i] - d[2][i];
+            r[1][i] = d[1][i] + d[2][i];
+            r[2][i] = d[2][i] - d[1][i];
+            r[3][i] = d[1][i] - d[3][i];
+        }
+        for (int q = 0; q < 4; q++) { /* (B^T d) B */
+            v[q * 4 + 0][t] = r[q][0] - r[q][2];
+            v[q * 4 + 1][t] = r[q][1] + r[q][2];
+            v[q * 4 + 2][t] = r[q][2] - r[q][1];
+            v[q * 4 + 3][t] = r[q][1] - r[q][3];
         }
     }
 }
 
-/* y[H][W] of one output channel from M[xi][t0 + ...]: Y = A^T M A per tile, plus bias, then
- * ReLU (relu) or the ReLU-backward mask (mask: y = mask > 0 ? y : 0). */
+/* y[H][W] of one output channel from M[xi][t] (t over the plane's tiles): Y = A^T M A per tile,
+ * as one flat loop into 4 arrays (one per output position in the tile), then interleaved into
+ * y with the bias, then ReLU (relu) or the ReLU-backward mask (mask: y = mask > 0 ? y : 0). */
 static void untransform_plane(const float *M, size_t xi_stride, float bias, int relu,
-                              const float *mask, float *y, int H, int W) {
-    int TH = H / 2, TW = W / 2;
+                              const float *mask, float *y, int H, int W, float *scratch) {
+    int TH = H / 2, TW = W / 2, T = TH * TW;
+    const float *restrict m[16];
+    for (int xi = 0; xi < 16; xi++) m[xi] = M + (size_t)xi * xi_stride;
+    float *restrict q00 = scratch, *restrict q01 = q00 + T, *restrict q10 = q01 + T;
+    float *restrict q11 = q10 + T;
+#pragma omp simd
+    for (int t = 0; t < T; t++) {
+        float s0[4], s1[4]; /* A^T M: rows */
+        for (int j = 0; j < 4; j++) {
+            s0[j] = m[j][t] + m[4 + j][t] + m[8 + j][t];
+            s1[j] = m[4 + j][t] - m[8 + j][t] - m[12 + j][t];
+        }
+        q00[t] = s0[0] + s0[1] + s0[2] + bias;
+        q01[t] = s0[1] - s0[2] - s0[3] + bias;
+        q10[t] = s1[0] + s1[1] + s1[2] + bias;
+        q11[t] = s1[1] - s1[2] - s1[3] + bias;
+    }
     for (int ty = 0; ty < TH; ty++) {
-        const float *m[16];
-        for (int xi = 0; xi < 16; xi++) m[xi] = M + (size_t)xi * xi_stride + (size_t)ty * TW;
         float *restrict y0 = y + (size_t)(2 * ty) * W, *restrict y1 = y0 + W;
+        const float *a = q00 + ty * TW, *b = q01 + ty * TW, *c = q10 + ty * TW, *d = q11 + ty * TW;
 #pragma omp simd
         for (int tx = 0; tx < TW; tx++) {
-            float s0[4], s1[4]; /* A^T M: rows */
-            for (int j = 0; j < 4; j++) {
-                s0[j] = m[j][tx] + m[4 + j][tx] + m[8 + j][tx];
-                s1[j] = m[4 + j][tx] - m[8 + j][tx] - m[12 + j][tx];
-            }
-            y0[2 * tx] = s0[0] + s0[1] + s0[2] + bias;
-            y0[2 * tx + 1] = s0[1] - s0[2] - s0[3] + bias;
-            y1[2 * tx] = s1[0] + s1[1] + s1[2] + bias;
-            y1[2 * tx + 1] = s1[1] - s1[2] - s1[3] + bias;
-        }
-        if (relu)
-#pragma omp simd
-            for (int i = 0; i < 2 * W; i++) y0[i] = y0[i] > 0.0f ? y0[i] : 0.0f;
-        if (mask) {
-            const float *restrict k0 = mask + (size_t)(2 * ty) * W;
-#pragma omp simd
-            for (int i = 0; i < 2 * W; i++) y0[i] = k0[i] > 0.0f ? y0[i] : 0.0f;
+            y0[2 * tx] = a[tx];
+            y0[2 * tx + 1] = b[tx];
+            y1[2 * tx] = c[tx];
+            y1[2 * tx + 1] = d[tx];
         }
     }
+    if (relu)
+#pragma omp simd
+        for (int i = 0; i < H * W; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+    if (mask)
+#pragma omp simd
+        for (int i = 0; i < H * W; i++) y[i] = mask[i] > 0.0f ? y[i] : 0.0f;
 }
 
 void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias, int relu,
@@ -180,7 +203,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         float *V = thread_base + stride * (size_t)omp_get_thread_num();
         float *Mt = V + round16(16 * (size_t)in * T);
         float *scratch = Mt + round16(16 * (size_t)out * T);
-        float *gws = scratch + round16(16 * ((size_t)TW + 1));
+        float *gws = scratch + round16(scratch_floats(H, W));
         transform_filters(w, flip, in, out, U); /* ends with the barrier of its omp for */
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
@@ -200,7 +223,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
                     size_t off = ((size_t)(n0 + li) * out + o) * HW;
                     untransform_plane(Mt + (size_t)o * tiles + (size_t)li * per_image,
                                       (size_t)out * tiles, bias ? bias[o] : 0.0f, relu,
-                                      mask ? mask + off : NULL, y + off, H, W);
+                                      mask ? mask + off : NULL, y + off, H, W, scratch);
                 }
         }
     }
