@@ -29,7 +29,7 @@ $(info MPI:  $(MPICC) ($(if $(MPI_VERSION),$(MPI_VERSION),mpirun not found)))
 $(info zlib: found)
 $(info CUDA: $(if $(NVCC_PATH),nvcc at $(NVCC_PATH); the CUDA backend is not part of this tree yet,not found); building the CPU backend)
 
-LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c \
+LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
            data/cifar.c data/augment.c data/shard.c \
            kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv3x3.c \
            kernels/cpu/relu.c kernels/cpu/maxpool2.c kernels/cpu/batchnorm.c \

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 
@@ -7,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum kind { CONV, RELU, POOL, BN, FLATTEN, LINEAR };
 /* The Sequential, index by index; in/out are channels (conv, BN) or features (linear). */
@@ -172,12 +172,6 @@ void model_free(struct model *m) {
     memset(m, 0, sizeof *m);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static const char *kind_names[] = {"conv", "relu", "maxpool", "batchnorm", "flatten", "linear"};
 
 const char *model_layer_kind(int i) { return kind_names[layers[i].kind]; }
@@ -221,7 +215,7 @@ static void forward(struct model *m, int n, int train) {
         float *y = m->act[i];
         float *w = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i]) : NULL;
         float *b = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i] + 1) : NULL;
-        double t0 = now();
+        double t0 = clock_seconds();
         switch (l->kind) {
         case CONV: k->conv3x3_forward(x, w, b, y, n, s.c, o.c, s.h, s.w, relu_after[i], m->ws); break;
         case RELU:
@@ -242,7 +236,7 @@ static void forward(struct model *m, int n, int train) {
         case FLATTEN: break;
         case LINEAR: k->linear_forward(x, w, b, y, n, l->in, l->out, m->ws); break;
         }
-        m->layer_seconds[i][0] += now() - t0;
+        m->layer_seconds[i][0] += clock_seconds() - t0;
         x = y;
     }
 }
@@ -264,7 +258,7 @@ void model_forward_backward(struct model *m, const float *x_host, const int *lab
         float *w = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i]) : NULL;
         float *dw = weight_of[i] >= 0 ? tensor_ptr(m->grads, weight_of[i]) : NULL;
         float *db = weight_of[i] >= 0 ? tensor_ptr(m->grads, weight_of[i] + 1) : NULL;
-        double t0 = now();
+        double t0 = clock_seconds();
         switch (l->kind) {
         case RELU:
             if (!relu_backward_fused[i]) k->relu_backward(m->act[i], d, d, (size_t)n * o.c * o.h * o.w);
@@ -284,7 +278,7 @@ void model_forward_backward(struct model *m, const float *x_host, const int *lab
             break;
         case LINEAR: k->linear_backward(x, w, d, dx, dw, db, n, l->in, l->out, m->ws); break;
         }
-        m->layer_seconds[i][1] += now() - t0;
+        m->layer_seconds[i][1] += clock_seconds() - t0;
         if (l->kind == RELU || l->kind == FLATTEN) continue; /* in place: d stays */
         other = d;
         d = dx;

@@ -1,11 +1,11 @@
 /* Picks the vector path (GEMM and Winograd convolution) for this CPU once, at start-up (cpuid
  * via __builtin_cpu_supports). */
+#include "../../common/clock.h"
 #include "cpu.h"
 #include "gemm.h"
 
 #include <omp.h>
 #include <string.h>
-#include <time.h>
 
 struct path {
     const char *name;
@@ -83,12 +83,6 @@ void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t r
     }
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double gemm_fma_peak(const char *isa, int threads, double seconds) {
     const struct path *p = NULL;
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
@@ -97,24 +91,24 @@ double gemm_fma_peak(const char *isa, int threads, double seconds) {
     /* Calibrate on one thread, then run all threads for the same iteration count at once; the
      * rate is total flops over the slowest thread's time. */
     long iters = 1000;
-    double t0 = seconds_now();
+    double t0 = clock_seconds();
     p->probe(iters);
-    while (seconds_now() - t0 < 0.05 * seconds) {
+    while (clock_seconds() - t0 < 0.05 * seconds) {
         iters *= 2;
-        t0 = seconds_now();
+        t0 = clock_seconds();
         p->probe(iters);
     }
-    iters = (long)((double)iters * seconds / (seconds_now() - t0 + 1e-9)) + 1;
+    iters = (long)((double)iters * seconds / (clock_seconds() - t0 + 1e-9)) + 1;
     double flops = 0.0, start = 0.0, end = 0.0;
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
     {
 #pragma omp barrier
 #pragma omp single
-        start = seconds_now();
+        start = clock_seconds();
         flops += p->probe(iters);
 #pragma omp barrier
 #pragma omp single
-        end = seconds_now();
+        end = clock_seconds();
     }
     return flops / (end - start) * 1e-9;
 }
