@@ -37,20 +37,26 @@ typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeo
 size_t gemm_workspace_floats(void) { return (size_t)MC * KC + (size_t)KC * NC; }
 #endif
 
+/* One panel from `lines` source lines that are contiguous in k (line l starts at src + l*ld):
+ * dst[k*width + l] = line l's element k for l < lines, 0 for lines <= l < width. Each line is
+ * read as one stream: reading all lines at once would touch addresses one stride apart, which
+ * for power-of-two strides all fall into the same L1 set. */
+static void pack_lines(const float *src, ptrdiff_t ld, int lines, int kc, int width, float *dst) {
+    for (int l = 0; l < lines; l++) {
+        const float *line = src + l * ld;
+        for (int k = 0; k < kc; k++) dst[k * width + l] = line[k];
+    }
+    for (int l = lines; l < width; l++)
+        for (int k = 0; k < kc; k++) dst[k * width + l] = 0.0f;
+}
+
 /* Packs rows [0, mc) x cols [0, kc) of op(A) into MR-row panels: panel p holds Ap[k*MR + r] =
- * A(p*MR + r, k), rows past mc are zero. When k is the contiguous index of A (csa == 1), each
- * row is read as one stream: reading all MR rows at once would touch MR addresses one row
- * stride apart, which for power-of-two strides all fall into the same L1 set. */
+ * A(p*MR + r, k), rows past mc are zero. k contiguous (csa == 1): pack_lines. */
 static void pack_a(int mc, int kc, const float *A, ptrdiff_t rsa, ptrdiff_t csa, float *Ap) {
     for (int p = 0; p < mc; p += MR) {
         int rows = mc - p < MR ? mc - p : MR;
         if (csa == 1) {
-            for (int r = 0; r < rows; r++) {
-                const float *src = A + (p + r) * rsa;
-                for (int k = 0; k < kc; k++) Ap[k * MR + r] = src[k];
-            }
-            for (int r = rows; r < MR; r++)
-                for (int k = 0; k < kc; k++) Ap[k * MR + r] = 0.0f;
+            pack_lines(A + p * rsa, rsa, rows, kc, MR, Ap);
         } else {
             for (int k = 0; k < kc; k++) {
                 for (int r = 0; r < rows; r++) Ap[k * MR + r] = A[(p + r) * rsa + k * csa];
@@ -63,17 +69,12 @@ static void pack_a(int mc, int kc, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
 
 /* Packs rows [0, kc) x cols [0, nc) of op(B) into NR-column panels: Bp[k*NR + c] = B(k, p*NR + c).
  * Rows of B contiguous (csb == 1): vector copies; k contiguous (rsb == 1, a transposed B): one
- * stream per column, for the same cache-set reason as in pack_a. */
+ * stream per column (pack_lines). */
 static void pack_b(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float *Bp) {
     for (int p = 0; p < nc; p += NR) {
         int cols = nc - p < NR ? nc - p : NR;
         if (rsb == 1 && csb != 1) {
-            for (int c = 0; c < cols; c++) {
-                const float *src = B + (p + c) * csb;
-                for (int k = 0; k < kc; k++) Bp[k * NR + c] = src[k];
-            }
-            for (int c = cols; c < NR; c++)
-                for (int k = 0; k < kc; k++) Bp[k * NR + c] = 0.0f;
+            pack_lines(B + p * csb, csb, cols, kc, NR, Bp);
         } else {
             for (int k = 0; k < kc; k++) {
                 const float *src = B + k * rsb + p * csb;
