@@ -27,7 +27,13 @@ MPI_VERSION := $(shell mpirun --version 2>/dev/null | head -n 1)
 NVCC_PATH := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 $(info MPI:  $(MPICC) ($(if $(MPI_VERSION),$(MPI_VERSION),mpirun not found)))
 $(info zlib: found)
+# CUDA=0 forces the CPU-only build (the Docker image's CPU flavour passes it).
+CUDA ?= auto
+ifeq ($(CUDA),0)
+$(info CUDA: off (CUDA=0); building the CPU backend)
+else
 $(info CUDA: $(if $(NVCC_PATH),nvcc at $(NVCC_PATH); the CUDA backend is not part of this tree yet,not found); building the CPU backend)
+endif
 
 LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
            data/cifar.c data/augment.c data/shard.c \

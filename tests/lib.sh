@@ -33,7 +33,7 @@ expect_rc() { # expect_rc WANT DESCRIPTION
   if [[ $rc == "$1" ]]; then pass; else fail "$2: exit $rc, want $1; stderr: $(head -c 600 "$T/err")"; fi
 }
 # Lines our programs wrote to stderr (Open MPI's own banners are not ours).
-our_err_lines() { grep -cE '^(cifar10-[a-z]+|get-data.sh): ' "$T/err"; }
+our_err_lines() { grep -cE '^(cifar10-[a-z]+|get-data.sh|eks-[a-z-]+.sh|rehearse-local.sh): ' "$T/err"; }
 expect_err() { # expect_err DESCRIPTION TEXT: exactly one error line of ours, containing TEXT
   local n
   n=$(our_err_lines)
@@ -51,4 +51,13 @@ st_data() {
 summary() {
   echo "$1: $passed passed, $failed failed"
   ((failed == 0))
+}
+# Prints the path of a kubectl that can render kustomizations (v1.21 or newer: kustomize v4+),
+# or nothing (Debian's kubernetes-client is older).
+kubectl_for_kustomize() {
+  local k minor
+  k=$(command -v kubectl) || return 0
+  minor=$("$k" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n 1)
+  [[ -n $minor ]] && ((minor >= 21)) && echo "$k"
+  return 0
 }

@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# The cifar10-dp image: mpi-operator v2 launcher and workers, the data-prep Job and the test Job.
+#
+#   docker build -t cifar10-dp:cpu .                          CPU flavour (Debian 12 slim)
+#   docker build --build-arg FLAVOUR=gpu -t cifar10-dp:gpu .  GPU flavour (nvidia/cuda cuDNN runtime)
+#
+# Build stage: scripts/install-deps.sh, then the project's Makefile: the two steps .ci/run takes
+# (tests/test_dockerfile.sh runs this stage's RUN lines and checks the runtime stage against them).
+# Runtime stage: the two binaries, get-data.sh, the Open MPI runtime and an sshd set up for
+# mpi-operator v2: user mpiuser (uid 1000), port 2222, host key = the mounted ssh key. No build
+# tools, no secrets: mpi-operator mounts the job's ssh key at run time.
+ARG FLAVOUR=cpu
+ARG CUDA_TAG=13.0.2-cudnn
+
+FROM debian:12 AS build-cpu
+ENV MAKE_FLAGS="CUDA=0"
+FROM nvidia/cuda:${CUDA_TAG}-devel-ubuntu24.04 AS build-gpu
+ENV MAKE_FLAGS=""
+
+FROM build-${FLAVOUR} AS build
+WORKDIR /src
+COPY . .
+RUN scripts/install-deps.sh
+RUN make -j"$(nproc)" $MAKE_FLAGS all
+
+FROM debian:12-slim AS runtime-cpu
+FROM nvidia/cuda:${CUDA_TAG}-runtime-ubuntu24.04 AS runtime-gpu
+
+FROM runtime-${FLAVOUR}
+# openmpi-bin brings libopenmpi3 and the ssh client; libgomp1 and zlib1g are the binaries' other
+# libraries; curl and ca-certificates are get-data.sh's download.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      openmpi-bin libgomp1 zlib1g openssh-server openssh-client curl ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+# uid 1000 is taken by "ubuntu" in the Ubuntu 24.04 base images.
+RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \
+ && useradd --create-home --uid 1000 --shell /bin/bash mpiuser \
+ && mkdir -p /run/sshd
+COPY k8s/image/ssh_config /etc/ssh/ssh_config.d/mpi-operator.conf
+COPY --chown=mpiuser:mpiuser k8s/image/sshd_config /home/mpiuser/.sshd_config
+COPY --from=build /src/build/cifar10-train /src/build/cifar10-test /src/scripts/get-data.sh /usr/local/bin/
+USER 1000
+WORKDIR /home/mpiuser
+EXPOSE 2222
+# Workers run sshd (the MPIJob sets their command); this default prints the usage.
+CMD ["cifar10-train", "--help"]
