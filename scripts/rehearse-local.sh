@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Rehearses the EKS run on this machine, with the command lines taken out of the rendered
+# manifests (kubectl kustomize k8s/...), not copied from them. A local directory stands in
+# for /efs-shared and a small synthetic CIFAR-10 for the real one:
+#   1. the data-prep Job's command, from a local tarball (DATA_URL=file://..., DATA_MD5 = its
+#      MD5), then again (it must be a no-op);
+#   2. the launcher's wait-for-data init container, then its command (mpirun -np WORKERS x
+#      SLOTS_PER_WORKER), killed with SIGKILL once the first epoch's checkpoint exists, then
+#      the same command again: it must resume from the checkpoint and finish;
+#   3. the test Job's wait-for-model init container and its command with the MIN_ACCURACY gate,
+#      which must pass, and with a gate above the achieved accuracy, which must fail (exit 3).
+# Only settings.env values change (in a copy): DATA_URL, DATA_MD5, EPOCHS, BATCH_SIZE, RUN_ID
+# and MIN_ACCURACY. A wrong flag or value in a manifest fails the rehearsal.
+#
+#   scripts/rehearse-local.sh [--k8s DIR] [--workdir DIR] [--keep]
+#
+#   --k8s DIR      the manifests to rehearse (default: k8s/ of this checkout)
+#   --workdir DIR  where the stand-in volume and logs go (default: a new /tmp directory)
+#   --keep         keep the work directory
+# Needs the built binaries (make), kubectl >= 1.21, python3 with PyYAML, Open MPI.
+# Exit codes: 0 every step as expected, 1 a step failed (message names it), 2 bad usage.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
+ME=rehearse-local.sh
+k8s=$ROOT/k8s work="" keep=0
+die() { echo "$ME: $*" >&2; exit 1; }
+while (($#)); do
+  case $1 in
+    --k8s) k8s=${2:-}; shift 2 || { echo "$ME: --k8s needs a value" >&2; exit 2; } ;;
+    --workdir) work=${2:-}; shift 2 || { echo "$ME: --workdir needs a value" >&2; exit 2; } ;;
+    --keep) keep=1; shift ;;
+    -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) echo "$ME: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+[[ -d $k8s/settings ]] || die "$k8s: not a k8s/ directory (no settings/)"
+minor=$(kubectl version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n 1) || true
+if [[ -z $minor ]] || ((minor < 21)); then die "needs kubectl >= 1.21 (kustomize) to render the manifests"; fi
+for b in cifar10-train cifar10-test tests/make_synthetic; do
+  [[ -x $BUILD/$b ]] || die "$BUILD/$b is missing: run make test first"
+done
+if [[ -z $work ]]; then work=$(mktemp -d /tmp/cifar10-rehearse.XXXXXX); fi
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+((keep)) || trap 'rm -rf "$work"' EXIT
+EFS=$work/efs-shared
+mkdir -p "$EFS" "$work/bin" "$work/mpi"
+step() { echo "== $ME: $*"; }
+
+# The image's PATH: the two binaries and get-data.sh (Dockerfile: /usr/local/bin).
+ln -sf "$BUILD/cifar10-train" "$BUILD/cifar10-test" "$ROOT/scripts/get-data.sh" "$work/bin/"
+# mpi-operator writes /etc/mpi/hostfile from the workers; here both ranks run on this machine.
+echo "localhost slots=64" >"$work/mpi/hostfile"
+
+# Synthetic CIFAR-10 in the official tarball layout: big enough that one epoch takes seconds.
+mkdir -p "$work/src"
+"$BUILD/tests/make_synthetic" "$work/src/cifar-10-batches-bin" 200 500 >/dev/null
+tar -czf "$work/cifar-10-binary.tar.gz" -C "$work/src" cifar-10-batches-bin
+md5=$(md5sum "$work/cifar-10-binary.tar.gz" | cut -d' ' -f1)
+
+rm -rf "$work/k8s"
+cp -r "$k8s" "$work/k8s"
+set_setting() { # KEY VALUE in the copy's settings.env
+  grep -q "^$1=" "$work/k8s/settings/settings.env" || die "$k8s/settings/settings.env: no $1= line"
+  sed -i "s|^$1=.*|$1=$2|" "$work/k8s/settings/settings.env"
+}
+render() {
+  local part
+  for part in data train-cpu test; do
+    kubectl kustomize "$work/k8s/$part" >"$work/$part.yaml" || die "kubectl kustomize $k8s/$part failed"
+  done
+}
+set_setting DATA_URL "file://$work/cifar-10-binary.tar.gz"
+set_setting DATA_MD5 "$md5"
+set_setting EPOCHS 3
+set_setting BATCH_SIZE 16
+set_setting RUN_ID rehearsal
+set_setting MIN_ACCURACY 30
+render
+
+# container MANIFEST KIND/NAME[/ROLE] CONTAINER: loads its environment and argv (as the kubelet
+# would build them) into the arrays cenv and cargv, with /efs-shared and /etc/mpi/hostfile
+# pointing at the stand-ins.
+container() {
+  python3 "$ROOT/scripts/manifest-command.py" "$work/$1" "$2" "$3" "$work/env" "$work/argv" ||
+    die "cannot take $2 $3 out of the rendered $1"
+  mapfile -d '' cenv <"$work/env"
+  mapfile -d '' cargv <"$work/argv"
+  local i
+  for i in "${!cargv[@]}"; do
+    cargv[i]=${cargv[i]//\/efs-shared/$EFS}
+    cargv[i]=${cargv[i]//\/etc\/mpi\/hostfile/$work/mpi/hostfile}
+  done
+}
+# Runs the loaded container with only its own environment (plus PATH, HOME and the Open MPI
+# settings of the caller, e.g. to allow root), output to $work/LOG.
+launch() {
+  local log=$1
+  local -a pass=()
+  local v
+  for v in $(compgen -e); do [[ $v == OMPI_* ]] && pass+=("$v=${!v}"); done
+  env -i "PATH=$work/bin:/usr/bin:/bin" "HOME=${HOME:-/tmp}" "${pass[@]}" "${cenv[@]}" "${cargv[@]}" \
+    >"$work/$log" 2>&1
+}
+show() { echo "--- $work/$1 (last lines)"; tail -n "${2:-15}" "$work/$1"; }
+
+step "1. data-prep Job (cifar10-data)"
+container data.yaml Job/cifar10-data get-data
+echo "   ${cargv[*]}"
+launch data1.log || { show data1.log; die "the data-prep command failed"; }
+[[ -f $EFS/cifar-10-batches-bin/.complete ]] || die "data prep left no $EFS/cifar-10-batches-bin/.complete"
+cmp -s "$work/src/cifar-10-batches-bin/data_batch_3.bin" "$EFS/cifar-10-batches-bin/data_batch_3.bin" ||
+  die "data prep: data_batch_3.bin differs from the tarball's"
+launch data2.log || { show data2.log; die "the data-prep command failed the second time"; }
+grep -q "already complete" "$work/data2.log" || { show data2.log; die "data prep is not idempotent"; }
+echo "   ok: data published with MD5 $md5; a second run is a no-op"
+
+step "2. training MPIJob (cifar10-train), killed after epoch 1, then restarted"
+container train-cpu.yaml MPIJob/cifar10-train/Launcher wait-for-data
+timeout 20 env -i PATH=/usr/bin:/bin "${cargv[@]}" >/dev/null || die "the wait-for-data init container did not return"
+container train-cpu.yaml MPIJob/cifar10-train/Launcher launcher
+run_dir=$EFS/runs/rehearsal
+ckpt=$run_dir/cifar10-model.checkpoint.safetensors
+model=$run_dir/cifar10-model.safetensors
+setsid bash -c "$(declare -p cenv cargv work); $(declare -f launch); launch train1.log" &
+pid=$!
+for _ in $(seq 1200); do
+  [[ -s $ckpt ]] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+[[ -s $ckpt ]] || { show train1.log; die "no checkpoint $ckpt after the first epoch"; }
+kill -KILL -- -"$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+[[ ! -e $model ]] || die "training finished before it could be killed (make an epoch longer)"
+grep -q "^epoch 1/3" "$work/train1.log" || { show train1.log; die "the first run printed no epoch 1/3 line"; }
+echo "   killed (SIGKILL) after: $(grep '^epoch 1/3' "$work/train1.log" | cut -c1-60)..."
+launch train2.log || { show train2.log 30; die "the restarted launcher command failed"; }
+grep -q "^resuming run .* from $ckpt: [12] of 3 epochs done" "$work/train2.log" ||
+  { show train2.log; die "the restarted launcher did not resume from $ckpt"; }
+grep -q "^epoch 3/3" "$work/train2.log" || { show train2.log; die "the restarted run did not reach epoch 3/3"; }
+[[ -s $model ]] || die "no model $model after the restarted run"
+grep -q "2 ranks" "$work/train2.log" || { show train2.log; die "training did not run 2 ranks"; }
+echo "   ok: $(grep '^resuming run' "$work/train2.log")"
+echo "   ok: $(grep '^epoch 3/3' "$work/train2.log" | cut -c1-80)..."
+
+step "3. test Job (cifar10-test) with its gate"
+container test.yaml Job/cifar10-test wait-for-model
+timeout 20 env -i PATH=/usr/bin:/bin "${cenv[@]}" "${cargv[@]}" >/dev/null || die "the wait-for-model init container did not return"
+container test.yaml Job/cifar10-test test
+echo "   ${cargv[*]}"
+rc=0
+launch test1.log || rc=$?
+((rc == 0)) || { show test1.log; die "the test Job's command failed (exit $rc; MIN_ACCURACY=30)"; }
+acc=$(sed -n 's/^Accuracy of the network on the [0-9]* test images: \([0-9]*\) %$/\1/p' "$work/test1.log")
+[[ -n $acc ]] || { show test1.log; die "the test Job printed no accuracy"; }
+echo "   ok: accuracy $acc % passes MIN_ACCURACY=30"
+((acc < 100)) || die "the synthetic model scored 100 %: no gate above it to check"
+set_setting MIN_ACCURACY $((acc + 1))
+render
+container test.yaml Job/cifar10-test test
+rc=0
+launch test2.log || rc=$?
+((rc == 3)) || { show test2.log; die "a gate of $((acc + 1)) % gave exit $rc, want 3"; }
+echo "   ok: MIN_ACCURACY=$((acc + 1)) fails the Job (exit 3)"
+echo "$ME: the data, training (with a resume) and test commands of the manifests all ran as expected"
