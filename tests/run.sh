@@ -49,6 +49,11 @@ suite "dist, mpirun -np 2" mpirun -np 2 "$B/tests/test_dist"
 suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
 suite train tests/test_train.sh
+suite lint tests/test_lint.sh
+suite dockerfile tests/test_dockerfile.sh
+suite "k8s manifests" "$PY" tests/test_k8s.py
+suite "eks scripts" tests/test_eks_scripts.sh
+suite rehearse tests/test_rehearse.sh
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   suite "pytorch reference" torch_reference
 else

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Consistency of k8s/ as rendered by `kubectl kustomize` (every part, both training variants):
+volume, claim and mount names and paths agree; every pod template carries the Istio opt-out,
+runs as the image's uid and names the settings ConfigMap that is rendered beside it; the
+settings reach the fields they set (also after changing them); the MPIJob has the fields the
+runbook relies on; the GPU variant asks for GPUs on workers only; node selectors and taints
+match the eksctl node groups; ports and paths agree with the Dockerfile and sshd config.
+Prints "k8s manifests: N passed, M failed"; skips with a message without kubectl >= 1.21.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+K8S = os.path.join(ROOT, "k8s")
+PARTS = ["storage", "data", "train-cpu", "train-gpu", "test"]
+passed = failed = 0
+
+
+def check(what, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL: %s %s" % (what, detail))
+
+
+def kubectl():
+    k = shutil.which("kubectl")
+    if not k:
+        return None
+    try:
+        out = subprocess.run([k, "version", "--client", "-o", "json"], capture_output=True, text=True).stdout
+        minor = int(re.search(r'"minor":\s*"(\d+)', out).group(1))
+    except (AttributeError, ValueError, OSError):
+        return None
+    return k if minor >= 21 else None
+
+
+def render(k, k8s_dir, part):
+    out = subprocess.run([k, "kustomize", os.path.join(k8s_dir, part)], capture_output=True, text=True)
+    check("%s renders" % part, out.returncode == 0, out.stderr.strip())
+    return [d for d in yaml.safe_load_all(out.stdout) if d] if out.returncode == 0 else []
+
+
+def settings(k8s_dir):
+    s = {}
+    with open(os.path.join(k8s_dir, "settings", "settings.env")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, value = line.split("=", 1)
+                s[key] = value
+    return s
+
+
+def pods(docs):
+    """(label, pod spec, pod metadata, object) for every pod template in the documents."""
+    for d in docs:
+        if d["kind"] == "Job":
+            t = d["spec"]["template"]
+            yield "Job/%s" % d["metadata"]["name"], t["spec"], t.get("metadata", {}), d
+        elif d["kind"] == "MPIJob":
+            for role, r in d["spec"]["mpiReplicaSpecs"].items():
+                t = r["template"]
+                yield "MPIJob/%s/%s" % (d["metadata"]["name"], role), t["spec"], t.get("metadata", {}), d
+
+
+def one(docs, kind):
+    found = [d for d in docs if d["kind"] == kind]
+    check("exactly one %s" % kind, len(found) == 1, "found %d" % len(found))
+    return found[0] if found else {}
+
+
+def namespace_of_scripts():
+    with open(os.path.join(ROOT, "scripts", "eks-lib.sh")) as f:
+        return re.search(r"^NAMESPACE=(\S+)", f.read(), re.M).group(1)
+
+
+def check_parts(k, k8s_dir, tag):
+    s = settings(k8s_dir)
+    r = {p: render(k, k8s_dir, p) for p in PARTS}
+    storage = r["storage"]
+    sc, pv, pvc = one(storage, "StorageClass"), one(storage, "PersistentVolume"), one(storage, "PersistentVolumeClaim")
+    if not (sc and pv and pvc):
+        return
+    check(tag + "PV uses the EFS CSI driver", pv["spec"]["csi"]["driver"] == "efs.csi.aws.com" == sc["provisioner"])
+    check(tag + "PV handle = EFS_ID::EFS_ACCESS_POINT",
+          pv["spec"]["csi"]["volumeHandle"] == "%s::%s" % (s["EFS_ID"], s["EFS_ACCESS_POINT"]), pv["spec"]["csi"]["volumeHandle"])
+    check(tag + "PV and claim are ReadWriteMany",
+          pv["spec"]["accessModes"] == ["ReadWriteMany"] == pvc["spec"]["accessModes"])
+    check(tag + "claim binds the PV", pvc["spec"]["volumeName"] == pv["metadata"]["name"])
+    check(tag + "one storage class for PV, claim and StorageClass",
+          pv["spec"]["storageClassName"] == pvc["spec"]["storageClassName"] == sc["metadata"]["name"])
+    check(tag + "PV keeps the data when released", pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain")
+    ns = namespace_of_scripts()
+    for part, docs in r.items():
+        cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+        check(tag + "%s: one settings ConfigMap" % part, len(cms) == 1, str(list(cms)))
+        for d in docs:
+            if d["kind"] not in ("Namespace", "StorageClass", "PersistentVolume"):
+                check(tag + "%s: %s/%s in namespace %s (scripts/eks-lib.sh)" % (part, d["kind"], d["metadata"]["name"], ns),
+                      d["metadata"].get("namespace") == ns, str(d["metadata"].get("namespace")))
+        for label, spec, meta, obj in pods(docs):
+            where = "%s%s: %s" % (tag, part, label)
+            check(where + " Istio sidecar off (label)", meta.get("labels", {}).get("sidecar.istio.io/inject") == "false")
+            check(where + " Istio sidecar off (annotation)", meta.get("annotations", {}).get("sidecar.istio.io/inject") == "false")
+            sc_ = spec.get("securityContext", {})
+            check(where + " runs as uid 1000, non-root", sc_.get("runAsUser") == 1000 and sc_.get("runAsNonRoot") is True)
+            check(where + " sets no fsGroup (it would loosen the ssh key's mode)", "fsGroup" not in sc_)
+            vols = {v["name"]: v for v in spec.get("volumes", [])}
+            efs = [n for n, v in vols.items() if "persistentVolumeClaim" in v]
+            check(where + " mounts the claim", [vols[n]["persistentVolumeClaim"]["claimName"] for n in efs] == [pvc["metadata"]["name"]])
+            for c in spec.get("initContainers", []) + spec["containers"]:
+                cw = "%s/%s" % (where, c["name"])
+                mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+                check(cw + " mounts only volumes the pod has", set(mounts) <= set(vols), str(mounts))
+                check(cw + " has the volume at /efs-shared", [mounts.get(n) for n in efs] == ["/efs-shared"], str(mounts))
+                check(cw + " runs the settings' image", c["image"] == s["IMAGE"], c["image"])
+                check(cw + " has a memory limit", "memory" in c.get("resources", {}).get("limits", {}))
+                for e in c.get("envFrom", []):
+                    check(cw + " reads a rendered ConfigMap", e["configMapRef"]["name"] in cms, e["configMapRef"]["name"])
+                text = " ".join(c.get("command", []) + c.get("args", []))
+                for ref in re.findall(r"\$\(([A-Z_]+)\)|\$\{?([A-Z_]+)\}?", text):
+                    name = ref[0] or ref[1]
+                    check(cw + " uses only defined settings ($%s)" % name, name in s)
+    for variant in ("train-cpu", "train-gpu"):
+        job = one(r[variant], "MPIJob")
+        if not job:
+            continue
+        w = tag + variant + ": "
+        spec = job["spec"]
+        L, W = spec["mpiReplicaSpecs"]["Launcher"], spec["mpiReplicaSpecs"]["Worker"]
+        check(w + "apiVersion kubeflow.org/v2beta1", job["apiVersion"] == "kubeflow.org/v2beta1")
+        check(w + "Worker replicas = WORKERS", W["replicas"] == int(s["WORKERS"]), str(W["replicas"]))
+        check(w + "slotsPerWorker = SLOTS_PER_WORKER", spec["slotsPerWorker"] == int(s["SLOTS_PER_WORKER"]))
+        check(w + "launcher restarts on failure", L.get("restartPolicy") == "OnFailure")
+        rp = spec.get("runPolicy", {})
+        check(w + "runPolicy backoffLimit, cleanPodPolicy, ttlSecondsAfterFinished",
+              rp.get("backoffLimit", 0) > 0 and rp.get("cleanPodPolicy") and rp.get("ttlSecondsAfterFinished", 0) > 0, str(rp))
+        check(w + "launcher waits for ready workers", spec.get("launcherCreationPolicy") == "WaitForWorkersReady")
+        launcher = L["template"]["spec"]["containers"][0]
+        script = " ".join(launcher["args"])
+        check(w + "mpirun with the operator's hostfile, no binding, -np WORKERS x SLOTS",
+              re.search(r'mpirun --hostfile /etc/mpi/hostfile --bind-to none \\\s+-np "\$\(\(WORKERS \* SLOTS_PER_WORKER\)\)"', script) is not None, script)
+        check(w + "model under this run's directory",
+              '--model-file "/efs-shared/runs/$RUN_ID/cifar10-model.safetensors"' in script and script.rstrip().endswith("/efs-shared/cifar-10-batches-bin"))
+        wspec = W["template"]["spec"]
+        worker = wspec["containers"][0]
+        res = worker["resources"]
+        check(w + "worker CPU request = limit = CPUS_PER_WORKER",
+              str(res["requests"]["cpu"]) == str(res["limits"]["cpu"]) == s["CPUS_PER_WORKER"])
+        check(w + "worker memory = MEMORY_PER_WORKER", res["limits"]["memory"] == s["MEMORY_PER_WORKER"])
+        shm = [v for v in wspec["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
+        check(w + "/dev/shm is a memory emptyDir",
+              len(shm) == 1 and {"name": shm[0]["name"], "mountPath": "/dev/shm"} in worker["volumeMounts"])
+        check(w + "worker runs the image's sshd config", worker["command"] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"])
+        check(w + "ready = sshd port 2222 open", worker["readinessProbe"]["tcpSocket"]["port"] == 2222)
+        check(w + "ssh key mounted where sshd reads it", spec["sshAuthMountPath"] == "/home/mpiuser/.ssh")
+        gpus = res["limits"].get("nvidia.com/gpu")
+        lres = launcher.get("resources", {})
+        check(w + "no GPU for the launcher", "nvidia.com/gpu" not in str(lres))
+        if variant == "train-gpu":
+            check(w + "GPUs per worker = SLOTS_PER_WORKER", gpus == s["SLOTS_PER_WORKER"], str(gpus))
+            check(w + "tolerates the GPU taint", {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in wspec.get("tolerations", []))
+        else:
+            check(w + "no GPUs", gpus is None)
+    test = one(r["test"], "Job")
+    if test:
+        args = test["spec"]["template"]["spec"]["containers"][0]["args"]
+        check(tag + "test Job gates on MIN_ACCURACY", args[:2] == ["--min-accuracy", "$(MIN_ACCURACY)"], str(args))
+        check(tag + "test Job scores this run's model",
+              "/efs-shared/runs/$(RUN_ID)/cifar10-model.safetensors" in args, str(args))
+        rules = test["spec"].get("podFailurePolicy", {}).get("rules", [])
+        check(tag + "a failed gate (exit 3) is not retried",
+              any(x["action"] == "FailJob" and x["onExitCodes"]["values"] == [3] for x in rules))
+    return r
+
+
+def check_cluster_and_image(rendered):
+    with open(os.path.join(K8S, "eks", "cluster.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    groups = {g["name"]: g for g in cfg["managedNodeGroups"]}
+    for variant, pool in (("train-cpu", "cpu"), ("train-gpu", "gpu")):
+        job = [d for d in rendered[variant] if d["kind"] == "MPIJob"][0]
+        sel = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"].get("nodeSelector", {})
+        check("%s workers select node group %s" % (variant, pool), sel == groups[pool]["labels"], str(sel))
+    gpu = groups["gpu"]
+    types = gpu.get("instanceTypes", [gpu.get("instanceType")])
+    check("GPU node group: CUDA 13 capable instance types only (no p2/p3/g3/g4dn)",
+          all(re.match(r"(g5|g6|g6e|p4d|p4de|p5|p5e|p5en)\.", t) for t in types), str(types))
+    check("GPU node group tainted as the variant tolerates",
+          {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"} in gpu.get("taints", []))
+    with open(os.path.join(K8S, "image", "sshd_config")) as f:
+        sshd = f.read()
+    with open(os.path.join(K8S, "image", "ssh_config")) as f:
+        ssh = f.read()
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        docker = f.read()
+    check("sshd and ssh client agree on port 2222",
+          re.search(r"^Port 2222$", sshd, re.M) and re.search(r"^\s*Port 2222$", ssh, re.M) and "EXPOSE 2222" in docker)
+    check("sshd host key = the mounted key", re.search(r"^HostKey /home/mpiuser/\.ssh/id_rsa$", sshd, re.M) is not None)
+    check("sshd StrictModes no", re.search(r"^StrictModes no$", sshd, re.M) is not None)
+    check("ssh client writes no known_hosts", re.search(r"^\s*UserKnownHostsFile /dev/null$", ssh, re.M) is not None)
+    check("image user is uid 1000", "--uid 1000" in docker and "USER 1000" in docker)
+    check("image puts the sshd config where the workers read it",
+          "k8s/image/sshd_config /home/mpiuser/.sshd_config" in docker)
+
+
+def main():
+    k = kubectl()
+    if not k:
+        print("k8s manifests: skipped: no kubectl >= 1.21 with kustomize (Debian's kubernetes-client is older)")
+        return 0
+    rendered = check_parts(k, K8S, "")
+    check_cluster_and_image(rendered)
+    # The settings reach their fields after a change too (in a copy).
+    tmp = tempfile.mkdtemp()
+    try:
+        copy = os.path.join(tmp, "k8s")
+        shutil.copytree(K8S, copy)
+        env_path = os.path.join(copy, "settings", "settings.env")
+        with open(env_path) as f:
+            text = f.read()
+        for key, value in (("WORKERS", "5"), ("SLOTS_PER_WORKER", "4"), ("CPUS_PER_WORKER", "12"),
+                           ("MEMORY_PER_WORKER", "30Gi"), ("EFS_ID", "fs-0123456789abcdef0"),
+                           ("EFS_ACCESS_POINT", "fsap-0fedcba9876543210"), ("IMAGE", "1.dkr.ecr.x.amazonaws.com/c:t")):
+            text = re.sub(r"^%s=.*$" % key, "%s=%s" % (key, value), text, flags=re.M)
+        with open(env_path, "w") as f:
+            f.write(text)
+        check_parts(k, copy, "changed settings: ")
+    finally:
+        shutil.rmtree(tmp)
+    print("k8s manifests: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+sys.exit(main())
