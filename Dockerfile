@@ -40,6 +40,9 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \
 COPY k8s/image/ssh_config /etc/ssh/ssh_config.d/mpi-operator.conf
 COPY --chown=mpiuser:mpiuser k8s/image/sshd_config /home/mpiuser/.sshd_config
 COPY --from=build /src/build/cifar10-train /src/build/cifar10-test /src/scripts/get-data.sh /usr/local/bin/
+# Ranks sharing a pod talk through /dev/shm; the single-copy (CMA) mode would need ptrace,
+# which pods do not grant. mpirun passes OMPI_MCA_* settings on to every rank.
+ENV OMPI_MCA_btl_vader_single_copy_mechanism=none
 USER 1000
 WORKDIR /home/mpiuser
 EXPOSE 2222

@@ -92,6 +92,7 @@ done
 check "runtime installs no -dev package" bash -c "! printf '%s\n' \"\$@\" | grep -q -- '-dev$'" _ "${pkgs[@]}"
 check "runtime copies no key" bash -c "! grep -qiE 'id_rsa|id_ecdsa|\.pem|ssh_host_' <<<\"\$0\"" "$(grep '^COPY' <<<"$final")"
 check "runtime runs as uid 1000" grep -qx "USER 1000" <<<"$final"
+check "runtime turns off CMA single-copy (no ptrace in pods)" grep -qx "ENV OMPI_MCA_btl_vader_single_copy_mechanism=none" <<<"$final"
 check ".dockerignore keeps .git and build outputs out" bash -c "grep -qx .git '$SRC/.dockerignore' && grep -qx build '$SRC/.dockerignore'"
 
 # 4. ssh configuration.
