@@ -33,6 +33,13 @@ CLUSTER=$(cluster_field name)
 REGION=$(cluster_field region)
 [[ -n $CLUSTER && -n $REGION ]] || die "$CLUSTER_CONFIG: no metadata.name or metadata.region"
 
+# kubectl >= 1.21 renders kustomizations (kustomize v4+); Debian's kubernetes-client is older.
+kubectl_can_kustomize() {
+  local minor
+  minor=$(kubectl version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n 1) || true
+  [[ -n $minor ]] && ((minor >= 21))
+}
+
 setting() { # setting KEY: its value in settings.env
   local v
   v=$(sed -n "s/^$1=//p" "$SETTINGS" | tail -n 1)

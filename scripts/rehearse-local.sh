@@ -19,25 +19,23 @@
 #   --keep         keep the work directory
 # Needs the built binaries (make), kubectl >= 1.21, python3 with PyYAML, Open MPI.
 # Exit codes: 0 every step as expected, 1 a step failed (message names it), 2 bad usage.
-set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# Shares die, usage and set_setting with the eks-*.sh scripts; SETTINGS is pointed at a copy.
+# shellcheck source=eks-lib.sh
+. "$(dirname "$0")/eks-lib.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
-ME=rehearse-local.sh
-k8s=$ROOT/k8s work="" keep=0
-die() { echo "$ME: $*" >&2; exit 1; }
+k8s=$K8S work="" keep=0
 while (($#)); do
   case $1 in
-    --k8s) k8s=${2:-}; shift 2 || { echo "$ME: --k8s needs a value" >&2; exit 2; } ;;
-    --workdir) work=${2:-}; shift 2 || { echo "$ME: --workdir needs a value" >&2; exit 2; } ;;
+    --k8s) k8s=${2:-}; shift 2 || bad_usage "--k8s needs a value" ;;
+    --workdir) work=${2:-}; shift 2 || bad_usage "--workdir needs a value" ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) echo "$ME: unknown argument $1 (try --help)" >&2; exit 2 ;;
+    -h | --help) usage; exit 0 ;;
+    *) bad_usage "unknown argument $1" ;;
   esac
 done
 [[ -d $k8s/settings ]] || die "$k8s: not a k8s/ directory (no settings/)"
-minor=$(kubectl version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n 1) || true
-if [[ -z $minor ]] || ((minor < 21)); then die "needs kubectl >= 1.21 (kustomize) to render the manifests"; fi
+kubectl_can_kustomize || die "needs kubectl >= 1.21 (kustomize) to render the manifests"
 for b in cifar10-train cifar10-test tests/make_synthetic; do
   [[ -x $BUILD/$b ]] || die "$BUILD/$b is missing: run make test first"
 done
@@ -62,10 +60,7 @@ md5=$(md5sum "$work/cifar-10-binary.tar.gz" | cut -d' ' -f1)
 
 rm -rf "$work/k8s"
 cp -r "$k8s" "$work/k8s"
-set_setting() { # KEY VALUE in the copy's settings.env
-  grep -q "^$1=" "$work/k8s/settings/settings.env" || die "$k8s/settings/settings.env: no $1= line"
-  sed -i "s|^$1=.*|$1=$2|" "$work/k8s/settings/settings.env"
-}
+SETTINGS=$work/k8s/settings/settings.env
 render() {
   local part
   for part in data train-cpu test; do

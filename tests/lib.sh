@@ -52,12 +52,12 @@ summary() {
   echo "$1: $passed passed, $failed failed"
   ((failed == 0))
 }
-# Prints the path of a kubectl that can render kustomizations (v1.21 or newer: kustomize v4+),
-# or nothing (Debian's kubernetes-client is older).
+# Prints the path of a kubectl that can render kustomizations (scripts/eks-lib.sh decides), or
+# nothing.
 kubectl_for_kustomize() {
-  local k minor
-  k=$(command -v kubectl) || return 0
-  minor=$("$k" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n 1)
-  [[ -n $minor ]] && ((minor >= 21)) && echo "$k"
+  # shellcheck disable=SC2016 # $0 is the library's path, expanded by the inner shell
+  if bash -c '. "$0" && kubectl_can_kustomize' "$(dirname "${BASH_SOURCE[0]}")/../scripts/eks-lib.sh"; then
+    command -v kubectl
+  fi
   return 0
 }
