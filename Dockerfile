@@ -15,7 +15,9 @@ ARG CUDA_TAG=13.0.2-cudnn
 FROM debian:12 AS build-cpu
 ENV MAKE_FLAGS="CUDA=0"
 FROM nvidia/cuda:${CUDA_TAG}-devel-ubuntu24.04 AS build-gpu
-ENV MAKE_FLAGS=""
+# CUDA=1: the build fails, instead of quietly leaving the CUDA backend out, if nvcc or cuDNN is
+# missing. Kernels for sm_75..sm_90 plus PTX (the Makefile's CUDA_ARCH).
+ENV MAKE_FLAGS="CUDA=1"
 
 FROM build-${FLAVOUR} AS build
 WORKDIR /src

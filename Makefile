@@ -1,5 +1,6 @@
 # cifar10-dp build.  `make` builds build/cifar10-train and build/cifar10-test; `make test` runs
-# the test suite; `make clean`.  Needs Open MPI's mpicc, zlib and a C11 gcc with OpenMP.
+# the test suite; `make clean`.  Needs Open MPI's mpicc, zlib and a C11 gcc with OpenMP; with
+# nvcc and cuDNN (CUDA 13, e.g. /usr/local/cuda) the same binaries also get the CUDA backend.
 # No -march=native: the vector paths (generic x86-64, AVX2+FMA, AVX-512) are all compiled and
 # chosen at run time, so the binaries run on any x86-64.
 
@@ -24,15 +25,44 @@ ifeq ($(shell printf '$(HASH)include <zlib.h>\nint main(void){return 0;}' | $(MP
 $(error zlib not found (Debian: apt-get install zlib1g-dev))
 endif
 MPI_VERSION := $(shell mpirun --version 2>/dev/null | head -n 1)
-NVCC_PATH := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 $(info MPI:  $(MPICC) ($(if $(MPI_VERSION),$(MPI_VERSION),mpirun not found)))
 $(info zlib: found)
-# CUDA=0 forces the CPU-only build (the Docker image's CPU flavour passes it).
-CUDA ?= auto
+
+# CUDA backend: CUDA=auto (default) builds it when nvcc and cuDNN are found, CUDA=1 insists,
+# CUDA=0 builds the CPU backend only. CUDA_ARCH: the GPU generations to compile for (SASS for
+# each; PTX of the newest too, so GPUs newer than the list JIT-compile it); CUDA_ARCH=90 builds
+# one quickly. CUDA_SYNC=1 synchronises after every kernel launch (debugging: names the kernel
+# that faults).
+CUDA      ?= auto
+CUDA_ARCH ?= 75 80 86 89 90
+CUDA_SYNC ?= 0
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifneq ($(CUDA),0)
+ifneq ($(NVCC),)
+CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDNN_INC  := $(firstword $(foreach d,$(CUDA_HOME)/include /usr/include /usr/include/x86_64-linux-gnu,$(if $(wildcard $(d)/cudnn.h),$(d))))
+CUDNN_LIB  := $(firstword $(foreach d,$(CUDA_HOME)/lib64 /usr/lib/x86_64-linux-gnu,$(if $(wildcard $(d)/libcudnn.so),$(d))))
+endif
+endif
 ifeq ($(CUDA),0)
-$(info CUDA: off (CUDA=0); building the CPU backend)
+USE_CUDA := 0
+$(info CUDA: off (CUDA=0); building the CPU backend only)
+else ifeq ($(NVCC),)
+USE_CUDA := 0
+ifeq ($(CUDA),1)
+$(error CUDA=1 but nvcc was not found (put it on PATH or set NVCC=/path/to/nvcc))
+endif
+$(info CUDA: nvcc not found; building the CPU backend only)
+else ifeq ($(and $(CUDNN_INC),$(CUDNN_LIB)),)
+USE_CUDA := 0
+ifeq ($(CUDA),1)
+$(error CUDA=1 but cuDNN (cudnn.h and libcudnn.so) was not found beside $(CUDA_HOME) or in /usr)
+endif
+$(info CUDA: nvcc at $(NVCC) but no cuDNN; building the CPU backend only)
 else
-$(info CUDA: $(if $(NVCC_PATH),nvcc at $(NVCC_PATH); the CUDA backend is not part of this tree yet,not found); building the CPU backend)
+USE_CUDA := 1
+NVCC_VERSION := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+$(info CUDA: nvcc $(NVCC_VERSION) at $(NVCC), cuDNN in $(CUDNN_INC); CUDA backend for sm_$(subst $() $(),/sm_,$(CUDA_ARCH)) + PTX$(if $(filter 1,$(CUDA_SYNC)), with CUDA_SYNC=1))
 endif
 
 LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
@@ -41,7 +71,7 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            kernels/cpu/relu.c kernels/cpu/maxpool2.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c \
            app/model.c app/json.c app/safetensors.c app/checkpoint.c app/options.c app/config.c \
-           app/evaluate.c
+           app/evaluate.c app/device.c kernels/cpu/input.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c
 ISAS    := generic avx2 avx512
@@ -50,10 +80,30 @@ march_avx2    := -march=x86-64-v3 -mtune=generic
 march_avx512  := -march=x86-64-v4 -mtune=generic
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o))
+
+ifeq ($(USE_CUDA),1)
+CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool2.cu \
+             kernels/cuda/reduce.cu kernels/cuda/batchnorm.cu kernels/cuda/softmax_xent.cu \
+             kernels/cuda/linear.cu kernels/cuda/conv3x3.cu
+NEWEST_ARCH := $(lastword $(CUDA_ARCH))
+GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)
+NVCCFLAGS ?= -O3 -g
+NVCCFLAGS += -std=c++17 $(GENCODE) -I$(CUDNN_INC) -DCUDA_SYNC=$(CUDA_SYNC) -MMD -MP \
+             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings
+LIB_OBJ   += $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CFLAGS    += -DCIFAR10_CUDA=1 -I$(CUDA_HOME)/include
+# cuDNN and cuBLAS are shared libraries found through the run path; the CUDA runtime is linked
+# statically (it loads the driver, libcuda, when a GPU is used, so a binary still starts on a
+# machine without one).
+LDLIBS    += -L$(CUDNN_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDNN_LIB) -Wl,-rpath,$(CUDA_HOME)/lib64 \
+             -lcudnn -lcublas -lcudart_static -lstdc++ -ldl -lrt -lpthread
+endif
 LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench
 TEST_BINS := $(BUILD)/tests/test_kernels $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
-             $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic
+             $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
+             $(BUILD)/tests/test_cuda
 
 .PHONY: all test bench clean install
 all: $(BINS)
@@ -71,6 +121,11 @@ $$(BUILD)/%.$(1).o: %.c
 	$$(Q)$$(MPICC) $$(CFLAGS) $$(march_$(1)) -DCPU_ISA=$(1) -c $$< -o $$@
 endef
 $(foreach i,$(ISAS),$(eval $(call isa_rule,$(i))))
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(@D)
+	@echo "  NVCC  $<"
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@echo "  AR    $@"

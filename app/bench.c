@@ -1,4 +1,4 @@
-/* cifar10-bench: training-throughput benchmark of the workshop CNN on the CPU backend.
+/* cifar10-bench: training-throughput benchmark of the workshop CNN (CPU or CUDA backend).
  *
  *   [mpirun -np N] cifar10-bench [--batch-size N] [--threads N] [--steps N] [--runs N] ...
  *
@@ -6,11 +6,14 @@
  * MPI_Allreduce of the gradients, SGD update) on random images, after warm-up, and prints the
  * median throughput of several runs, a per-layer breakdown with achieved GFLOP/s, the machine's
  * FP32 FMA peak measured here per instruction set, and peak resident memory. The last line is
- * machine-readable ("result: key=value ...") for scripts/bench.sh. */
+ * machine-readable ("result: key=value ...") for scripts/bench.sh. On CUDA, kernels run
+ * asynchronously, so the per-layer table (host clock) is left out; the step time includes the
+ * input upload and pipeline exactly as in training. */
 #include "../common/cpus.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../kernels/cpu/gemm.h"
+#include "device.h"
 #include "dist.h"
 #include "model.h"
 #include "options.h"
@@ -33,21 +36,26 @@ static const char usage[] =
     "  --steps N        steps per timed run (default 5)\n"
     "  --runs N         timed runs; the median is reported (default 5)\n"
     "  --isa NAME       vector path: avx512, avx2 or generic (default: best this CPU has)\n"
+    "  --device D       cpu, cuda or auto (default: cuda when a GPU is visible)\n"
+    "  --bucket-mb MB   gradient allreduce bucket size (default 2; 0: one after backward)\n"
     "  --help\n";
 
 struct bench_config {
     int batch, threads, warmup, steps, runs;
     const char *isa;
+    enum device_kind device;
+    double bucket_mb;
 };
 
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum { OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_HELP };
+    enum { OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_DEVICE, OPT_BUCKET, OPT_HELP };
     static const struct option long_options[] = {
         {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
         {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
         {"runs", required_argument, 0, OPT_RUNS},        {"isa", required_argument, 0, OPT_ISA},
+        {"device", required_argument, 0, OPT_DEVICE},    {"bucket-mb", required_argument, 0, OPT_BUCKET},
         {"help", no_argument, 0, OPT_HELP},              {0, 0, 0, 0}};
-    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5};
+    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0};
     opterr = 0;
     int opt, rc = 0;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
@@ -59,6 +67,10 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
         case OPT_STEPS: rc = options_int("--steps", optarg, 1, 1000000, &c->steps, e); break;
         case OPT_RUNS: rc = options_int("--runs", optarg, 1, 1000, &c->runs, e); break;
         case OPT_ISA: c->isa = optarg; break;
+        case OPT_DEVICE:
+            if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "--device: '%s' is not cpu, cuda or auto", optarg);
+            break;
+        case OPT_BUCKET: rc = options_double("--bucket-mb", optarg, 0.0, 0, &c->bucket_mb, e); break;
         case OPT_HELP:
             if (rank == 0) fputs(usage, stdout);
             return -1;
@@ -116,17 +128,30 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++)
         if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
 
+    char device[512];
+    const struct kernels *k = device_select(c.device, d.local_rank, device, sizeof device, &e);
+    dist_agree(k ? 0 : 1, e.msg);
+    int on_cpu = strcmp(k->name, "cpu") == 0;
+    dist_print_all(device);
     struct model m;
-    model_init(&m, kernels_cpu(), c.batch, 1);
-    size_t img = 3 * 32 * 32, P = model_param_count();
-    float *x = XALLOC((size_t)c.batch * img * sizeof(float));
-    int *labels = XALLOC((size_t)c.batch * sizeof(int));
+    model_init(&m, k, c.batch, 1);
+    struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
+    /* Random images and labels, different per rank: two batches, which then alternate. */
     struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);
-    for (size_t i = 0; i < (size_t)c.batch * img; i++) x[i] = (float)(2.0 * rng_uniform(&r) - 1.0);
-    for (int i = 0; i < c.batch; i++) labels[i] = (int)rng_below(&r, MODEL_CLASSES);
+    for (int slot = 0; slot < 2; slot++) {
+        struct model_batch *b = model_batch_next(&m);
+        for (size_t i = 0; i < (size_t)c.batch * 3 * 32 * 32; i++) b->img[i] = (unsigned char)rng_below(&r, 256);
+        for (int i = 0; i < c.batch; i++) {
+            b->geom[3 * i] = (int)rng_below(&r, 9), b->geom[3 * i + 1] = (int)rng_below(&r, 9);
+            b->geom[3 * i + 2] = (int)rng_below(&r, 2);
+            b->labels[i] = (int)rng_below(&r, MODEL_CLASSES);
+        }
+        model_batch_submit(&m, c.batch);
+    }
 
-    /* One training step, as cifar10-train does it. Small lr: the weights stay sane for long
-     * benchmarks and no step takes a different path (NaNs, denormals). */
+    /* One training step, as cifar10-train does it (the next batch is submitted while the
+     * device works). Small lr: the weights stay sane for long benchmarks and no step takes a
+     * different path (NaNs, denormals). */
     double *run_seconds = XALLOC((size_t)c.runs * sizeof(double));
     for (int run = -1; run < c.runs; run++) {
         int steps = run < 0 ? c.warmup : c.steps;
@@ -134,10 +159,15 @@ int main(int argc, char **argv) {
         dist_barrier();
         double t0 = dist_time();
         for (int s = 0; s < steps; s++) {
-            model_forward_backward(&m, x, labels, c.batch);
-            dist_allreduce_sum(m.grads, P + 2);
+            model_forward_backward(&m);
+            model_batch_next(&m); /* same contents again: the host-side gather is not timed */
+            model_batch_submit(&m, c.batch);
+            float stats[2];
+            dist_grads_finish(grads, stats);
             model_sgd_step(&m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)d.world);
         }
+        float sync[2];
+        k->download(sync, m.params, sizeof sync); /* the device has finished the run */
         dist_barrier();
         if (run >= 0) run_seconds[run] = dist_time() - t0;
     }
@@ -151,51 +181,60 @@ int main(int argc, char **argv) {
     double rss_max = dist_max_double((double)ru.ru_maxrss / 1024.0); /* ru_maxrss: KiB */
 
     if (d.rank == 0) {
-        printf("cifar10-bench %s: %d rank(s) x %d thread(s), batch %d per rank, vector path %s\n",
-               CIFAR10_DP_VERSION, d.world, threads, c.batch, isa);
-        printf("FP32 FMA peak measured here (GFLOP/s):");
-        for (int i = 0; i < 3; i++)
-            if (peak_one[i] > 0)
-                printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i],
-                       peak_all[i], d.world, threads);
-        printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
-        printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak",
-               "bwd ms", "GFLOP/s", "peak");
-        double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0;
-        for (int i = 0; i < MODEL_LAYERS; i++) {
-            char name[64];
-            model_layer_describe(i, name, sizeof name);
-            printf("%-3d %-24s", i, name);
-            for (int pass = 0; pass < 2; pass++) {
-                double sec = m.layer_seconds[i][pass] / nsteps;
-                double f = model_layer_flops(i, c.batch, pass);
-                total += sec;
-                flops += f;
-                if (f > 0)
-                    printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
-                           100.0 * f / sec * 1e-9 / (peak / d.world));
-                else
-                    printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
-            }
-            printf("\n");
-        }
-        double step = median / c.steps;
-        printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n",
-               1e3 * total, 1e3 * step, 1e3 * (step - total));
+        printf("cifar10-bench %s: %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
+               CIFAR10_DP_VERSION, d.world, threads, c.batch, k->name, isa);
+        printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(grads)),
+               dist_grads_buckets(grads));
+        double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0, step = median / c.steps;
+        for (int i = 0; i < MODEL_LAYERS; i++) flops += model_layer_flops(i, c.batch, 0) + model_layer_flops(i, c.batch, 1);
         double gflops = flops * d.world / step * 1e-9;
-        printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s,
-               c.runs, (double)d.world * c.batch * c.steps / run_seconds[c.runs - 1],
+        if (on_cpu) {
+            printf("FP32 FMA peak measured here (GFLOP/s):");
+            for (int i = 0; i < 3; i++)
+                if (peak_one[i] > 0)
+                    printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i], d.world,
+                           threads);
+            printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
+            printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
+                   "GFLOP/s", "peak");
+            for (int i = 0; i < MODEL_LAYERS; i++) {
+                char name[64];
+                model_layer_describe(i, name, sizeof name);
+                printf("%-3d %-24s", i, name);
+                for (int pass = 0; pass < 2; pass++) {
+                    double sec = m.layer_seconds[i][pass] / nsteps;
+                    double f = model_layer_flops(i, c.batch, pass);
+                    total += sec;
+                    if (f > 0)
+                        printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
+                               100.0 * f / sec * 1e-9 / (peak / d.world));
+                    else
+                        printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
+                }
+                printf("\n");
+            }
+            printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n", 1e3 * total,
+                   1e3 * step, 1e3 * (step - total));
+        } else {
+            printf("whole step %.2f ms (input upload and preparation, forward, backward, allreduce, SGD)\n",
+                   1e3 * step);
+        }
+        printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s, c.runs,
+               (double)d.world * c.batch * c.steps / run_seconds[c.runs - 1],
                (double)d.world * c.batch * c.steps / run_seconds[0]);
-        printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s FMA peak (%.1f)\n",
-               flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa, peak);
+        if (on_cpu)
+            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s FMA peak (%.1f)\n",
+                   flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa, peak);
+        else
+            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c.batch * 1e-9, gflops,
+                   d.world);
         printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
-        printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d isa=%s peak_gflops=%.1f "
+        printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d device=%s isa=%s peak_gflops=%.1f "
                "fraction_of_peak=%.3f rss_mb=%.0f\n",
-               images_per_s, d.world, threads, c.batch, isa, peak, gflops / peak, rss_max);
+               images_per_s, d.world, threads, c.batch, k->name, isa, peak, on_cpu ? gflops / peak : 0.0, rss_max);
     }
     free(run_seconds);
-    free(x);
-    free(labels);
+    dist_grads_free(grads);
     model_free(&m);
     dist_finalize();
     return 0;

@@ -21,6 +21,8 @@ void config_defaults(struct train_config *c) {
     c->augment = 1;
     c->print_freq = 5;
     c->eval = 1;
+    c->device = DEVICE_AUTO;
+    c->bucket_mb = 2.0;
     c->resume = RESUME_AUTO;
     c->model_file = "cifar10-model.safetensors";
 }

@@ -3,6 +3,7 @@
 #ifndef APP_CONFIG_H
 #define APP_CONFIG_H
 
+#include "device.h"
 #include "json.h"
 
 #include <stdint.h>
@@ -24,6 +25,8 @@ struct train_config {
     int print_freq;
     int threads;           /* 0: the CPUs this process may use */
     int eval;              /* score test_batch.bin after every epoch when present */
+    enum device_kind device;
+    double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
     enum resume_mode resume;
     const char *model_file, *checkpoint_file, *data;
 };

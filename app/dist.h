@@ -36,4 +36,32 @@ void dist_barrier(void);
 /* Wall-clock seconds (MPI_Wtime). */
 double dist_time(void);
 
+/* Rank 0 prints every rank's line (up to 255 characters), in rank order: "rank R: line". */
+void dist_print_all(const char *line);
+
+/* Whether this Open MPI can take GPU memory in its calls (MPIX_Query_cuda_support(); 0 for an
+ * MPI without the query). */
+int dist_cuda_aware(void);
+
+/* Gradient averaging overlapped with backward, in buckets as PyTorch DDP and Horovod do.
+ * Attach it to a model; during model_forward_backward every range of finished gradients joins
+ * the open bucket, and a bucket that reaches bucket_bytes (or holds the first layer) is closed
+ * and its MPI_Iallreduce started as soon as its gradients exist:
+ *   - host memory (CPU backend): at once, on m->grads itself;
+ *   - GPU memory with a CUDA-aware MPI: once the bucket's backward kernels have finished, on
+ *     device memory;
+ *   - otherwise: the bucket is copied to page-locked host memory on the transfer queue behind
+ *     its kernels, reduced there, and all buckets are copied back before the SGD update.
+ * dist_grads_finish() waits for every bucket and returns the summed (loss, correct) pair; with
+ * one rank nothing is reduced. bucket_bytes 0: one bucket after the whole backward. */
+enum dist_grads_mode { DIST_GRADS_LOCAL, DIST_GRADS_HOST, DIST_GRADS_DEVICE, DIST_GRADS_STAGED };
+struct model;
+struct dist_grads;
+struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int gpu_memory);
+enum dist_grads_mode dist_grads_mode(const struct dist_grads *g);
+const char *dist_grads_mode_name(enum dist_grads_mode mode);
+int dist_grads_buckets(const struct dist_grads *g); /* buckets of the last step */
+void dist_grads_finish(struct dist_grads *g, float stats[2]);
+void dist_grads_free(struct dist_grads *g);
+
 #endif

@@ -7,9 +7,9 @@
 #include "model.h"
 
 /* Adds to confusion[true][predicted] the predictions for images [begin, end) of set, in
- * batches of up to m->max_batch. x: [max_batch][3072] floats and labels: [max_batch] ints of
- * host scratch; pred: [max_batch] ints. */
-void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, float *x,
-                    int *labels, int *pred, long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
+ * batches of up to min(m->max_batch, 1024); pred: [max_batch] ints of host scratch. Needs no
+ * batch of m submitted and leaves none. */
+void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int *pred,
+                    long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 
 #endif

@@ -3,6 +3,7 @@
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/rng.h"
+#include "../data/augment.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -115,11 +116,21 @@ void model_init(struct model *m, const struct kernels *k, int max_batch, uint64_
     m->momentum = k->alloc(nparams * sizeof(float));
     m->bn_stats = k->alloc(nbn * sizeof(float));
     m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * sizeof(float));
-    m->labels = k->alloc((size_t)max_batch * sizeof(int));
+    for (int s = 0; s < 2; s++) {
+        m->host[s].img = k->host_alloc((size_t)max_batch * 3 * 32 * 32);
+        m->host[s].geom = k->host_alloc((size_t)max_batch * 3 * sizeof(int));
+        m->host[s].labels = k->host_alloc((size_t)max_batch * sizeof(int));
+        m->dev_img[s] = k->alloc((size_t)max_batch * 3 * 32 * 32);
+        m->dev_geom[s] = k->alloc((size_t)max_batch * 3 * sizeof(int));
+        m->dev_labels[s] = k->alloc((size_t)max_batch * sizeof(int));
+        m->uploaded[s] = k->event_create();
+        m->consumed[s] = k->event_create();
+        k->download_async(NULL, NULL, 0, m->uploaded[s]); /* both start out complete */
+        k->download_async(NULL, NULL, 0, m->consumed[s]);
+    }
     m->bn_saved = k->alloc(bn_saved_floats * sizeof(float));
     m->grad_a = k->alloc((size_t)max_batch * max_act_floats * sizeof(float));
     m->grad_b = k->alloc((size_t)max_batch * max_act_floats * sizeof(float));
-    m->stats = k->alloc(2 * sizeof(float));
     m->host_logits = XALLOC((size_t)max_batch * MODEL_CLASSES * sizeof(float));
     size_t ws = 0;
     for (int i = 0; i < MODEL_LAYERS; i++) {
@@ -165,9 +176,14 @@ void model_free(struct model *m) {
     const struct kernels *k = m->k;
     for (int i = 0; i < MODEL_LAYERS; i++)
         if (layers[i].kind != RELU && layers[i].kind != FLATTEN) k->free(m->act[i]);
-    void *bufs[] = {m->params, m->grads, m->momentum, m->bn_stats, m->input, m->labels,
-                    m->bn_saved, m->grad_a, m->grad_b, m->stats, m->ws};
+    void *bufs[] = {m->params, m->grads, m->momentum, m->bn_stats, m->input,
+                    m->bn_saved, m->grad_a, m->grad_b, m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
+    for (int s = 0; s < 2; s++) {
+        k->free(m->dev_img[s]), k->free(m->dev_geom[s]), k->free(m->dev_labels[s]);
+        k->host_free(m->host[s].img), k->host_free(m->host[s].geom), k->host_free(m->host[s].labels);
+        k->event_destroy(m->uploaded[s]), k->event_destroy(m->consumed[s]);
+    }
     free(m->host_logits);
     memset(m, 0, sizeof *m);
 }
@@ -241,15 +257,56 @@ static void forward(struct model *m, int n, int train) {
     }
 }
 
-void model_forward_backward(struct model *m, const float *x_host, const int *labels_host, int n) {
+struct model_batch *model_batch_next(struct model *m) {
+    CHECK(m->queued < 2);
+    int s = m->fill;
+    m->k->event_wait(m->uploaded[s]); /* the host copy is free once uploaded... */
+    m->k->event_wait(m->consumed[s]); /* ...and the device copy once read */
+    return &m->host[s];
+}
+
+void model_batch_submit(struct model *m, int n) {
     const struct kernels *k = m->k;
-    CHECK(n >= 1 && n <= m->max_batch);
-    k->upload(m->input, x_host, (size_t)n * 3 * 32 * 32 * sizeof(float));
-    k->upload(m->labels, labels_host, (size_t)n * sizeof(int));
+    CHECK(n >= 1 && n <= m->max_batch && m->queued < 2);
+    int s = m->fill;
+    k->upload_async(m->dev_img[s], m->host[s].img, (size_t)n * 3 * 32 * 32, NULL);
+    k->upload_async(m->dev_geom[s], m->host[s].geom, (size_t)n * 3 * sizeof(int), NULL);
+    k->upload_async(m->dev_labels[s], m->host[s].labels, (size_t)n * sizeof(int), m->uploaded[s]);
+    m->queued_n[s] = n;
+    m->queued++;
+    m->fill ^= 1;
+}
+
+/* The oldest submitted batch becomes m->input (normalised, augmented); returns its slot. */
+static int take_batch(struct model *m, int *n) {
+    const struct kernels *k = m->k;
+    CHECK(m->queued > 0);
+    int s = m->queued == 2 ? m->fill : m->fill ^ 1;
+    m->queued--;
+    *n = m->queued_n[s];
+    float scale[3], shift[3];
+    augment_scale_shift(scale, shift);
+    k->compute_wait(m->uploaded[s]);
+    k->input_prepare(m->dev_img[s], m->dev_geom[s], m->input, *n, scale, shift);
+    return s;
+}
+
+/* Ends the use of slot s's device copy (after everything issued so far that reads it). */
+static void release_batch(struct model *m, int s) { m->k->download_async(NULL, NULL, 0, m->consumed[s]); }
+
+int model_forward_backward(struct model *m) {
+    const struct kernels *k = m->k;
+    int n, slot = take_batch(m, &n);
+    const int *labels = m->dev_labels[slot];
     forward(m, n, 1);
     m->bn_batches_tracked++;
     float *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
-    k->softmax_xent(m->act[MODEL_LAYERS - 1], m->labels, d, m->stats, n, MODEL_CLASSES);
+    /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
+    k->softmax_xent(m->act[MODEL_LAYERS - 1], labels, d, m->grads + nparams, n, MODEL_CLASSES);
+    release_batch(m, slot);
+    size_t ready_end = nparams + 2;
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, nparams, ready_end);
+    ready_end = nparams;
     for (int i = MODEL_LAYERS - 1; i >= 0; i--) {
         const struct layer *l = &layers[i];
         struct shape s = in_shape[i], o = out_shape[i];
@@ -279,20 +336,24 @@ void model_forward_backward(struct model *m, const float *x_host, const int *lab
         case LINEAR: k->linear_backward(x, w, d, dx, dw, db, n, l->in, l->out, m->ws); break;
         }
         m->layer_seconds[i][1] += clock_seconds() - t0;
+        if (weight_of[i] >= 0) {
+            size_t begin = tensors[weight_of[i]].offset; /* through the padding up to ready_end */
+            if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, begin, ready_end);
+            ready_end = begin;
+        }
         if (l->kind == RELU || l->kind == FLATTEN) continue; /* in place: d stays */
         other = d;
         d = dx;
     }
-    float stats[2];
-    k->download(stats, m->stats, sizeof stats);
-    k->upload(m->grads + nparams, stats, sizeof stats);
+    CHECK(ready_end == 0);
+    return n;
 }
 
-void model_predict(struct model *m, const float *x_host, int n, int *pred_host, float *logits_host) {
+int model_predict(struct model *m, int *pred_host, float *logits_host) {
     const struct kernels *k = m->k;
-    CHECK(n >= 1 && n <= m->max_batch);
-    k->upload(m->input, x_host, (size_t)n * 3 * 32 * 32 * sizeof(float));
+    int n, slot = take_batch(m, &n);
     forward(m, n, 0);
+    release_batch(m, slot);
     float *host = m->host_logits;
     k->download(host, m->act[MODEL_LAYERS - 1], (size_t)n * MODEL_CLASSES * sizeof(float));
     for (int i = 0; i < n; i++) {
@@ -303,6 +364,7 @@ void model_predict(struct model *m, const float *x_host, int n, int *pred_host, 
         pred_host[i] = arg;
     }
     if (logits_host) memcpy(logits_host, host, (size_t)n * MODEL_CLASSES * sizeof(float));
+    return n;
 }
 
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale) {

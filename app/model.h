@@ -44,9 +44,25 @@ const struct model_tensor *model_tensor_at(int i);
 size_t model_param_count(void);    /* floats in params, grads (excluding extras), momentum */
 size_t model_bn_stats_count(void); /* floats in bn_stats */
 
+/* One batch on the host, filled by the caller (from the backend's host_alloc: page-locked on
+ * CUDA, so its upload runs while the device computes). */
+struct model_batch {
+    unsigned char *img; /* [max_batch][3][32][32] raw pixels */
+    int *geom;          /* [max_batch][3] crop/flip per image (struct kernels input_prepare) */
+    int *labels;        /* [max_batch] */
+};
+
+/* Called during backward each time a parameter layer's gradients are final: the floats
+ * [begin, end) of m->grads. Ranges arrive in decreasing order and tile [0, P + 2) exactly,
+ * (loss, correct) first, so a caller can start reducing them while backward goes on. On an
+ * asynchronous backend "final" means "issued": the caller orders itself with events. */
+typedef void model_grads_ready_fn(void *ctx, size_t begin, size_t end);
+
 struct model {
     const struct kernels *k;
     int max_batch;
+    model_grads_ready_fn *grads_ready; /* optional (NULL), with its ctx */
+    void *grads_ready_ctx;
     /* Backend memory. */
     float *params;    /* [P] */
     float *grads;     /* [P + 2]: gradients, then (mean loss, correct count) of the last
@@ -54,12 +70,17 @@ struct model {
     float *momentum;  /* [P] SGD momentum buffers */
     float *bn_stats;  /* [S] running_mean / running_var of the three BN layers */
     int64_t bn_batches_tracked; /* num_batches_tracked of every BN layer (they are equal) */
-    float *input;     /* [max_batch][3][32][32] */
-    int *labels;      /* [max_batch] */
+    float *input;     /* [max_batch][3][32][32] normalised, from input_prepare */
+    /* Two batch slots, alternating, so one uploads while the other is used: */
+    struct model_batch host[2];          /* host side, filled by the caller */
+    unsigned char *dev_img[2];           /* [max_batch][3072] device copies */
+    int *dev_geom[2], *dev_labels[2];    /* [max_batch][3], [max_batch] */
+    struct kernels_event *uploaded[2];   /* slot's upload finished */
+    struct kernels_event *consumed[2];   /* compute has finished reading slot's device copy */
+    int fill, queued, queued_n[2];       /* next slot to fill; submitted, unconsumed batches */
     float *act[MODEL_LAYERS]; /* layer outputs; ReLU and Flatten alias their input */
     float *bn_saved;  /* per BN layer: batch mean [C] then invstd [C] */
     float *grad_a, *grad_b; /* [max_batch * largest activation] ping-pong for backward */
-    float *stats;     /* [2] loss / correct from softmax_xent */
     void *ws;         /* kernel scratch */
     float *host_logits; /* [max_batch][10] host memory for model_predict */
     /* Wall time spent in each layer, [layer][0 forward, 1 backward], summed over calls since
@@ -73,14 +94,22 @@ struct model {
 void model_init(struct model *m, const struct kernels *k, int max_batch, uint64_t seed);
 void model_free(struct model *m);
 
-/* Training forward + backward on n <= max_batch images x_host[n][3][32][32] (normalised) with
- * labels_host[n]; leaves the gradients and (loss, correct) in m->grads; updates BN running
- * statistics. */
-void model_forward_backward(struct model *m, const float *x_host, const int *labels_host, int n);
+/* Batches: model_batch_next() returns the host slot to fill (waiting, if need be, until its
+ * previous contents are no longer needed); model_batch_submit(m, n) starts the upload of its
+ * first n <= max_batch images and returns at once. At most two batches may be submitted and
+ * not yet consumed; model_forward_backward and model_predict consume the oldest. */
+struct model_batch *model_batch_next(struct model *m);
+void model_batch_submit(struct model *m, int n);
 
-/* Eval-mode forward (BN running statistics); predictions (argmax, first maximum on ties) go to
- * pred_host[n]; logits_host[n][10] too when not NULL. */
-void model_predict(struct model *m, const float *x_host, int n, int *pred_host, float *logits_host);
+/* Training forward + backward on the oldest submitted batch: leaves the gradients and
+ * (mean loss, correct count) in m->grads (calling grads_ready as they are issued) and updates
+ * BN running statistics. May return before the device has finished; returns the batch size. */
+int model_forward_backward(struct model *m);
+
+/* Eval-mode forward (BN running statistics) on the oldest submitted batch; predictions
+ * (argmax, first maximum on ties) go to pred_host[n]; logits_host[n][10] too when not NULL.
+ * Returns n. */
+int model_predict(struct model *m, int *pred_host, float *logits_host);
 
 /* One torch.optim.SGD step over all parameters with m->grads scaled by grad_scale. */
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale);

@@ -4,6 +4,7 @@
 #include "../common/err.h"
 #include "../data/cifar.h"
 #include "checkpoint.h"
+#include "device.h"
 #include "evaluate.h"
 #include "model.h"
 #include "options.h"
@@ -15,7 +16,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--threads N] --model-file FILE DATA\n"
+    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--device D] [--threads N]\n"
+    "                    --model-file FILE DATA\n"
     "\n"
     "Scores a model file (or checkpoint) written by cifar10-train on test_batch.bin.\n"
     "DATA: a directory with test_batch.bin, a directory containing cifar-10-batches-bin/, or\n"
@@ -24,17 +26,21 @@ static const char usage[] =
     "  --model-file FILE     model to score (default cifar10-model.safetensors)\n"
     "  --batch-size N        images per forward pass (default 250)\n"
     "  --min-accuracy PCT    exit 3 when the overall accuracy (percent) is below PCT\n"
+    "  --device D            cpu, cuda (GPU 0 of those visible) or auto (default: cuda when a\n"
+    "                        GPU is visible, else cpu); any model file works on either\n"
     "  --threads N           threads (default: the CPUs this process may use)\n"
     "  --help, --version\n"
     "\n"
-    "Exit codes: 0 scored (and at or above --min-accuracy), 1 runtime error (data, model file),\n"
+    "Exit codes: 0 scored (and at or above --min-accuracy), 1 runtime error (data, model file,\n"
+    "--device=cuda without a GPU),\n"
     "2 bad command line, 3 accuracy below --min-accuracy.\n";
 
-enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_HELP, OPT_VERSION };
+enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_DEVICE, OPT_HELP, OPT_VERSION };
 static const struct option long_options[] = {
     {"batch-size", required_argument, 0, OPT_BATCH}, {"min-accuracy", required_argument, 0, OPT_MIN},
     {"model-file", required_argument, 0, OPT_MODEL}, {"threads", required_argument, 0, OPT_THREADS},
-    {"help", no_argument, 0, OPT_HELP},              {"version", no_argument, 0, OPT_VERSION},
+    {"device", required_argument, 0, OPT_DEVICE},    {"help", no_argument, 0, OPT_HELP},
+    {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
 };
 
@@ -44,6 +50,7 @@ int main(int argc, char **argv) {
     err_set_progname("cifar10-test");
     setvbuf(stdout, NULL, _IOLBF, 0);
     int batch = 250, threads = 0;
+    enum device_kind device = DEVICE_AUTO;
     double min_accuracy = -1;
     const char *model_file = "cifar10-model.safetensors";
     struct err e = {""};
@@ -62,6 +69,10 @@ int main(int argc, char **argv) {
         case OPT_THREADS:
             if (options_int("--threads", optarg, 1, 4096, &threads, &e)) usage_error(&e);
             break;
+        case OPT_DEVICE:
+            if (device_parse(optarg, &device) != 0)
+                err_set(&e, "--device: '%s' is not cpu, cuda or auto", optarg), usage_error(&e);
+            break;
         case OPT_HELP: fputs(usage, stdout); return 0;
         case OPT_VERSION: printf("cifar10-test %s\n", CIFAR10_DP_VERSION); return 0;
         case ':': err_set(&e, "%s: missing value", argv[optind - 1]), usage_error(&e); break;
@@ -78,12 +89,16 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(threads);
 
+    char desc[512];
+    const struct kernels *k = device_select(device, 0, desc, sizeof desc, &e);
+    if (!k) err_die(1, "%s", e.msg);
+    printf("device: %s\n", desc);
     printf("reading %s\n", data_path);
     struct cifar_data data;
     if (cifar_load(data_path, CIFAR_TEST, &data, &e) != 0) err_die(1, "%s", e.msg);
     printf("loading model %s\n", model_file);
     struct model m;
-    model_init(&m, kernels_cpu(), batch, 0);
+    model_init(&m, k, batch, 0);
     struct model_state st = {
         .params = XALLOC(model_param_count() * sizeof(float)),
         .bn_stats = XALLOC(model_bn_stats_count() * sizeof(float)),
@@ -93,10 +108,9 @@ int main(int argc, char **argv) {
     model_set_state(&m, st.params, NULL, st.bn_stats);
     printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id, info.epochs_completed, info.config);
 
-    float *x = XALLOC((size_t)batch * CIFAR_IMAGE_BYTES * sizeof(float));
-    int *labels = XALLOC((size_t)batch * sizeof(int)), *pred = XALLOC((size_t)batch * sizeof(int));
+    int *pred = XALLOC((size_t)batch * sizeof(int));
     long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
-    evaluate_range(&m, &data.test, 0, data.test.n, x, labels, pred, conf);
+    evaluate_range(&m, &data.test, 0, data.test.n, pred, conf);
     long correct = 0, total = data.test.n, per_class[CIFAR_CLASSES] = {0};
     for (int t = 0; t < CIFAR_CLASSES; t++)
         for (int p = 0; p < CIFAR_CLASSES; p++) {
@@ -120,7 +134,7 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     double accuracy = 100.0 * correct / total;
-    free(x), free(labels), free(pred), free(st.params), free(st.bn_stats);
+    free(pred), free(st.params), free(st.bn_stats);
     model_free(&m);
     cifar_free(&data);
     if (min_accuracy >= 0 && accuracy < min_accuracy) {

@@ -15,6 +15,7 @@
 #include "../kernels/cpu/gemm.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "device.h"
 #include "dist.h"
 #include "evaluate.h"
 #include "model.h"
@@ -53,15 +54,20 @@ static const char usage[] =
     "  --checkpoint-file F   per-epoch checkpoint (default: FILE with .checkpoint.safetensors)\n"
     "  --resume MODE         auto (default): continue from the checkpoint if its settings match;\n"
     "                        never: start over; require: fail without a checkpoint\n"
+    "  --device D            cpu, cuda (one GPU per rank: node-local rank modulo the GPUs\n"
+    "                        visible) or auto (default: cuda when a GPU is visible, else cpu)\n"
+    "  --bucket-mb MB        gradient allreduce bucket size, overlapped with backward\n"
+    "                        (default 2; 0: one allreduce after the whole backward)\n"
     "  --threads N           threads per rank (default: the CPUs this process may use, divided\n"
     "                        among ranks that share them)\n"
     "  --help, --version\n"
     "\n"
-    "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch), 2 bad command line.\n";
+    "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
+    "GPU), 2 bad command line.\n";
 
 enum { OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_RESUME,
-       OPT_THREADS, OPT_HELP, OPT_VERSION };
+       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION };
 
 static const struct option long_options[] = {
     {"epochs", required_argument, 0, OPT_EPOCHS},
@@ -79,6 +85,8 @@ static const struct option long_options[] = {
     {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
     {"resume", required_argument, 0, OPT_RESUME},
     {"threads", required_argument, 0, OPT_THREADS},
+    {"device", required_argument, 0, OPT_DEVICE},
+    {"bucket-mb", required_argument, 0, OPT_BUCKET},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -123,6 +131,13 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
             else rc = err_set(e, "%s: '%s' is not auto, never or require", flag, optarg);
             break;
         case OPT_THREADS: rc = options_int(flag, optarg, 1, 4096, &c->threads, e); break;
+        case OPT_DEVICE:
+            if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, optarg);
+            break;
+        case OPT_BUCKET:
+            rc = options_double(flag, optarg, 0.0, 0, &c->bucket_mb, e);
+            if (!rc && c->bucket_mb > 1024) rc = err_set(e, "%s: %s is above 1024", flag, optarg);
+            break;
         case OPT_HELP:
             if (rank == 0) fputs(usage, stdout);
             return -1;
@@ -233,8 +248,9 @@ struct trainer {
     struct model m;
     struct host_state h;
     struct run_info info;    /* run id, epochs done, global step, settings */
-    float *x;                /* [batch][3][32][32] host batch */
-    int *labels, *pred;      /* [batch] */
+    char device[512];        /* what --device chose for this rank */
+    struct dist_grads *grads; /* bucketed gradient allreduce */
+    int *pred;               /* [batch] */
     int *perm;               /* [train.n] this epoch's order */
 };
 
@@ -289,18 +305,29 @@ static void start_or_resume(struct trainer *t) {
                c->weight_decay, c->seed, c->augment ? "on" : "off");
 }
 
-/* One epoch of data-parallel SGD; returns the mean loss and adds correct predictions. */
+/* Fills and submits the batch of `step` (this rank's slice of the epoch's order). */
+static void submit_step(struct trainer *t, int epoch, int step) {
+    const struct train_config *c = &t->c;
+    const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, c->batch_size);
+    struct model_batch *b = model_batch_next(&t->m);
+    augment_gather(&t->data.train, idx, c->batch_size, c->seed, epoch, c->augment, b->img, b->geom, b->labels);
+    model_batch_submit(&t->m, c->batch_size);
+}
+
+/* One epoch of data-parallel SGD; returns the mean loss and adds correct predictions. While
+ * the device runs a step's forward and backward, the host gathers and uploads the next batch
+ * and the gradient buckets are reduced as backward produces them. */
 static double train_epoch(struct trainer *t, int epoch, double *correct) {
     const struct train_config *c = &t->c;
-    size_t P = model_param_count();
     double running = 0, loss_sum = 0;
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
+    submit_step(t, epoch, 0);
     for (int step = 0; step < t->steps; step++) {
-        const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, c->batch_size);
-        augment_batch(&t->data.train, idx, c->batch_size, c->seed, epoch, c->augment, t->x, t->labels);
-        model_forward_backward(&t->m, t->x, t->labels, c->batch_size);
-        dist_allreduce_sum(t->m.grads, P + 2); /* gradients, then loss and correct count */
-        double loss = t->m.grads[P] / t->d.world;
+        model_forward_backward(&t->m);
+        if (step + 1 < t->steps) submit_step(t, epoch, step + 1);
+        float stats[2]; /* summed over ranks: mean loss, correct count */
+        dist_grads_finish(t->grads, stats);
+        double loss = stats[0] / t->d.world;
         if (!isfinite(loss)) { /* identical on every rank after the allreduce */
             char msg[200];
             snprintf(msg, sizeof msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)",
@@ -311,7 +338,7 @@ static double train_epoch(struct trainer *t, int epoch, double *correct) {
                        (float)c->weight_decay, 1.0f / (float)t->d.world);
         t->info.global_step++;
         loss_sum += loss;
-        *correct += t->m.grads[P + 1];
+        *correct += stats[1];
         running += loss;
         if ((step + 1) % c->print_freq == 0) {
             if (t->d.rank == 0) printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, running / c->print_freq);
@@ -326,7 +353,7 @@ static double test_accuracy(struct trainer *t) {
     long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
     const struct cifar_set *test = &t->data.test;
     int begin = (int)((long)test->n * t->d.rank / t->d.world), end = (int)((long)test->n * (t->d.rank + 1) / t->d.world);
-    evaluate_range(&t->m, test, begin, end, t->x, t->labels, t->pred, conf);
+    evaluate_range(&t->m, test, begin, end, t->pred, conf);
     double right = 0;
     for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
     dist_allreduce_sum_double(&right, 1);
@@ -351,15 +378,18 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     t->threads = c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
     if (t->threads < 1) t->threads = 1;
     omp_set_num_threads(t->threads);
+    const struct kernels *k = device_select(c->device, t->d.local_rank, t->device, sizeof t->device, &e);
+    dist_agree(k ? 0 : 1, e.msg);
     if (t->d.rank == 0) {
         char quota[32] = "none";
         if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
         printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
-               "cgroup quota %s, shared by %d rank(s) on this node); backend cpu, gemm %s\n",
+               "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s\n",
                CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
                t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa());
-        printf("reading %s\n", c->data);
     }
+    dist_print_all(t->device);
+    if (t->d.rank == 0) printf("reading %s\n", c->data);
     status = cifar_load(c->data, CIFAR_TRAIN | (c->eval ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e) ? 1 : 0;
     dist_agree(status, e.msg);
     t->global_batch = t->d.world * c->batch_size;
@@ -373,7 +403,16 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
                "%d dropped per epoch\n",
                t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world,
                c->batch_size, t->data.train.n - t->steps * t->global_batch);
-    model_init(&t->m, kernels_cpu(), c->batch_size, c->seed);
+    model_init(&t->m, k, c->batch_size, c->seed);
+    t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), strcmp(k->name, "cpu") != 0);
+    if (t->d.rank == 0) {
+        printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
+        if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
+            if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
+            else printf(", one allreduce after backward");
+        }
+        printf("\n");
+    }
     host_state_init(&t->h);
     snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
     struct strbuf cfg = {0};
@@ -381,14 +420,13 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     CHECK(cfg.len < sizeof t->info.config);
     memcpy(t->info.config, cfg.s, cfg.len + 1);
     strbuf_free(&cfg);
-    t->x = XALLOC((size_t)c->batch_size * CIFAR_IMAGE_BYTES * sizeof(float));
-    t->labels = XALLOC((size_t)c->batch_size * sizeof(int));
     t->pred = XALLOC((size_t)c->batch_size * sizeof(int));
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
 }
 
 static void trainer_free(struct trainer *t) {
-    free(t->x), free(t->labels), free(t->pred), free(t->perm), free(t->checkpoint_file);
+    free(t->pred), free(t->perm), free(t->checkpoint_file);
+    dist_grads_free(t->grads);
     free(t->h.s.params), free(t->h.s.momentum), free(t->h.s.bn_stats);
     model_free(&t->m);
     cifar_free(&t->data);

@@ -2,6 +2,8 @@
 
 #include "../common/rng.h"
 
+#include <string.h>
+
 const float augment_mean[CIFAR_CHANNELS] = {0.4914f, 0.4822f, 0.4465f};
 const float augment_std[CIFAR_CHANNELS] = {0.2470f, 0.2435f, 0.2616f};
 
@@ -16,40 +18,20 @@ struct augment_choice augment_draw(uint64_t seed, int epoch, int index) {
     return a;
 }
 
-void augment_geometry(const uint8_t *src, uint8_t *dst, struct augment_choice a) {
-    for (int c = 0; c < CIFAR_CHANNELS; c++)
-        for (int y = 0; y < CIFAR_SIDE; y++) {
-            int sy = y + a.dy - PAD;
-            uint8_t *d = dst + (c * CIFAR_SIDE + y) * CIFAR_SIDE;
-            for (int x = 0; x < CIFAR_SIDE; x++) {
-                int cx = a.flip ? CIFAR_SIDE - 1 - x : x; /* flip happens after the crop */
-                int sx = cx + a.dx - PAD;
-                int inside = sy >= 0 && sy < CIFAR_SIDE && sx >= 0 && sx < CIFAR_SIDE;
-                d[x] = inside ? src[(c * CIFAR_SIDE + sy) * CIFAR_SIDE + sx] : 0;
-            }
-        }
-}
-
-void augment_normalize(const uint8_t *src, float *dst) {
-    for (int c = 0; c < CIFAR_CHANNELS; c++) {
-        float scale = 1.0f / (255.0f * augment_std[c]), shift = -augment_mean[c] / augment_std[c];
-        for (int i = 0; i < CIFAR_SIDE * CIFAR_SIDE; i++)
-            dst[c * CIFAR_SIDE * CIFAR_SIDE + i] = src[c * CIFAR_SIDE * CIFAR_SIDE + i] * scale + shift;
+void augment_gather(const struct cifar_set *set, const int *indices, int count, uint64_t seed,
+                    int epoch, int augment, unsigned char *img, int *geom, int *labels) {
+    for (int i = 0; i < count; i++) {
+        int idx = indices[i];
+        memcpy(img + (size_t)i * CIFAR_IMAGE_BYTES, cifar_pixels(set, idx), CIFAR_IMAGE_BYTES);
+        struct augment_choice a = augment ? augment_draw(seed, epoch, idx) : (struct augment_choice){PAD, PAD, 0};
+        geom[3 * i] = a.dx, geom[3 * i + 1] = a.dy, geom[3 * i + 2] = a.flip;
+        labels[i] = cifar_label(set, idx);
     }
 }
 
-void augment_batch(const struct cifar_set *set, const int *indices, int count, uint64_t seed,
-                   int epoch, int augment, float *x, int *labels) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < count; i++) {
-        int idx = indices[i];
-        const uint8_t *img = cifar_pixels(set, idx);
-        uint8_t tmp[CIFAR_IMAGE_BYTES];
-        if (augment) {
-            augment_geometry(img, tmp, augment_draw(seed, epoch, idx));
-            img = tmp;
-        }
-        augment_normalize(img, x + (size_t)i * CIFAR_IMAGE_BYTES);
-        labels[i] = cifar_label(set, idx);
+void augment_scale_shift(float scale[CIFAR_CHANNELS], float shift[CIFAR_CHANNELS]) {
+    for (int c = 0; c < CIFAR_CHANNELS; c++) {
+        scale[c] = 1.0f / (255.0f * augment_std[c]);
+        shift[c] = -augment_mean[c] / augment_std[c];
     }
 }

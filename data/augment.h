@@ -2,7 +2,9 @@
  * pixels, then random horizontal flip, as torchvision's RandomCrop(32, padding=4) +
  * RandomHorizontalFlip) and per-channel normalisation. The random choices for an image are a
  * pure function of (seed, epoch, index of the image in the dataset), so they do not depend on
- * the rank count or on which rank processes the image. */
+ * the rank count or on which rank processes the image. This module draws the choices and
+ * gathers raw pixels; the pixel work runs on the compute backend (input_prepare), so a GPU
+ * receives 1 byte per pixel instead of 4. */
 #ifndef DATA_AUGMENT_H
 #define DATA_AUGMENT_H
 
@@ -22,15 +24,14 @@ struct augment_choice {
 
 struct augment_choice augment_draw(uint64_t seed, int epoch, int index);
 
-/* dst[3][32][32] = the crop/flip of src[3][32][32]; pixels from the padding are 0. */
-void augment_geometry(const uint8_t *src, uint8_t *dst, struct augment_choice a);
+/* Fills img[count][3][32][32] (raw pixels), geom[count][3] = {dx, dy, flip} and labels[count]
+ * for images indices[0..count) of set: the input of struct kernels' input_prepare. geom is the
+ * identity (4, 4, 0) when augment is zero, else augment_draw(seed, epoch, index). */
+void augment_gather(const struct cifar_set *set, const int *indices, int count, uint64_t seed,
+                    int epoch, int augment, unsigned char *img, int *geom, int *labels);
 
-/* dst[3][32][32] = (src / 255 - mean[c]) / std[c]. */
-void augment_normalize(const uint8_t *src, float *dst);
-
-/* Builds x[count][3][32][32] and labels[count] from images indices[0..count) of set, augmented
- * with (seed, epoch) when augment is non-zero. Threads over images. */
-void augment_batch(const struct cifar_set *set, const int *indices, int count, uint64_t seed,
-                   int epoch, int augment, float *x, int *labels);
+/* The normalisation as input_prepare takes it: pixel * scale[c] + shift[c] with
+ * scale = 1 / (255 std[c]) and shift = -mean[c] / std[c]. */
+void augment_scale_shift(float scale[CIFAR_CHANNELS], float shift[CIFAR_CHANNELS]);
 
 #endif

@@ -1,14 +1,24 @@
-/* The compute interface the model is written against. A backend (kernels/cpu/ today,
- * kernels/cuda/ later) fills one struct kernels; the model never calls a backend directly, so
- * the same training step runs on either. Every pointer argument below points into memory from
- * that backend's alloc(); host code moves data with upload()/download().
+/* The compute interface the model is written against. A backend (kernels/cpu/, kernels/cuda/)
+ * fills one struct kernels; the model never calls a backend directly, so the same training step
+ * runs on either. Every pointer argument below points into memory from that backend's alloc();
+ * host code moves data with upload()/download() or the asynchronous copies.
+ *
+ * Ordering: ops run in call order on one compute queue and may return before they finish (the
+ * CUDA backend; the CPU backend finishes each op before returning). download() waits for
+ * everything before it. The asynchronous copies run on a separate transfer queue and are tied
+ * to the compute queue with events, so input uploads and gradient downloads overlap compute.
  *
  * Layouts are PyTorch's: activations NCHW, conv weights [K][C][3][3], linear weights [O][I].
  * Backward functions overwrite (never accumulate into) their gradient outputs. */
 #ifndef KERNELS_KERNELS_H
 #define KERNELS_KERNELS_H
 
+#include "../common/err.h"
+
 #include <stddef.h>
+
+/* An event on a backend's queues (opaque; the CPU backend's are always complete). */
+struct kernels_event;
 
 struct kernels {
     const char *name; /* "cpu", "cuda" */
@@ -18,6 +28,33 @@ struct kernels {
     void (*free)(void *p);
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
+
+    /* Host memory the asynchronous copies need (page-locked on CUDA), zero-filled. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    struct kernels_event *(*event_create)(void);
+    void (*event_destroy)(struct kernels_event *e);
+    /* Transfer queue, asynchronous to the host: copies host_src (from host_alloc, unchanged
+     * until done completes) to dst, then marks done. Compute does not wait for it unless told to
+     * with compute_wait. */
+    void (*upload_async)(void *dst, const void *host_src, size_t bytes, struct kernels_event *done);
+    /* Once the compute queue has finished everything issued before this call: copies src to
+     * host_dst (from host_alloc) on the transfer queue, then marks done. With bytes 0, done only
+     * marks that point of the compute queue. */
+    void (*download_async)(void *host_dst, const void *src, size_t bytes, struct kernels_event *done);
+    /* Compute work issued after this call starts only once e is complete. */
+    void (*compute_wait)(struct kernels_event *e);
+    /* 1 when everything before e has finished, else 0; never blocks. */
+    int (*event_done)(struct kernels_event *e);
+    /* Blocks until e is complete. */
+    void (*event_wait)(struct kernels_event *e);
+
+    /* The input pipeline on the device: x[N][3][32][32] = crop/flip of img[N][3][32][32]
+     * (uint8) by geom[N][3] = {dx, dy, flip} (int32; offsets 0..8 into the image zero-padded by
+     * 4, 4,4 = identity; flip mirrors left-right after the crop), then x = pixel * scale[c] +
+     * shift[c] (scale/shift: host arrays of 3, the normalisation of data/augment.h). */
+    void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N,
+                          const float *scale, const float *shift);
 
     /* Scratch needed by conv3x3_* for these sizes (bytes), and by linear_* (bytes). */
     size_t (*conv3x3_workspace)(int N, int C, int K, int H, int W);
@@ -88,5 +125,15 @@ struct kernels {
 
 /* The CPU backend (OpenMP threads; vector code chosen at run time). */
 const struct kernels *kernels_cpu(void);
+
+/* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
+ * builds have none of these three). kernels_cuda_devices: the GPUs this process can use, or 0
+ * with the reason in e (no driver, no GPU, CUDA_VISIBLE_DEVICES hides them all).
+ * kernels_cuda(device): makes that GPU current, creates the streams and the cuDNN and cuBLAS
+ * handles (first call only; one GPU per process) and returns the table.
+ * kernels_cuda_describe: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, PCI 0000:1b:00.0)". */
+int kernels_cuda_devices(struct err *e);
+const struct kernels *kernels_cuda(int device);
+void kernels_cuda_describe(char *buf, size_t size);
 
 #endif

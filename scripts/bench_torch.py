@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch side of `make bench`: the workshop CNN, one full training step (forward, backward,
-SGD update with momentum and weight decay) on random images, same batch and thread count as
-cifar10-bench; prints the median throughput of several runs and a machine-readable last line."""
+"""PyTorch side of `make bench` and scripts/gpu-check.sh: the workshop CNN, one full training
+step (forward, backward, SGD update with momentum and weight decay) on random images, same
+batch and thread count as cifar10-bench; prints the median throughput of several runs and a
+machine-readable last line. --device cuda runs on the GPU (batch already on the device, PyTorch's
+defaults: TF32 for cuDNN convolutions, FP32 matmuls); --compile adds torch.compile."""
 import argparse
 import statistics
 import time
@@ -24,35 +26,50 @@ def workshop_cnn():
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--runs", type=int, default=5)
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = workshop_cnn()
+    dev = torch.device(a.device)
+    model = workshop_cnn().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.rand(a.batch_size, 3, 32, 32) * 2 - 1
-    y = torch.randint(0, 10, (a.batch_size,))
+    x = (torch.rand(a.batch_size, 3, 32, 32) * 2 - 1).to(dev)
+    y = torch.randint(0, 10, (a.batch_size,)).to(dev)
+    if a.device == "cuda":
+        torch.backends.cudnn.benchmark = True  # cuDNN picks algorithms, as ours does
+    fwd = torch.compile(model) if a.compile else model
+
+    def sync():
+        if a.device == "cuda":
+            torch.cuda.synchronize()
 
     def step():
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        loss = loss_fn(fwd(x), y)
         loss.backward()
         opt.step()
 
     for _ in range(a.warmup):
         step()
+    sync()
     times = []
     for _ in range(a.runs):
         t0 = time.perf_counter()
         for _ in range(a.steps):
             step()
+        sync()
         times.append(time.perf_counter() - t0)
     ips = a.batch_size * a.steps / statistics.median(times)
-    print(f"PyTorch {torch.__version__}: {a.threads} thread(s), batch {a.batch_size}: "
+    where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} thread(s)"
+    mode = "torch.compile" if a.compile else "eager"
+    print(f"PyTorch {torch.__version__} ({mode}): {where}, batch {a.batch_size}: "
           f"{ips:.1f} images/s (median of {a.runs} runs)")
     print(f"result: images_per_s={ips:.1f}")
 

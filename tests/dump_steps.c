@@ -60,8 +60,13 @@ int main(int argc, char **argv) {
     for (int s = 0; s < steps; s++) {
         for (int i = 0; i < B; i++) idx[s * B + i] = (s * B + i * 7) % data.train.n; /* a spread of images */
         float *xs = x + (size_t)s * B * CIFAR_IMAGE_BYTES;
-        augment_batch(&data.train, idx + s * B, B, 0, 0, 0, xs, lab + s * B);
-        model_forward_backward(&m, xs, lab + s * B, B);
+        struct model_batch *b = model_batch_next(&m);
+        augment_gather(&data.train, idx + s * B, B, 0, 0, 0, b->img, b->geom, lab + s * B);
+        memcpy(b->labels, lab + s * B, (size_t)B * sizeof(int));
+        model_batch_submit(&m, B);
+        model_forward_backward(&m);
+        /* The network's input as the pipeline made it (host memory on the CPU backend). */
+        memcpy(xs, m.input, (size_t)B * CIFAR_IMAGE_BYTES * 4);
         losses[s] = m.grads[P];
         if (s == 0) memcpy(g, m.grads, P * 4);
         for (int l = 0; s < 2 && l < MODEL_LAYERS; l++) {
@@ -82,7 +87,10 @@ int main(int argc, char **argv) {
     write_model(argv[2], "final.safetensors", &m, p, NULL, bn);
     float *logits = XALLOC((size_t)B * 10 * 4);
     int *pred = XALLOC((size_t)B * sizeof(int));
-    model_predict(&m, x, B, pred, logits);
+    struct model_batch *b = model_batch_next(&m);
+    augment_gather(&data.train, idx, B, 0, 0, 0, b->img, b->geom, b->labels);
+    model_batch_submit(&m, B);
+    model_predict(&m, pred, logits);
 
     /* dump.safetensors */
     struct st_tensor t[160];

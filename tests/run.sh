@@ -42,6 +42,7 @@ torch_reference() {
 }
 
 suite kernels "$B/tests/test_kernels"
+suite "cuda kernels and training vs cpu" "$B/tests/test_cuda"
 suite data "$B/tests/test_data"
 suite checkpoint "$B/tests/test_checkpoint"
 suite "dist, 1 process" "$B/tests/test_dist"

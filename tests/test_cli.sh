@@ -85,8 +85,32 @@ expect_rc 0 "bench tiny run"
 expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"
 expect_out "bench lists the last layer" "^21 +linear 512->10"
 expect_out "bench measured the generic peak" "generic [0-9.]+ \(1 thread\)"
-expect_out "bench result line" "^result: images_per_s=[0-9.]+ ranks=1 threads=1 batch=4 isa=generic peak_gflops=[0-9.]+ fraction_of_peak=[0-9.]+ rss_mb=[0-9]+$"
+expect_out "bench result line" "^result: images_per_s=[0-9.]+ ranks=1 threads=1 batch=4 device=cpu isa=generic peak_gflops=[0-9.]+ fraction_of_peak=[0-9.]+ rss_mb=[0-9]+$"
 # shellcheck disable=SC2016 # an awk program, not shell
 check "bench images/s is positive" awk '/^result:/ { split($2, a, "="); exit !(a[2] > 0) }' "$T/out"
+
+# --device: bad values are usage errors; with no GPU visible (CUDA_VISIBLE_DEVICES= hides any
+# this machine has), --device=cuda is one clear line and exit 1 in every program, and auto
+# falls back to the CPU and says why.
+for prog in train test bench; do
+  run "$BIN/cifar10-$prog" --device=tpu "$T/data"
+  [[ $prog == bench ]] && run "$BIN/cifar10-$prog" --device=tpu
+  expect_rc 2 "$prog --device=tpu"
+  expect_err "$prog --device=tpu" "--device: 'tpu' is not cpu, cuda or auto"
+  args=("$T/data")
+  [[ $prog == bench ]] && args=()
+  run env CUDA_VISIBLE_DEVICES= "$BIN/cifar10-$prog" --device=cuda "${args[@]}"
+  expect_rc 1 "$prog --device=cuda without a GPU"
+  expect_err "$prog --device=cuda without a GPU" "--device=cuda: "
+  check "$prog --device=cuda says why" grep -qE -- "--device=cuda: (no GPU visible: |this build has no CUDA backend)" "$T/err"
+done
+run env CUDA_VISIBLE_DEVICES= "$BIN/cifar10-train" --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
+expect_out "train --device=auto without a GPU says cpu and why" "^rank 0: cpu \(auto: (no GPU visible: |this build has no CUDA backend)"
+run "$BIN/cifar10-train" --bucket-mb -1 "$T/data"
+expect_rc 2 "train --bucket-mb -1"
+expect_err "train --bucket-mb -1" "--bucket-mb: -1 must be >= 0"
+run "$BIN/cifar10-train" --bucket-mb 2000 "$T/data"
+expect_rc 2 "train --bucket-mb 2000"
+expect_err "train --bucket-mb 2000" "--bucket-mb: 2000 is above 1024"
 
 summary test_cli

@@ -6,6 +6,7 @@
 #include "../data/augment.h"
 #include "../data/cifar.h"
 #include "../data/shard.h"
+#include "../kernels/kernels.h"
 #include "check.h"
 
 #include <math.h>
@@ -166,17 +167,35 @@ static void test_reader(void) {
     expect_error(p, CIFAR_TRAIN, "data_batch_1.bin", "No such file");
 }
 
+/* The CPU input pipeline (kernels' input_prepare) on one image with crop/flip a; unnormalised
+ * (scale 1, shift 0) unless norm. */
+static void prepare_one(const uint8_t *img, struct augment_choice a, int norm, float *out) {
+    int geom[3] = {a.dx, a.dy, a.flip};
+    float scale[3] = {1, 1, 1}, shift[3] = {0, 0, 0};
+    if (norm) augment_scale_shift(scale, shift);
+    kernels_cpu()->input_prepare(img, geom, out, 1, scale, shift);
+}
+
+/* Pixels where out differs from img */
+static int differ(const float *out, const uint8_t *img) {
+    int bad = 0;
+    for (int i = 0; i < CIFAR_IMAGE_BYTES; i++) bad += out[i] != (float)img[i];
+    return bad;
+}
+
 static void test_augment(void) {
-    uint8_t *img = synth(3, 1) + 1, out[CIFAR_IMAGE_BYTES], twice[CIFAR_IMAGE_BYTES];
-    augment_geometry(img, out, (struct augment_choice){4, 4, 0});
-    EXPECT(memcmp(out, img, CIFAR_IMAGE_BYTES) == 0, "crop at (4,4) without flip is not the identity");
-    augment_geometry(img, out, (struct augment_choice){4, 4, 1});
-    augment_geometry(out, twice, (struct augment_choice){4, 4, 1});
-    EXPECT(memcmp(twice, img, CIFAR_IMAGE_BYTES) == 0, "flip twice is not the identity");
-    EXPECT(memcmp(out, img, CIFAR_IMAGE_BYTES) != 0 && out[5] == img[26] && out[32 * 32 + 31] == img[32 * 32],
+    uint8_t *img = synth(3, 1) + 1, flipped[CIFAR_IMAGE_BYTES];
+    float out[CIFAR_IMAGE_BYTES], twice[CIFAR_IMAGE_BYTES];
+    prepare_one(img, (struct augment_choice){4, 4, 0}, 0, out);
+    EXPECT(differ(out, img) == 0, "crop at (4,4) without flip is not the identity");
+    prepare_one(img, (struct augment_choice){4, 4, 1}, 0, out);
+    for (int i = 0; i < CIFAR_IMAGE_BYTES; i++) flipped[i] = (uint8_t)out[i];
+    prepare_one(flipped, (struct augment_choice){4, 4, 1}, 0, twice);
+    EXPECT(differ(twice, img) == 0, "flip twice is not the identity");
+    EXPECT(differ(out, img) != 0 && out[5] == img[26] && out[32 * 32 + 31] == img[32 * 32],
            "flip does not mirror rows");
     /* dx = 6, dy = 1: output (y, x) = input (y - 3, x + 2), zero where that leaves the image */
-    augment_geometry(img, out, (struct augment_choice){6, 1, 0});
+    prepare_one(img, (struct augment_choice){6, 1, 0}, 0, out);
     int bad = 0;
     for (int c = 0; c < 3; c++)
         for (int y = 0; y < 32; y++)
@@ -186,8 +205,17 @@ static void test_augment(void) {
                 bad += out[(c * 32 + y) * 32 + x] != want;
             }
     EXPECT(bad == 0, "crop offset semantics: %d wrong pixels", bad);
-    float f[CIFAR_IMAGE_BYTES];
-    augment_normalize(img, f);
+    /* flip after crop: dx = 6 flipped: output (y, x) = input (y, (31 - x) + 2) */
+    prepare_one(img, (struct augment_choice){6, 4, 1}, 0, out);
+    bad = 0;
+    for (int y = 0; y < 32; y++)
+        for (int x = 0; x < 32; x++) {
+            int sx = 31 - x + 2;
+            bad += out[y * 32 + x] != (sx < 32 ? img[y * 32 + sx] : 0);
+        }
+    EXPECT(bad == 0, "crop then flip: %d wrong pixels", bad);
+    float *f = out;
+    prepare_one(img, (struct augment_choice){4, 4, 0}, 1, f);
     EXPECT(f[0] == img[0] * (1.0f / (255.0f * augment_std[0])) - augment_mean[0] / augment_std[0] &&
                fabsf(f[2048 + 7] - ((img[2048 + 7] / 255.0f) - 0.4465f) / 0.2616f) < 1e-5f,
            "normalisation");
@@ -236,16 +264,22 @@ static void test_sharding(void) {
         EXPECT(twice == 0 && covered == steps * world * batch && 103 - covered < world * batch,
                "world %d: %d images twice, %d covered", world, twice, covered);
     }
-    /* world 1 x batch 8 and world 2 x batch 4: same global batches, same tensors per image */
-    float x1[8 * CIFAR_IMAGE_BYTES], x2[4 * CIFAR_IMAGE_BYTES];
-    int l1[8], l2[4], bad = 0;
+    /* world 1 x batch 8 and world 2 x batch 4: same global batches, same pixels, crops, flips
+     * and labels per image */
+    static uint8_t x1[8 * CIFAR_IMAGE_BYTES], x2[4 * CIFAR_IMAGE_BYTES];
+    int l1[8], l2[4], g1[8 * 3], g2[4 * 3], bad = 0, augmented = 0;
     for (int s = 0; s < shard_steps(103, 1, 8); s++) {
-        augment_batch(&set, shard_slice(perm, s, 0, 1, 8), 8, 5, 1, 1, x1, l1);
+        augment_gather(&set, shard_slice(perm, s, 0, 1, 8), 8, 5, 1, 1, x1, g1, l1);
+        for (int i = 0; i < 8; i++) augmented += g1[3 * i] != 4 || g1[3 * i + 1] != 4 || g1[3 * i + 2] != 0;
         for (int r = 0; r < 2; r++) {
-            augment_batch(&set, shard_slice(perm, s, r, 2, 4), 4, 5, 1, 1, x2, l2);
-            bad += memcmp(x2, x1 + (size_t)r * 4 * CIFAR_IMAGE_BYTES, sizeof x2) != 0 || memcmp(l2, l1 + r * 4, sizeof l2) != 0;
+            augment_gather(&set, shard_slice(perm, s, r, 2, 4), 4, 5, 1, 1, x2, g2, l2);
+            bad += memcmp(x2, x1 + (size_t)r * 4 * CIFAR_IMAGE_BYTES, sizeof x2) != 0 ||
+                   memcmp(l2, l1 + r * 4, sizeof l2) != 0 || memcmp(g2, g1 + r * 12, sizeof g2) != 0;
         }
     }
+    EXPECT(augmented > 0, "no image was augmented");
+    augment_gather(&set, perm, 8, 5, 1, 0, x1, g1, l1);
+    for (int i = 0; i < 8; i++) bad += g1[3 * i] != 4 || g1[3 * i + 1] != 4 || g1[3 * i + 2] != 0;
     EXPECT(bad == 0, "augmented batches differ between 1 and 2 ranks in %d cases", bad);
     free(set.records);
     free(d);

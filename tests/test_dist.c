@@ -51,6 +51,14 @@ static void test_shards(void) {
     free(mine);
 }
 
+/* Gathers images idx[0..B) of set into m's next batch (augmented with seed 5, epoch 0) and
+ * submits it. */
+static void submit(struct model *m, const struct cifar_set *set, const int *idx, int B) {
+    struct model_batch *b = model_batch_next(m);
+    augment_gather(set, idx, B, 5, 0, 1, b->img, b->geom, b->labels);
+    model_batch_submit(m, B);
+}
+
 int main(int argc, char **argv) {
     err_set_progname("test_dist");
     dist_init(&argc, &argv, 0, &d);
@@ -64,32 +72,41 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)n * CIFAR_RECORD_BYTES; i++) s = s * 1664525u + 1013904223u, raw[i] = (uint8_t)(s >> 24);
     struct cifar_set set = {.n = n, .records = XALLOC((size_t)n * sizeof(uint8_t *))};
     for (int i = 0; i < n; i++) raw[(size_t)i * CIFAR_RECORD_BYTES] %= 10, set.records[i] = raw + (size_t)i * CIFAR_RECORD_BYTES;
-    float *x = XALLOC((size_t)B * CIFAR_IMAGE_BYTES * 4);
-    int labels[4];
     size_t P = model_param_count();
 
-    /* Same batch on every rank: the distributed step equals the single-process step. */
+    /* Same batch on every rank: the distributed step (bucketed allreduce overlapped with
+     * backward, 64 KiB buckets) equals the single-process step. */
     struct model dm, lm;
     model_init(&dm, kernels_cpu(), B, 5);
     model_init(&lm, kernels_cpu(), B, 5);
+    struct dist_grads *g = dist_grads_attach(&dm, 65536, 0);
+    EXPECT(dist_grads_mode(g) == (d.world == 1 ? DIST_GRADS_LOCAL : DIST_GRADS_HOST), "mode %d", dist_grads_mode(g));
     int same[4] = {0, 9, 17, 33};
-    augment_batch(&set, same, B, 5, 0, 1, x, labels);
-    model_forward_backward(&dm, x, labels, B);
-    dist_allreduce_sum(dm.grads, P + 2);
+    submit(&dm, &set, same, B);
+    model_forward_backward(&dm);
+    float stats[2], local[2];
+    dist_grads_finish(g, stats);
+    EXPECT(d.world == 1 || dist_grads_buckets(g) > 3, "%d buckets of 64 KiB", dist_grads_buckets(g));
     model_sgd_step(&dm, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-    model_forward_backward(&lm, x, labels, B);
+    submit(&lm, &set, same, B);
+    model_forward_backward(&lm);
+    memcpy(local, lm.grads + P, sizeof local);
     model_sgd_step(&lm, 0.05f, 0.9f, 5e-4f, 1.0f);
     int pow2 = (d.world & (d.world - 1)) == 0;
     EXPECT(!pow2 || memcmp(dm.params, lm.params, P * 4) == 0, "rank %d: averaged step differs from the one-process step", d.rank);
-    EXPECT(dm.grads[P] == lm.grads[P] * d.world, "loss sum over ranks: %g vs %g x %d", dm.grads[P], lm.grads[P], d.world);
+    EXPECT(stats[0] == local[0] * d.world && stats[1] == local[1] * d.world, "loss, correct summed over ranks: %g, %g vs %g, %g x %d",
+           stats[0], stats[1], local[0], local[1], d.world);
 
-    /* Different shards per rank for 3 steps: local gradients differ, weights stay identical. */
+    /* Different shards per rank for 3 steps: local gradients differ, weights stay identical;
+     * the next batch is submitted while the step runs, as in training. */
+    dist_grads_free(g);
     int *perm = XALLOC((size_t)n * sizeof(int));
     shard_permutation(5, 0, n, perm);
     int grads_differ = 0;
+    submit(&dm, &set, shard_slice(perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < 3; step++) {
-        augment_batch(&set, shard_slice(perm, step, d.rank, d.world, B), B, 5, 0, 1, x, labels);
-        model_forward_backward(&dm, x, labels, B);
+        model_forward_backward(&dm);
+        if (step < 2) submit(&dm, &set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
         grads_differ |= !all_equal_u32(crc_of(dm.grads, P));
         dist_allreduce_sum(dm.grads, P + 2);
         model_sgd_step(&dm, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);

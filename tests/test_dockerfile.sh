@@ -34,6 +34,8 @@ check ".ci/run runs the same install script and make" grep -qx 'scripts/install-
 check ".ci/run runs make test" grep -qx 'make test' "$SRC/.ci/run"
 cpu_flags=$(stage build-cpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
 check "the CPU flavour builds with CUDA=0" test "$cpu_flags" = "CUDA=0"
+gpu_flags=$(stage build-gpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
+check "the GPU flavour insists on the CUDA backend (CUDA=1)" test "$gpu_flags" = "CUDA=1"
 workdir=$(sed -n 's/^WORKDIR //p' <<<"$build")
 check "build stage works in /src" test "$workdir" = /src
 mkdir -p "$T/src"

@@ -166,11 +166,15 @@ def check_parts(k, k8s_dir, tag):
         gpus = res["limits"].get("nvidia.com/gpu")
         lres = launcher.get("resources", {})
         check(w + "no GPU for the launcher", "nvidia.com/gpu" not in str(lres))
+        check(w + "cifar10-train --device from the settings", '--device "$DEVICE"' in script, script)
+        env = {e["name"]: e.get("value") for e in launcher.get("env", [])}
         if variant == "train-gpu":
+            check(w + "the launcher insists on GPUs (DEVICE=cuda)", env.get("DEVICE") == "cuda", str(env))
             check(w + "GPUs per worker = SLOTS_PER_WORKER", gpus == s["SLOTS_PER_WORKER"], str(gpus))
             check(w + "tolerates the GPU taint", {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in wspec.get("tolerations", []))
         else:
             check(w + "no GPUs", gpus is None)
+            check(w + "DEVICE comes from the settings", "DEVICE" not in env, str(env))
     test = one(r["test"], "Job")
     if test:
         args = test["spec"]["template"]["spec"]["containers"][0]["args"]

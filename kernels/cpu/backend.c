@@ -1,4 +1,4 @@
-/* The CPU backend's table: host memory, OpenMP kernels. */
+/* The CPU backend's table: host memory, OpenMP kernels, synchronous. */
 #include "../kernels.h"
 #include "../../common/err.h"
 #include "cpu.h"
@@ -10,12 +10,36 @@ static void *cpu_alloc(size_t bytes) { return XALLOC(bytes); }
 static void cpu_free(void *p) { free(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
+/* Every op has finished when it returns, so events are always complete and the asynchronous
+ * copies are plain copies. An event still needs an address of its own. */
+struct kernels_event {
+    char unused;
+};
+static struct kernels_event *cpu_event_create(void) { return XALLOC(sizeof(struct kernels_event)); }
+static void cpu_event_destroy(struct kernels_event *e) { free(e); }
+static void cpu_copy_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    (void)done;
+    if (bytes) memcpy(dst, src, bytes);
+}
+static void cpu_event_nothing(struct kernels_event *e) { (void)e; }
+static int cpu_event_done(struct kernels_event *e) { return (void)e, 1; }
+
 static const struct kernels cpu_kernels = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .upload_async = cpu_copy_async,
+    .download_async = cpu_copy_async,
+    .compute_wait = cpu_event_nothing,
+    .event_done = cpu_event_done,
+    .event_wait = cpu_event_nothing,
+    .input_prepare = cpu_input_prepare,
     .conv3x3_workspace = cpu_conv3x3_workspace,
     .linear_workspace = cpu_linear_workspace,
     .conv3x3_forward = cpu_conv3x3_forward,

@@ -1,5 +1,5 @@
-/* CPU implementations of the ops in kernels/kernels.h, one file per op (conv3x3.c, relu.c,
- * maxpool2.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c), gathered into the table by
+/* CPU implementations of the ops in kernels/kernels.h, one file per op (input.c, conv3x3.c,
+ * relu.c, maxpool2.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c), gathered into the table by
  * backend.c. Contracts are those of struct kernels. Multi-threaded with OpenMP over the
  * current team size; static schedules, so results are reproducible for a given thread count. */
 #ifndef KERNELS_CPU_CPU_H
@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+                       const float *shift);
 size_t cpu_conv3x3_workspace(int N, int C, int K, int H, int W);
 void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
                          int K, int H, int W, int relu, void *ws);

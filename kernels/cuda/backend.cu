@@ -1,0 +1,226 @@
+/* The CUDA backend's table, memory, queues and events. One GPU per process: the first
+ * kernels_cuda(device) call selects it and creates everything; ops live in their own files. */
+extern "C" {
+#include "../../common/err.h"
+#include "../kernels.h"
+}
+#include "cuda.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int selected = -1;
+static cudaStream_t compute_stream, transfer_stream;
+static cudnnHandle_t cudnn;
+static cublasHandle_t cublas;
+static void *scratch;
+static size_t scratch_bytes;
+
+void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
+    fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d\n", err_progname(), api, expr, what, file, line);
+    exit(1);
+}
+
+const char *cuda_cublas_error(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+    }
+}
+
+int cuda_tf32(void) {
+    const char *v = getenv("NVIDIA_TF32_OVERRIDE");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+cudaStream_t cuda_stream(void) { return compute_stream; }
+cudaStream_t cuda_copy_stream(void) { return transfer_stream; }
+cudnnHandle_t cuda_cudnn(void) { return cudnn; }
+cublasHandle_t cuda_cublas(void) { return cublas; }
+
+unsigned cuda_blocks(size_t n) {
+    size_t b = (n + CUDA_THREADS - 1) / CUDA_THREADS;
+    if (b < 1) b = 1;
+    return b > 65535u * 16u ? 65535u * 16u : (unsigned)b; /* grid-stride loops do the rest */
+}
+
+void *cuda_scratch(size_t bytes) {
+    if (bytes > scratch_bytes) {
+        CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* the old one may still be in use */
+        CUDA_CHECK(cudaFree(scratch));
+        CUDA_CHECK(cudaMalloc(&scratch, bytes));
+        scratch_bytes = bytes;
+    }
+    return scratch;
+}
+
+static void *cuda_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
+    if (rc != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fprintf(stderr, "%s: out of GPU memory allocating %zu bytes (%zu of %zu MiB free): %s\n", err_progname(),
+                bytes, free_b >> 20, total_b >> 20, cudaGetErrorString(rc));
+        exit(1);
+    }
+    /* Zero-filled, as the contract says, and finished before return: the transfer queue may
+     * write the buffer next. */
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, compute_stream));
+    CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+    return p;
+}
+
+static void cuda_free(void *p) {
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+    CUDA_CHECK(cudaFree(p));
+}
+
+static void cuda_upload(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream));
+    CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* src may be reused at once */
+}
+
+static void cuda_download(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream));
+    CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+}
+
+static void *cuda_host_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cuda_host_free(void *p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
+/* struct kernels_event is a cudaEvent_t (a pointer type) in disguise. */
+static struct kernels_event *cuda_event_create(void) {
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return (struct kernels_event *)e;
+}
+
+static void cuda_event_destroy(struct kernels_event *e) {
+    if (e) CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e));
+}
+
+static void cuda_upload_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, transfer_stream));
+    if (done) CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, transfer_stream));
+}
+
+static void cuda_download_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, compute_stream));
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaStreamWaitEvent(transfer_stream, (cudaEvent_t)done, 0));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, transfer_stream));
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, transfer_stream));
+}
+
+static void cuda_compute_wait(struct kernels_event *e) {
+    CUDA_CHECK(cudaStreamWaitEvent(compute_stream, (cudaEvent_t)e, 0));
+}
+
+static int cuda_event_done(struct kernels_event *e) {
+    cudaError_t rc = cudaEventQuery((cudaEvent_t)e);
+    if (rc == cudaErrorNotReady) return 0;
+    CUDA_CHECK(rc);
+    return 1;
+}
+
+static void cuda_event_wait(struct kernels_event *e) { CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e)); }
+
+static struct kernels table;
+
+int kernels_cuda_devices(struct err *e) {
+    /* Without a driver the runtime only says "driver version is insufficient": say what it is. */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) return err_set(e, "no NVIDIA driver (libcuda.so.1 cannot be loaded)"), 0;
+    dlclose(driver);
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        cudaGetLastError(); /* clear it: the CPU backend goes on */
+        int version = 0;
+        cudaDriverGetVersion(&version);
+        if (rc == cudaErrorInsufficientDriver)
+            return err_set(e, "the NVIDIA driver supports CUDA %d.%d, this build needs CUDA %d.%d (driver >= 580)",
+                           version / 1000, version % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10), 0;
+        return err_set(e, "%s", cudaGetErrorString(rc)), 0;
+    }
+    if (n == 0) return err_set(e, "no CUDA device"), 0;
+    return n;
+}
+
+const struct kernels *kernels_cuda(int device) {
+    if (selected >= 0) {
+        CHECK(device == selected); /* one GPU per process */
+        return &table;
+    }
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&compute_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&cudnn));
+    CUDNN_CHECK(cudnnSetStream(cudnn, compute_stream));
+    CUBLAS_CHECK(cublasCreate(&cublas));
+    CUBLAS_CHECK(cublasSetStream(cublas, compute_stream));
+    /* FP32 GEMMs, as PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False). */
+    CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
+    selected = device;
+    table.name = "cuda";
+    table.alloc = cuda_alloc;
+    table.free = cuda_free;
+    table.upload = cuda_upload;
+    table.download = cuda_download;
+    table.host_alloc = cuda_host_alloc;
+    table.host_free = cuda_host_free;
+    table.event_create = cuda_event_create;
+    table.event_destroy = cuda_event_destroy;
+    table.upload_async = cuda_upload_async;
+    table.download_async = cuda_download_async;
+    table.compute_wait = cuda_compute_wait;
+    table.event_done = cuda_event_done;
+    table.event_wait = cuda_event_wait;
+    table.input_prepare = cuda_input_prepare;
+    table.conv3x3_workspace = cuda_conv3x3_workspace;
+    table.linear_workspace = cuda_linear_workspace;
+    table.conv3x3_forward = cuda_conv3x3_forward;
+    table.conv3x3_backward = cuda_conv3x3_backward;
+    table.relu_forward = cuda_relu_forward;
+    table.relu_backward = cuda_relu_backward;
+    table.maxpool2_forward = cuda_maxpool2_forward;
+    table.maxpool2_backward = cuda_maxpool2_backward;
+    table.batchnorm_forward_train = cuda_batchnorm_forward_train;
+    table.batchnorm_forward_eval = cuda_batchnorm_forward_eval;
+    table.batchnorm_backward = cuda_batchnorm_backward;
+    table.linear_forward = cuda_linear_forward;
+    table.linear_backward = cuda_linear_backward;
+    table.softmax_xent = cuda_softmax_xent;
+    table.sgd_update = cuda_sgd_update;
+    return &table;
+}
+
+void kernels_cuda_describe(char *buf, size_t size) {
+    CHECK(selected >= 0);
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, selected));
+    char pci[32];
+    CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, selected));
+    snprintf(buf, size, "%s (sm_%d%d, %.1f GiB, PCI %s; convolutions %s)", p.name, p.major, p.minor,
+             (double)p.totalGlobalMem / (1u << 30), pci,
+             p.major < 8 ? "FP32" : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)" : "FP32 (NVIDIA_TF32_OVERRIDE=0)");
+}

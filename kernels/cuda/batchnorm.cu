@@ -1,0 +1,99 @@
+/* Batch norm over N and HW of x[N][C][HW]: channel statistics from deterministic double
+ * partial sums (reduce.cu), a per-channel finishing kernel, then one element-wise kernel. */
+#include "cuda.h"
+
+/* y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order. */
+__global__ static void normalize_kernel(const float *x, const float *gamma, const float *beta, const float *mean,
+                                        const float *invstd, float *y, size_t n, int C, int HW) {
+    GRID_STRIDE(i, n) {
+        int c = (int)(i / HW % C);
+        float scale = gamma[c] * invstd[c], shift = beta[c] - mean[c] * scale;
+        y[i] = x[i] * scale + shift;
+    }
+}
+
+/* Batch statistics and the running-statistics update (one thread per channel). */
+__global__ static void stats_kernel(const double *part, int S, int C, double count, float momentum, float eps,
+                                    float *save_mean, float *save_invstd, float *running_mean, float *running_var) {
+    GRID_STRIDE(c, (size_t)C) {
+        double sum = 0.0, sq = 0.0;
+        for (int s = 0; s < S; s++) sum += part[(size_t)s * C + c], sq += part[(size_t)(S + s) * C + c];
+        double mean = sum / count, var = sq / count - mean * mean;
+        if (var < 0.0) var = 0.0;
+        save_mean[c] = (float)mean;
+        save_invstd[c] = (float)(1.0 / sqrt(var + eps));
+        double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
+        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    }
+}
+
+__global__ static void eval_stats_kernel(const float *running_var, float eps, float *invstd, int C) {
+    GRID_STRIDE(c, (size_t)C) invstd[c] = (float)(1.0 / sqrt((double)running_var[c] + eps));
+}
+
+/* dbeta, dgamma and the means dx needs: coef[0][C] = mean(dy), coef[1][C] = mean(dy * xhat). */
+__global__ static void backward_stats_kernel(const double *part, int S, int C, double count, float *dgamma,
+                                             float *dbeta, float *coef) {
+    GRID_STRIDE(c, (size_t)C) {
+        double sdy = 0.0, sdyx = 0.0;
+        for (int s = 0; s < S; s++) sdy += part[(size_t)s * C + c], sdyx += part[(size_t)(S + s) * C + c];
+        dbeta[c] = (float)sdy;
+        dgamma[c] = (float)sdyx;
+        coef[c] = (float)(sdy / count);
+        coef[C + c] = (float)(sdyx / count);
+    }
+}
+
+/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+__global__ static void backward_dx_kernel(const float *x, const float *dy, const float *gamma, const float *mean,
+                                          const float *invstd, const float *coef, float *dx, size_t n, int C, int HW) {
+    GRID_STRIDE(i, n) {
+        int c = (int)(i / HW % C);
+        float k = gamma[c] * invstd[c];
+        dx[i] = k * (dy[i] - coef[c] - (x[i] - mean[c]) * invstd[c] * coef[C + c]);
+    }
+}
+
+void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+                                  float *save_invstd, float *running_mean, float *running_var, float momentum,
+                                  float eps, int N, int C, int HW) {
+    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C) * C * sizeof(double));
+    int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, NULL, NULL, NULL, part, N, C, HW);
+    stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(
+        part, S, C, (double)N * HW, momentum, eps, save_mean, save_invstd, running_mean, running_var);
+    LAUNCH_CHECK();
+    size_t n = (size_t)N * C * HW;
+    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, save_mean, save_invstd, y,
+                                                                         n, C, HW);
+    LAUNCH_CHECK();
+}
+
+void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta, const float *running_mean,
+                                 const float *running_var, float eps, float *y, int N, int C, int HW) {
+    float *invstd = (float *)cuda_scratch((size_t)C * sizeof(float));
+    eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd, C);
+    LAUNCH_CHECK();
+    size_t n = (size_t)N * C * HW;
+    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, running_mean, invstd, y, n,
+                                                                         C, HW);
+    LAUNCH_CHECK();
+}
+
+void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
+                             const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
+                             int HW) {
+    int S = cuda_channel_splits(N, C);
+    size_t part_bytes = 2 * (size_t)S * C * sizeof(double);
+    char *scratch = (char *)cuda_scratch(part_bytes + 2 * (size_t)C * sizeof(float));
+    double *part = (double *)scratch;
+    float *coef = (float *)(scratch + part_bytes);
+    cuda_channel_partials(CHANNEL_SUM_XHAT, dy, x, save_mean, save_invstd, part, N, C, HW);
+    backward_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(part, S, C, (double)N * HW,
+                                                                                       dgamma, dbeta, coef);
+    LAUNCH_CHECK();
+    size_t n = (size_t)N * C * HW;
+    backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, gamma, save_mean, save_invstd, coef,
+                                                                           dx, n, C, HW);
+    LAUNCH_CHECK();
+}

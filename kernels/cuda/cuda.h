@@ -1,0 +1,126 @@
+/* Internals of the CUDA backend (kernels/cuda/), shared by its per-op files; the public entry
+ * points are in kernels/kernels.h. Contracts of the ops are those of struct kernels.
+ *
+ * Every op runs on one stream (cuda_stream()), so ops are ordered among themselves and
+ * asynchronous to the host; uploads of input batches and staged gradient copies use a second
+ * stream (cuda_copy_stream()), ordered against the first with events.
+ *
+ * Every CUDA runtime, cuDNN and cuBLAS call goes through CUDA_CHECK / CUDNN_CHECK /
+ * CUBLAS_CHECK, which print the failed expression, the error and file:line, then exit 1; every
+ * kernel launch is followed by LAUNCH_CHECK(), which catches launch errors and, in a build with
+ * CUDA_SYNC=1 (make CUDA_SYNC=1), also synchronises so a failing kernel is named at once. */
+#ifndef KERNELS_CUDA_CUDA_H
+#define KERNELS_CUDA_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stddef.h>
+
+void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line)
+    __attribute__((noreturn));
+const char *cuda_cublas_error(cublasStatus_t s);
+
+#define CUDA_CHECK(call)                                                                         \
+    do {                                                                                         \
+        cudaError_t cuda_rc_ = (call);                                                           \
+        if (cuda_rc_ != cudaSuccess)                                                             \
+            cuda_fail("CUDA", #call, cudaGetErrorString(cuda_rc_), __FILE__, __LINE__);          \
+    } while (0)
+#define CUDNN_CHECK(call)                                                                        \
+    do {                                                                                         \
+        cudnnStatus_t cudnn_rc_ = (call);                                                        \
+        if (cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                   \
+            cuda_fail("cuDNN", #call, cudnnGetErrorString(cudnn_rc_), __FILE__, __LINE__);       \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                                       \
+    do {                                                                                         \
+        cublasStatus_t cublas_rc_ = (call);                                                      \
+        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                 \
+            cuda_fail("cuBLAS", #call, cuda_cublas_error(cublas_rc_), __FILE__, __LINE__);       \
+    } while (0)
+
+#ifndef CUDA_SYNC
+#define CUDA_SYNC 0
+#endif
+#define LAUNCH_CHECK()                                                                           \
+    do {                                                                                         \
+        CUDA_CHECK(cudaGetLastError());                                                          \
+        if (CUDA_SYNC) CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));                        \
+    } while (0)
+
+/* Whether convolutions may use TF32 tensor cores (Ampere and newer): yes, as PyTorch's default,
+ * unless NVIDIA_TF32_OVERRIDE=0, NVIDIA's switch, which we also honour explicitly by asking
+ * cuDNN for FMA-only math. */
+int cuda_tf32(void);
+
+/* The backend's state (backend.cu), valid after kernels_cuda() succeeded. */
+cudaStream_t cuda_stream(void);
+cudaStream_t cuda_copy_stream(void);
+cudnnHandle_t cuda_cudnn(void);
+cublasHandle_t cuda_cublas(void);
+/* A device scratch buffer of at least `bytes`, owned by the backend and reused by every op
+ * (ops run in stream order, so one op's scratch is free again when the next one starts).
+ * Grows (with a device synchronisation) only when a larger size is asked for. */
+void *cuda_scratch(size_t bytes);
+
+/* Threads per block for the element-wise kernels and the block count covering n elements
+ * (grid-stride loops cover whatever a capped grid does not). */
+#define CUDA_THREADS 256
+unsigned cuda_blocks(size_t n);
+/* for (size_t i = this thread's first; i < n; i += all threads of the grid) */
+#define GRID_STRIDE(i, n)                                                                        \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                      \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
+ * shape): each channel is split into S fixed runs of images and every (run, channel) sum is
+ * taken in double, so the result is deterministic and does not depend on the GPU. Writes
+ * part[0][S][C] = sum of a and part[1][S][C] = sum of the second quantity:
+ *   CHANNEL_SUM:        nothing (part[1] untouched)
+ *   CHANNEL_SUM_SQUARE: a * a
+ *   CHANNEL_SUM_XHAT:   a * (b - mean[c]) * invstd[c]   (batch norm backward: a = dy, b = x)
+ * part must hold 2 * cuda_channel_splits(N, C) * C doubles. Returns S. */
+enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT };
+int cuda_channel_splits(int N, int C);
+int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
+                          const float *invstd, double *part, int N, int C, int HW);
+/* out[c] = sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM partials. */
+void cuda_channel_reduce(const double *part, float *out, int S, int C);
+
+/* Ops (one file each). */
+size_t cuda_conv3x3_workspace(int N, int C, int K, int H, int W);
+void cuda_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
+                          int K, int H, int W, int relu, void *ws);
+void cuda_conv3x3_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                           float *db, int N, int C, int K, int H, int W, const float *dx_mask,
+                           void *ws);
+void cuda_relu_forward(const float *x, float *y, size_t n);
+void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n);
+void cuda_bias_act(float *y, const float *b, int N, int C, int HW, int relu);
+void cuda_maxpool2_forward(const float *x, float *y, int N, int C, int H, int W);
+void cuda_maxpool2_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
+                            int relu);
+void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+                                  float *save_mean, float *save_invstd, float *running_mean,
+                                  float *running_var, float momentum, float eps, int N, int C,
+                                  int HW);
+void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
+                                 const float *running_mean, const float *running_var, float eps,
+                                 float *y, int N, int C, int HW);
+void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma,
+                             const float *save_mean, const float *save_invstd, float *dx,
+                             float *dgamma, float *dbeta, int N, int C, int HW);
+size_t cuda_linear_workspace(int N, int I, int O);
+void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
+                         int O, void *ws);
+void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                          float *db, int N, int I, int O, void *ws);
+void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
+                       int classes);
+void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
+                     float weight_decay, float grad_scale);
+void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N,
+                        const float *scale, const float *shift);
+
+#endif

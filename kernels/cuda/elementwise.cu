@@ -1,0 +1,84 @@
+/* Element-wise ops: ReLU, bias + ReLU after a convolution, the SGD update over the flat
+ * parameter buffer, and the input pipeline (crop/flip + normalisation of uint8 images). One
+ * thread per element, grid-stride loops, size_t indices (batches of 512 x 64 x 32 x 32 pass
+ * 2^25; a grid may be capped). */
+#include "cuda.h"
+
+__global__ static void relu_forward_kernel(const float *x, float *y, size_t n) {
+    GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ static void relu_backward_kernel(const float *y, const float *dy, float *dx, size_t n) {
+    GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* y[N][C][HW] += b[C], then ReLU when relu != 0. */
+__global__ static void bias_act_kernel(float *y, const float *b, size_t n, int C, int HW, int relu) {
+    GRID_STRIDE(i, n) {
+        float v = y[i] + b[(i / HW) % C];
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    }
+}
+
+/* torch.optim.SGD as in cpu/sgd.c, the same operation order (so only FMA contraction differs). */
+__global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t n, float lr,
+                                  float momentum, float weight_decay, float grad_scale) {
+    GRID_STRIDE(i, n) {
+        float g = grad[i] * grad_scale + weight_decay * p[i];
+        float v = momentum * m[i] + g;
+        m[i] = v;
+        p[i] -= lr * v;
+    }
+}
+
+struct norm3 {
+    float scale[3], shift[3];
+};
+
+/* x[n][c][y][x]: one thread per output pixel; see data/augment.c for the geometry. */
+__global__ static void input_kernel(const unsigned char *img, const int *geom, float *x, size_t total,
+                                    struct norm3 nm) {
+    GRID_STRIDE(i, total) {
+        int px = (int)(i % 32), py = (int)(i / 32 % 32), c = (int)(i / 1024 % 3);
+        size_t n = i / 3072;
+        const int *g = geom + 3 * n;
+        int sy = py + g[1] - 4;
+        int cx = g[2] ? 31 - px : px;
+        int sx = cx + g[0] - 4;
+        int inside = sy >= 0 && sy < 32 && sx >= 0 && sx < 32;
+        float v = inside ? (float)img[n * 3072 + (size_t)(c * 32 + sy) * 32 + sx] : 0.0f;
+        x[i] = v * nm.scale[c] + nm.shift[c];
+    }
+}
+
+void cuda_relu_forward(const float *x, float *y, size_t n) {
+    relu_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, y, n);
+    LAUNCH_CHECK();
+}
+
+void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n) {
+    relu_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, dy, dx, n);
+    LAUNCH_CHECK();
+}
+
+void cuda_bias_act(float *y, const float *b, int N, int C, int HW, int relu) {
+    size_t n = (size_t)N * C * HW;
+    bias_act_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, b, n, C, HW, relu);
+    LAUNCH_CHECK();
+}
+
+void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
+                     float weight_decay, float grad_scale) {
+    sgd_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, grad, m, n, lr, momentum, weight_decay,
+                                                                   grad_scale);
+    LAUNCH_CHECK();
+}
+
+void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+                        const float *shift) {
+    struct norm3 nm;
+    for (int c = 0; c < 3; c++) nm.scale[c] = scale[c], nm.shift[c] = shift[c];
+    size_t total = (size_t)N * 3072;
+    input_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(img, geom, x, total, nm);
+    LAUNCH_CHECK();
+}

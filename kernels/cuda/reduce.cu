@@ -1,0 +1,56 @@
+/* Per-channel partial sums (see cuda.h): grid (S, C), one block per (run of images, channel),
+ * double accumulators, a shared-memory tree reduction in a fixed order. */
+#include "cuda.h"
+
+int cuda_channel_splits(int N, int C) {
+    int s = (1024 + C - 1) / C; /* about 1024 blocks in all: enough to fill any GPU */
+    return s < N ? s : N;
+}
+
+__global__ static void partials_kernel(enum channel_sum what, const float *a, const float *b, const float *mean,
+                                       const float *invstd, double *part, int N, int C, int HW) {
+    int s = blockIdx.x, S = gridDim.x, c = blockIdx.y;
+    int n0 = (int)((long)N * s / S), n1 = (int)((long)N * (s + 1) / S);
+    size_t count = (size_t)(n1 - n0) * HW;
+    double s1 = 0.0, s2 = 0.0;
+    float m = what == CHANNEL_SUM_XHAT ? mean[c] : 0.0f, is = what == CHANNEL_SUM_XHAT ? invstd[c] : 0.0f;
+    for (size_t t = threadIdx.x; t < count; t += blockDim.x) {
+        size_t at = ((size_t)(n0 + t / HW) * C + c) * HW + t % HW;
+        float v = a[at];
+        s1 += v;
+        if (what == CHANNEL_SUM_SQUARE) s2 += (double)v * v;
+        else if (what == CHANNEL_SUM_XHAT) s2 += (double)v * ((b[at] - m) * is);
+    }
+    __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
+    r1[threadIdx.x] = s1, r2[threadIdx.x] = s2;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        part[(size_t)s * C + c] = r1[0];
+        if (what != CHANNEL_SUM) part[(size_t)(S + s) * C + c] = r2[0];
+    }
+}
+
+int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
+                          const float *invstd, double *part, int N, int C, int HW) {
+    int S = cuda_channel_splits(N, C);
+    partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, b, mean, invstd, part, N, C, HW);
+    LAUNCH_CHECK();
+    return S;
+}
+
+__global__ static void reduce_kernel(const double *part, float *out, int S, int C) {
+    GRID_STRIDE(c, (size_t)C) {
+        double sum = 0.0;
+        for (int s = 0; s < S; s++) sum += part[(size_t)s * C + c];
+        out[c] = (float)sum;
+    }
+}
+
+void cuda_channel_reduce(const double *part, float *out, int S, int C) {
+    reduce_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(part, out, S, C);
+    LAUNCH_CHECK();
+}
