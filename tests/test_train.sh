@@ -11,7 +11,7 @@
 D=$T/data
 "$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
 # 400 training images, 2 ranks x 16 = 12 steps per epoch (16 images dropped).
-TRAIN=(--epochs 3 --batch-size 16 --threads 1 --learning-rate 0.02)
+TRAIN=(--epochs 3 --batch-size 16 --threads 1 --learning-rate 0.02 --device cpu) # GPUs: scripts/gpu-check.sh
 mpi() { mpirun -np "$1" "${@:2}"; }
 
 # 1. Uninterrupted run.
@@ -19,6 +19,8 @@ mkdir -p "$T/A"
 run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/A/model.safetensors" "$D"
 expect_rc 0 "mpirun -np 2 training"
 expect_out "reading line" "^reading $D\$"
+expect_out "each rank's device" "^rank 1: cpu"
+expect_out "gradient reduction" "^gradients: MPI_Iallreduce on host memory, buckets of 2 MiB overlapped with backward\$"
 expect_out "workshop loss line" "^\[1,     5\] loss: [0-9]+\.[0-9]{3}\$"
 expect_out "loss line at step 10" "^\[3,    10\] loss: [0-9]+\.[0-9]{3}\$"
 expect_out "epoch summary" "^epoch 3/3: loss [0-9.]+, train accuracy [0-9.]+%, test accuracy [0-9.]+%, [0-9.]+ images/s, elapsed .+, ETA .+\$"
@@ -81,6 +83,12 @@ expect_err "bad label under mpirun" "$T/baddata/data_batch_3.bin: record 5 (byte
 run timeout 600 mpirun -np 2 "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
 check "write failure ends the job (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 expect_err "write failure message" "$T/no/such/dir/c.safetensors: cannot create temporary file"
+
+# One allreduce after backward instead of buckets during it: the same sums, the same model.
+mkdir -p "$T/A0"
+run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --bucket-mb 0 --model-file "$T/A0/model.safetensors" "$D"
+expect_out "--bucket-mb 0" "^gradients: MPI_Iallreduce on host memory, one allreduce after backward\$"
+check "--bucket-mb 0 trains the same model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/A0/model.safetensors")
 
 # 4. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
 mkdir -p "$T/B"
