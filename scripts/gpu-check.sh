@@ -44,7 +44,11 @@ use_mpi() {
   if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then return; fi
   [[ -d $carry/debs ]] || die "no Open MPI here and no .gpu-carry/debs (run 'prepare' and carry .gpu-carry)"
   local root=$carry/mpi
-  if [[ ! -d $root ]]; then for f in "$carry"/debs/*.deb; do dpkg -x "$f" "$root"; done; fi
+  if [[ ! -d $root ]]; then
+    for f in "$carry"/debs/*.deb; do dpkg -x "$f" "$root"; done
+    # Debian names the programs mpicc.openmpi etc. and links mpicc to them at install time.
+    for p in mpicc mpirun mpiexec; do ln -sfn "$p.openmpi" "$root/usr/bin/$p"; done
+  fi
   export OPAL_PREFIX=$root/usr PATH=$root/usr/bin:$PATH
   export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export OMPI_MCA_plm=isolated

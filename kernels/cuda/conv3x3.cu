@@ -1,6 +1,7 @@
 /* 3x3 convolutions (padding 1, stride 1) with cuDNN, plus our bias + ReLU and bias-gradient
  * kernels. Per shape (N, C, K, H, W) a plan holds the descriptors and the algorithms that
- * cudnnFind* measured fastest among the deterministic ones (so a run repeats bit for bit)
+ * cudnnFind* measured fastest among the deterministic ones (so a process's steps are
+ * reproducible; another process may time another algorithm fastest)
  * whose workspace fits the limit; plans are made by conv3x3_workspace() at model start-up,
  * which is where the model learns how much workspace to allocate. A shape first seen later (a
  * smaller last evaluation batch) is planned then, within the workspace already promised.
