@@ -89,6 +89,13 @@ expect_out "bench result line" "^result: images_per_s=[0-9.]+ ranks=1 threads=1 
 # shellcheck disable=SC2016 # an awk program, not shell
 check "bench images/s is positive" awk '/^result:/ { split($2, a, "="); exit !(a[2] > 0) }' "$T/out"
 
+# Where nvcc and cuDNN are installed (CI: /usr/local/cuda), the binaries must carry the CUDA
+# backend: a build that quietly left it out would let a CUDA break pass unnoticed.
+if { command -v nvcc || [[ -x /usr/local/cuda/bin/nvcc ]]; } >/dev/null && [[ -e /usr/local/cuda/include/cudnn.h || -e /usr/include/cudnn.h ]]; then
+  check "cifar10-train holds the CUDA backend (nvcc and cuDNN are here)" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-train")
+  check "cifar10-test holds the CUDA backend" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-test")
+fi
+
 # --device: bad values are usage errors; with no GPU visible (CUDA_VISIBLE_DEVICES= hides any
 # this machine has), --device=cuda is one clear line and exit 1 in every program, and auto
 # falls back to the CPU and says why.
