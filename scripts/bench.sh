@@ -3,6 +3,7 @@
 #
 #   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch]
 #
+# (CPU backend; GPUs: scripts/gpu-check.sh bench)
 # 1. build/cifar10-bench: 1 rank x N threads (N: the CPUs this process may use), full training
 #    steps of the workshop CNN at batch 128, per-layer times and GFLOP/s, the FP32 FMA peak
 #    measured in the same program per vector path, peak resident memory;
@@ -22,7 +23,7 @@ while (($#)); do
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
-    -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,14 +36,14 @@ trap 'rm -rf "$log"' EXIT
 result() { sed -n "s/^result: .*\b$2=\([^ ]*\).*/\1/p" "$1" | tail -n 1; }
 
 echo "== cifar10-bench: 1 rank x $threads thread(s)"
-"$build/cifar10-bench" --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/one"
+"$build/cifar10-bench" --device cpu --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/one"
 
 if ((threads >= 2)); then
   echo
   echo "== cifar10-bench: $threads ranks x 1 thread (mpirun)"
   mpi=(mpirun -np "$threads" --bind-to core)
   if ((EUID == 0)); then mpi+=(--allow-run-as-root); fi
-  "${mpi[@]}" "$build/cifar10-bench" --threads 1 --runs "$runs" --steps "$steps" | tee "$log/ranks"
+  "${mpi[@]}" "$build/cifar10-bench" --device cpu --threads 1 --runs "$runs" --steps "$steps" | tee "$log/ranks"
 fi
 
 py=/usr/bin/python3 # Debian's python3-torch installs for this interpreter
