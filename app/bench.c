@@ -113,11 +113,19 @@ int main(int argc, char **argv) {
     if (threads < 1) threads = 1;
     omp_set_num_threads(threads);
 
+    char device[512];
+    const struct kernels *k = device_select(c.device, d.local_rank, device, sizeof device, &e);
+    dist_agree(k ? 0 : 1, e.msg);
+    int on_cpu = strcmp(k->name, "cpu") == 0;
+    dist_print_all(device);
+    /* The same answer on every rank (the peak measurement below is collective). */
+    on_cpu = dist_max_double(on_cpu ? 0.0 : 1.0) == 0.0;
+
     /* The FMA peak of every path this CPU has: one thread alone, and all threads of all ranks
-     * at once (what the training step can use). */
+     * at once (what the training step can use). Not measured for GPU runs, which do not use it. */
     static const char *isas[] = {"avx512", "avx2", "generic"};
-    double peak_one[3], peak_all[3];
-    for (int i = 0; i < 3; i++) {
+    double peak_one[3] = {-1, -1, -1}, peak_all[3] = {-1, -1, -1};
+    for (int i = 0; on_cpu && i < 3; i++) {
         peak_one[i] = d.rank == 0 ? gemm_fma_peak(isas[i], 1, 0.3) : 0.0;
         dist_bcast(&peak_one[i], sizeof peak_one[i], 0);
         double mine = gemm_fma_peak(isas[i], threads, 0.3);
@@ -128,11 +136,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++)
         if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
 
-    char device[512];
-    const struct kernels *k = device_select(c.device, d.local_rank, device, sizeof device, &e);
-    dist_agree(k ? 0 : 1, e.msg);
-    int on_cpu = strcmp(k->name, "cpu") == 0;
-    dist_print_all(device);
     struct model m;
     model_init(&m, k, c.batch, 1);
     struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);

@@ -137,18 +137,19 @@ struct dist_grads {
     struct bucket {
         size_t begin, end;
         struct kernels_event *ready; /* its gradients exist (on the host, when staged) */
-        MPI_Request req;
     } b[MAX_BUCKETS];
+    MPI_Request req[MAX_BUCKETS]; /* bucket i's MPI_Iallreduce, once started */
 };
 
 static float *bucket_buffer(struct dist_grads *g, const struct bucket *b) {
     return (g->mode == DIST_GRADS_STAGED ? g->host : g->m->grads) + b->begin;
 }
 
-static void bucket_start(struct dist_grads *g, struct bucket *b) {
+static void bucket_start(struct dist_grads *g) {
+    const struct bucket *b = &g->b[g->started];
     CHECK(b->end - b->begin <= INT_MAX);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket_buffer(g, b), (int)(b->end - b->begin), MPI_FLOAT, MPI_SUM,
-                             MPI_COMM_WORLD, &b->req));
+                             MPI_COMM_WORLD, &g->req[g->started]));
     g->started++;
 }
 
@@ -156,14 +157,9 @@ static void bucket_start(struct dist_grads *g, struct bucket *b) {
  * collectives in the same order), and lets MPI progress the started ones. */
 static void buckets_advance(struct dist_grads *g) {
     const struct kernels *k = g->m->k;
-    while (g->started < g->nbuckets && k->event_done(g->b[g->started].ready)) bucket_start(g, &g->b[g->started]);
-    if (g->started > 0) {
-        int flag;
-        MPI_Request reqs[MAX_BUCKETS];
-        for (int i = 0; i < g->started; i++) reqs[i] = g->b[i].req;
-        MPI_CHECK(MPI_Testall(g->started, reqs, &flag, MPI_STATUSES_IGNORE));
-        for (int i = 0; i < g->started; i++) g->b[i].req = reqs[i];
-    }
+    while (g->started < g->nbuckets && k->event_done(g->b[g->started].ready)) bucket_start(g);
+    int flag;
+    if (g->started > 0) MPI_CHECK(MPI_Testall(g->started, g->req, &flag, MPI_STATUSES_IGNORE));
 }
 
 static void bucket_close(struct dist_grads *g) {
@@ -171,7 +167,6 @@ static void bucket_close(struct dist_grads *g) {
     CHECK(g->nbuckets < MAX_BUCKETS);
     struct bucket *b = &g->b[g->nbuckets++];
     b->begin = g->open_begin, b->end = g->open_end;
-    b->req = MPI_REQUEST_NULL;
     size_t bytes = (b->end - b->begin) * sizeof(float);
     if (g->mode == DIST_GRADS_STAGED)
         k->download_async(g->host + b->begin, g->m->grads + b->begin, bytes, b->ready);
@@ -234,9 +229,7 @@ void dist_grads_finish(struct dist_grads *g, float stats[2]) {
         buckets_advance(g);
         if (g->started < g->nbuckets) sched_yield();
     }
-    MPI_Request reqs[MAX_BUCKETS];
-    for (int i = 0; i < g->nbuckets; i++) reqs[i] = g->b[i].req;
-    MPI_CHECK(MPI_Waitall(g->nbuckets, reqs, MPI_STATUSES_IGNORE));
+    MPI_CHECK(MPI_Waitall(g->nbuckets, g->req, MPI_STATUSES_IGNORE));
     if (g->mode == DIST_GRADS_STAGED) {
         k->upload_async(g->m->grads, g->host, g->total * sizeof(float), g->copied);
         k->compute_wait(g->copied); /* the SGD update sees the sums */
