@@ -39,7 +39,13 @@ CUDA_SYNC ?= 0
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 ifneq ($(CUDA),0)
 ifneq ($(NVCC),)
+# The toolkit root, as nvcc reports it (its TOP in a dry run): `nvcc` on PATH may be a wrapper
+# script elsewhere (e.g. /usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc), so its own
+# directory's parent is not always the toolkit.
+CUDA_HOME  ?= $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^$(HASH)[$$] TOP=//p'))
+ifeq ($(CUDA_HOME),)
 CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+endif
 CUDNN_INC  := $(firstword $(foreach d,$(CUDA_HOME)/include /usr/include /usr/include/x86_64-linux-gnu,$(if $(wildcard $(d)/cudnn.h),$(d))))
 CUDNN_LIB  := $(firstword $(foreach d,$(CUDA_HOME)/lib64 /usr/lib/x86_64-linux-gnu,$(if $(wildcard $(d)/libcudnn.so),$(d))))
 endif
