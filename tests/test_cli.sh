@@ -94,6 +94,15 @@ check "bench images/s is positive" awk '/^result:/ { split($2, a, "="); exit !(a
 if { command -v nvcc || [[ -x /usr/local/cuda/bin/nvcc ]]; } >/dev/null && [[ -e /usr/local/cuda/include/cudnn.h || -e /usr/include/cudnn.h ]]; then
   check "cifar10-train holds the CUDA backend (nvcc and cuDNN are here)" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-train")
   check "cifar10-test holds the CUDA backend" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-test")
+  # The Makefile asks nvcc for the toolkit root, so an nvcc on PATH that is a wrapper script in
+  # another directory (as /usr/local/bin/nvcc on CI's machine) still finds cuDNN beside it.
+  nvcc_real=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  mkdir -p "$T/wrap"
+  printf '#!/bin/sh\nexec %s "$@"\n' "$nvcc_real" >"$T/wrap/nvcc"
+  chmod +x "$T/wrap/nvcc"
+  env -u CUDA_HOME PATH="$T/wrap:/usr/bin:/bin" make -n -C "$(dirname "$0")/.." BUILD="$T/wrap-build" >"$T/wrap.log" 2>&1
+  check "make finds cuDNN through an nvcc wrapper script on PATH" \
+    grep -q "^CUDA: nvcc .* at $T/wrap/nvcc, cuDNN in .*; CUDA backend for" "$T/wrap.log"
 fi
 
 # --device: bad values are usage errors; with no GPU visible (CUDA_VISIBLE_DEVICES= hides any
