@@ -41,8 +41,10 @@ ifneq ($(CUDA),0)
 ifneq ($(NVCC),)
 # The toolkit root, as nvcc reports it (its TOP in a dry run): `nvcc` on PATH may be a wrapper
 # script elsewhere (e.g. /usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc), so its own
-# directory's parent is not always the toolkit.
-CUDA_HOME  ?= $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^$(HASH)[$$] TOP=//p'))
+# directory's parent is not always the toolkit. Set once (:=), so nvcc runs once per make.
+ifeq ($(CUDA_HOME),)
+CUDA_HOME  := $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^$(HASH)[$$] TOP=//p'))
+endif
 ifeq ($(CUDA_HOME),)
 CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
 endif
