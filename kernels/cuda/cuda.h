@@ -21,24 +21,20 @@ void cuda_fail(const char *api, const char *expr, const char *what, const char *
     __attribute__((noreturn));
 const char *cuda_cublas_error(cublasStatus_t s);
 
+/* CHECKED_CALL: evaluate `call` (of status type T) once; if it is not `ok`, report the library,
+ * `text` (the call as written: the wrappers stringify it before any macro in it expands),
+ * `describe(status)` and file:line, then exit 1. Never compiled out. */
+#define CHECKED_CALL(api, T, ok, describe, call, text)                                           \
+    do {                                                                                         \
+        T checked_rc_ = (call);                                                                  \
+        if (checked_rc_ != (ok)) cuda_fail(api, text, describe(checked_rc_), __FILE__, __LINE__); \
+    } while (0)
 #define CUDA_CHECK(call)                                                                         \
-    do {                                                                                         \
-        cudaError_t cuda_rc_ = (call);                                                           \
-        if (cuda_rc_ != cudaSuccess)                                                             \
-            cuda_fail("CUDA", #call, cudaGetErrorString(cuda_rc_), __FILE__, __LINE__);          \
-    } while (0)
+    CHECKED_CALL("CUDA", cudaError_t, cudaSuccess, cudaGetErrorString, call, #call)
 #define CUDNN_CHECK(call)                                                                        \
-    do {                                                                                         \
-        cudnnStatus_t cudnn_rc_ = (call);                                                        \
-        if (cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                   \
-            cuda_fail("cuDNN", #call, cudnnGetErrorString(cudnn_rc_), __FILE__, __LINE__);       \
-    } while (0)
+    CHECKED_CALL("cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, cudnnGetErrorString, call, #call)
 #define CUBLAS_CHECK(call)                                                                       \
-    do {                                                                                         \
-        cublasStatus_t cublas_rc_ = (call);                                                      \
-        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                 \
-            cuda_fail("cuBLAS", #call, cuda_cublas_error(cublas_rc_), __FILE__, __LINE__);       \
-    } while (0)
+    CHECKED_CALL("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, cuda_cublas_error, call, #call)
 
 #ifndef CUDA_SYNC
 #define CUDA_SYNC 0
