@@ -75,11 +75,11 @@ endif
 
 LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
            data/cifar.c data/augment.c data/shard.c \
-           kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv3x3.c \
-           kernels/cpu/relu.c kernels/cpu/maxpool2.c kernels/cpu/batchnorm.c \
-           kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c \
-           app/model.c app/json.c app/safetensors.c app/checkpoint.c app/options.c app/config.c \
-           app/evaluate.c app/device.c kernels/cpu/input.c
+           kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
+           kernels/cpu/relu.c kernels/cpu/gelu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
+           kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
+           app/net.c app/nets.c app/model.c app/batches.c app/json.c app/safetensors.c \
+           app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c
 ISAS    := generic avx2 avx512
@@ -90,9 +90,9 @@ march_avx512  := -march=x86-64-v4 -mtune=generic
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o))
 
 ifeq ($(USE_CUDA),1)
-CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool2.cu \
+CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
              kernels/cuda/reduce.cu kernels/cuda/batchnorm.cu kernels/cuda/softmax_xent.cu \
-             kernels/cuda/linear.cu kernels/cuda/conv3x3.cu
+             kernels/cuda/linear.cu kernels/cuda/conv.cu
 NEWEST_ARCH := $(lastword $(CUDA_ARCH))
 GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)
@@ -109,7 +109,7 @@ LDLIBS    += -L$(CUDNN_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDNN_LIB) -Wl,-rp
 endif
 LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench
-TEST_BINS := $(BUILD)/tests/test_kernels $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
+TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
              $(BUILD)/tests/test_cuda
 
@@ -146,9 +146,10 @@ $(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/app/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
 	$(LINK)
-$(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/app/dist.o $(LIB)
+$(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/app/dist.o $(LIB)
 	$(LINK)
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(LIB)
+# test_nets.o: networks defined only in the tests (tests/test_nets.h).
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(LIB)
 	$(LINK)
 
 test: $(BINS) $(TEST_BINS)

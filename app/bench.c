@@ -137,17 +137,17 @@ int main(int argc, char **argv) {
         if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
 
     struct model m;
-    model_init(&m, k, c.batch, 1);
+    model_init(&m, &net_workshop_cnn, k, c.batch, 1);
     struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
     /* Random images and labels, different per rank: two batches, which then alternate. */
     struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);
     for (int slot = 0; slot < 2; slot++) {
-        struct model_batch *b = model_batch_next(&m);
+        struct batch *b = model_batch_next(&m);
         for (size_t i = 0; i < (size_t)c.batch * 3 * 32 * 32; i++) b->img[i] = (unsigned char)rng_below(&r, 256);
         for (int i = 0; i < c.batch; i++) {
             b->geom[3 * i] = (int)rng_below(&r, 9), b->geom[3 * i + 1] = (int)rng_below(&r, 9);
             b->geom[3 * i + 2] = (int)rng_below(&r, 2);
-            b->labels[i] = (int)rng_below(&r, MODEL_CLASSES);
+            b->labels[i] = (int)rng_below(&r, (uint32_t)m.net->classes);
         }
         model_batch_submit(&m, c.batch);
     }
@@ -158,7 +158,8 @@ int main(int argc, char **argv) {
     double *run_seconds = XALLOC((size_t)c.runs * sizeof(double));
     for (int run = -1; run < c.runs; run++) {
         int steps = run < 0 ? c.warmup : c.steps;
-        if (run == 0) memset(m.layer_seconds, 0, sizeof m.layer_seconds);
+        if (run == 0)
+            for (int i = 0; i < m.nlayers; i++) m.layers[i].seconds[0] = m.layers[i].seconds[1] = 0;
         dist_barrier();
         double t0 = dist_time();
         for (int s = 0; s < steps; s++) {
@@ -189,7 +190,7 @@ int main(int argc, char **argv) {
         printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(grads)),
                dist_grads_buckets(grads));
         double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0, step = median / c.steps;
-        for (int i = 0; i < MODEL_LAYERS; i++) flops += model_layer_flops(i, c.batch, 0) + model_layer_flops(i, c.batch, 1);
+        for (int i = 0; i < m.nlayers; i++) flops += model_layer_flops(&m, i, c.batch, 0) + model_layer_flops(&m, i, c.batch, 1);
         double gflops = flops * d.world / step * 1e-9;
         if (on_cpu) {
             printf("FP32 FMA peak measured here (GFLOP/s):");
@@ -200,13 +201,13 @@ int main(int argc, char **argv) {
             printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
             printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
                    "GFLOP/s", "peak");
-            for (int i = 0; i < MODEL_LAYERS; i++) {
+            for (int i = 0; i < m.nlayers; i++) {
                 char name[64];
-                model_layer_describe(i, name, sizeof name);
+                model_layer_describe(&m, i, name, sizeof name);
                 printf("%-3d %-24s", i, name);
                 for (int pass = 0; pass < 2; pass++) {
-                    double sec = m.layer_seconds[i][pass] / nsteps;
-                    double f = model_layer_flops(i, c.batch, pass);
+                    double sec = m.layers[i].seconds[pass] / nsteps;
+                    double f = model_layer_flops(&m, i, c.batch, pass);
                     total += sec;
                     if (f > 0)
                         printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,

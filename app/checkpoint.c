@@ -2,7 +2,7 @@
 
 #include "../data/augment.h"
 #include "../data/cifar.h"
-#include "model.h"
+#include "net.h"
 #include "safetensors.h"
 
 #include <inttypes.h>
@@ -11,37 +11,47 @@
 #include <string.h>
 
 #define MOMENTUM_PREFIX "optimizer.momentum."
-#define MAX_TENSORS 64
+#define MAX_TENSORS 256
 
-static const char *bn_layer_names[] = {"network.5", "network.11", "network.17"};
+struct model_state checkpoint_state_alloc(const struct model *m, int with_momentum) {
+    return (struct model_state){XALLOC(m->nparams * sizeof(float)),
+                                with_momentum ? XALLOC(m->nparams * sizeof(float)) : NULL,
+                                XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float)), 0};
+}
 
-int checkpoint_write(const char *path, const struct model_state *state, const struct run_info *info,
-                     struct err *e) {
+void checkpoint_state_free(struct model_state *s) {
+    free(s->params), free(s->momentum), free(s->buffers);
+    memset(s, 0, sizeof *s);
+}
+
+/* Where tensor t of m lives in state: its momentum when `momentum`, else its value. */
+static void *state_data(const struct model_state *state, const struct model_tensor *t, int momentum) {
+    if (momentum) return state->momentum + t->offset;
+    if (t->home == HOME_COUNTER) return (void *)&state->batches_tracked;
+    return (t->home == HOME_PARAMS ? state->params : state->buffers) + t->offset;
+}
+
+static struct st_tensor st_of(const struct model_tensor *t, const char *name, const void *data) {
+    struct st_tensor s = {.name = name, .dtype = t->home == HOME_COUNTER ? ST_I64 : ST_F32, .ndim = t->ndim, .data = data};
+    for (int d = 0; d < t->ndim; d++) s.shape[d] = t->shape[d];
+    return s;
+}
+
+int checkpoint_write(const char *path, const struct model *m, const struct model_state *state,
+                     const struct run_info *info, struct err *e) {
     int full = strcmp(info->kind, "checkpoint") == 0;
+    CHECK(2 * m->ntensors <= MAX_TENSORS);
     struct st_tensor t[MAX_TENSORS];
-    char names[MAX_TENSORS][64];
+    char names[MAX_TENSORS][96];
     int nt = 0;
-    for (int i = 0; i < model_tensor_count(); i++) {
-        const struct model_tensor *mt = model_tensor_at(i);
-        const float *base = mt->buffer == MODEL_PARAMS ? state->params : state->bn_stats;
-        t[nt] = (struct st_tensor){.name = mt->name, .dtype = ST_F32, .ndim = mt->ndim, .data = base + mt->offset};
-        for (int d = 0; d < mt->ndim; d++) t[nt].shape[d] = mt->shape[d];
+    for (int i = 0; i < m->ntensors; i++, nt++) t[nt] = st_of(&m->tensors[i], m->tensors[i].name, state_data(state, &m->tensors[i], 0));
+    for (int i = 0; full && i < m->ntensors; i++) {
+        const struct model_tensor *mt = &m->tensors[i];
+        if (mt->home != HOME_PARAMS) continue;
+        snprintf(names[nt], sizeof names[nt], MOMENTUM_PREFIX "%s", mt->name);
+        t[nt] = st_of(mt, names[nt], state_data(state, mt, 1));
         nt++;
     }
-    for (int b = 0; b < 3; b++) {
-        snprintf(names[nt], sizeof names[nt], "%s.num_batches_tracked", bn_layer_names[b]);
-        t[nt] = (struct st_tensor){.name = names[nt], .dtype = ST_I64, .ndim = 0, .data = &state->bn_batches_tracked};
-        nt++;
-    }
-    if (full)
-        for (int i = 0; i < model_tensor_count(); i++) {
-            const struct model_tensor *mt = model_tensor_at(i);
-            if (mt->buffer != MODEL_PARAMS) continue;
-            snprintf(names[nt], sizeof names[nt], MOMENTUM_PREFIX "%s", mt->name);
-            t[nt] = (struct st_tensor){.name = names[nt], .dtype = ST_F32, .ndim = mt->ndim, .data = state->momentum + mt->offset};
-            for (int d = 0; d < mt->ndim; d++) t[nt].shape[d] = mt->shape[d];
-            nt++;
-        }
     char mean[96], std[96], classes[256] = "[", epochs[16], step[32];
     snprintf(mean, sizeof mean, "[%.4f,%.4f,%.4f]", augment_mean[0], augment_mean[1], augment_mean[2]);
     snprintf(std, sizeof std, "[%.4f,%.4f,%.4f]", augment_std[0], augment_std[1], augment_std[2]);
@@ -54,7 +64,7 @@ int checkpoint_write(const char *path, const struct model_state *state, const st
         {"format", CHECKPOINT_FORMAT},
         {"format_version", CHECKPOINT_FORMAT_VERSION},
         {"kind", full ? "checkpoint" : "model"},
-        {"model", MODEL_NAME},
+        {"model", m->net->name},
         {"input", "RGB 32x32, NCHW float32: x = (pixel / 255 - mean[c]) / std[c]"},
         {"normalization_mean", mean},
         {"normalization_std", std},
@@ -69,64 +79,86 @@ int checkpoint_write(const char *path, const struct model_state *state, const st
     return safetensors_write(path, t, nt, meta, (int)(sizeof meta / sizeof meta[0]), e);
 }
 
-static int copy_tensor(const struct safetensors *st, const char *name, enum st_dtype dtype, int ndim,
-                       const int *shape, void *dst, size_t bytes, struct err *e) {
-    const void *src;
-    if (safetensors_tensor(st, name, dtype, ndim, shape, &src, e) != 0) return -1;
-    memcpy(dst, src, bytes);
+/* Checks the file's format metadata; returns its model name, or NULL with e set. */
+static const char *format_check(const struct safetensors *st, const char *path, struct err *e) {
+    const char *format = safetensors_meta(st, "format"), *version = safetensors_meta(st, "format_version");
+    const char *model = safetensors_meta(st, "model");
+    if (!format || strcmp(format, CHECKPOINT_FORMAT) != 0)
+        return err_set(e, "%s: not a cifar10-dp file (metadata format is %s)", path, format ? format : "missing"), NULL;
+    if (!version || strcmp(version, CHECKPOINT_FORMAT_VERSION) != 0)
+        return err_set(e, "%s: format version %s; this build reads version %s", path, version ? version : "missing",
+                       CHECKPOINT_FORMAT_VERSION), NULL;
+    if (!model) return err_set(e, "%s: no model name in the metadata", path), NULL;
+    return model;
+}
+
+const struct net_def *checkpoint_net(const char *path, struct err *e) {
+    struct safetensors st;
+    if (safetensors_read(path, &st, e) != 0) return NULL;
+    const char *model = format_check(&st, path, e);
+    const struct net_def *net = model ? net_find(model) : NULL;
+    if (model && !net) {
+        char known[256];
+        net_known_names(known, sizeof known);
+        err_set(e, "%s: holds model %s, which this build does not know (known: %s)", path, model, known);
+    }
+    safetensors_free(&st);
+    return net;
+}
+
+/* The run's record from the metadata (format already checked). */
+static int read_info(const struct safetensors *st, const char *path, const struct model_state *state,
+                     struct run_info *info, struct err *e) {
+    const char *kind = safetensors_meta(st, "kind"), *run_id = safetensors_meta(st, "run_id");
+    const char *config = safetensors_meta(st, "config");
+    const char *epochs = safetensors_meta(st, "epochs_completed"), *step = safetensors_meta(st, "global_step");
+    if (!kind || (strcmp(kind, "model") != 0 && strcmp(kind, "checkpoint") != 0))
+        return err_set(e, "%s: unknown kind %s", path, kind ? kind : "(missing)");
+    if (state->momentum && strcmp(kind, "checkpoint") != 0)
+        return err_set(e, "%s: is a model file, not a checkpoint (it has no optimizer state)", path);
+    if (!run_id || !config || !epochs || !step || strlen(run_id) >= sizeof info->run_id ||
+        strlen(config) >= sizeof info->config)
+        return err_set(e, "%s: incomplete metadata (run_id, config, epochs_completed, global_step)", path);
+    memset(info, 0, sizeof *info);
+    snprintf(info->kind, sizeof info->kind, "%s", kind);
+    snprintf(info->run_id, sizeof info->run_id, "%s", run_id);
+    snprintf(info->config, sizeof info->config, "%s", config);
+    char *end1, *end2;
+    long ep = strtol(epochs, &end1, 10);
+    long long gs = strtoll(step, &end2, 10);
+    if (*end1 || *end2 || ep < 0 || ep > 1000000 || gs < 0)
+        return err_set(e, "%s: bad epochs_completed or global_step in metadata", path);
+    info->epochs_completed = (int)ep;
+    info->global_step = gs;
     return 0;
 }
 
-int checkpoint_read(const char *path, struct model_state *state, struct run_info *info, struct err *e) {
+static int copy_tensor(const struct safetensors *st, const char *name, const struct model_tensor *t, void *dst,
+                       struct err *e) {
+    const void *src;
+    enum st_dtype dtype = t->home == HOME_COUNTER ? ST_I64 : ST_F32;
+    if (safetensors_tensor(st, name, dtype, t->ndim, t->shape, &src, e) != 0) return -1;
+    memcpy(dst, src, t->home == HOME_COUNTER ? sizeof(int64_t) : t->numel * sizeof(float));
+    return 0;
+}
+
+int checkpoint_read(const char *path, const struct model *m, struct model_state *state, struct run_info *info,
+                    struct err *e) {
     struct safetensors st;
     if (safetensors_read(path, &st, e) != 0) return -1;
-    int rc = 0;
-    const char *format = safetensors_meta(&st, "format"), *version = safetensors_meta(&st, "format_version");
-    const char *model = safetensors_meta(&st, "model"), *kind = safetensors_meta(&st, "kind");
-    const char *run_id = safetensors_meta(&st, "run_id"), *config = safetensors_meta(&st, "config");
-    const char *epochs = safetensors_meta(&st, "epochs_completed"), *step = safetensors_meta(&st, "global_step");
-    if (!format || strcmp(format, CHECKPOINT_FORMAT) != 0)
-        rc = err_set(e, "%s: not a cifar10-dp file (metadata format is %s)", path, format ? format : "missing");
-    else if (!version || strcmp(version, CHECKPOINT_FORMAT_VERSION) != 0)
-        rc = err_set(e, "%s: format version %s; this build reads version %s", path, version ? version : "missing", CHECKPOINT_FORMAT_VERSION);
-    else if (!model || strcmp(model, MODEL_NAME) != 0)
-        rc = err_set(e, "%s: holds model %s, this program runs %s", path, model ? model : "(missing)", MODEL_NAME);
-    else if (!kind || (strcmp(kind, "model") != 0 && strcmp(kind, "checkpoint") != 0))
-        rc = err_set(e, "%s: unknown kind %s", path, kind ? kind : "(missing)");
-    else if (state->momentum && strcmp(kind, "checkpoint") != 0)
-        rc = err_set(e, "%s: is a model file, not a checkpoint (it has no optimizer state)", path);
-    else if (!run_id || !config || !epochs || !step || strlen(run_id) >= sizeof info->run_id ||
-             strlen(config) >= sizeof info->config)
-        rc = err_set(e, "%s: incomplete metadata (run_id, config, epochs_completed, global_step)", path);
-    if (!rc) {
-        memset(info, 0, sizeof *info);
-        snprintf(info->kind, sizeof info->kind, "%s", kind);
-        snprintf(info->run_id, sizeof info->run_id, "%s", run_id);
-        snprintf(info->config, sizeof info->config, "%s", config);
-        char *end1, *end2;
-        long ep = strtol(epochs, &end1, 10);
-        long long gs = strtoll(step, &end2, 10);
-        if (*end1 || *end2 || ep < 0 || ep > 1000000 || gs < 0)
-            rc = err_set(e, "%s: bad epochs_completed or global_step in metadata", path);
-        info->epochs_completed = (int)ep;
-        info->global_step = gs;
-    }
-    for (int i = 0; i < model_tensor_count() && !rc; i++) {
-        const struct model_tensor *mt = model_tensor_at(i);
-        float *base = mt->buffer == MODEL_PARAMS ? state->params : state->bn_stats;
-        rc = copy_tensor(&st, mt->name, ST_F32, mt->ndim, mt->shape, base + mt->offset, mt->numel * sizeof(float), e);
-        if (!rc && state->momentum && mt->buffer == MODEL_PARAMS) {
-            char name[96];
+    const char *model = format_check(&st, path, e);
+    int rc = model ? 0 : -1;
+    if (!rc && strcmp(model, m->net->name) != 0)
+        rc = err_set(e, "%s: holds model %s, this program runs %s", path, model, m->net->name);
+    if (!rc) rc = read_info(&st, path, state, info, e);
+    for (int i = 0; i < m->ntensors && !rc; i++) {
+        const struct model_tensor *mt = &m->tensors[i];
+        rc = copy_tensor(&st, mt->name, mt, state_data(state, mt, 0), e);
+        if (!rc && state->momentum && mt->home == HOME_PARAMS) {
+            char name[128];
             snprintf(name, sizeof name, MOMENTUM_PREFIX "%s", mt->name);
-            rc = copy_tensor(&st, name, ST_F32, mt->ndim, mt->shape, state->momentum + mt->offset, mt->numel * sizeof(float), e);
+            rc = copy_tensor(&st, name, mt, state_data(state, mt, 1), e);
         }
-    }
-    for (int b = 0; b < 3 && !rc; b++) {
-        char name[64];
-        int64_t v;
-        snprintf(name, sizeof name, "%s.num_batches_tracked", bn_layer_names[b]);
-        rc = copy_tensor(&st, name, ST_I64, 0, NULL, &v, sizeof v, e);
-        if (!rc) state->bn_batches_tracked = v;
     }
     safetensors_free(&st);
     return rc;

@@ -2,12 +2,14 @@
  *
  *   model = MyCnnModel(); model.load_state_dict(safetensors.torch.load_file(f))   # strict
  *
- * Tensor names are the state_dict keys of MyCnnModel.network ("network.0.weight", ...,
- * "network.5.running_mean", "network.5.num_batches_tracked" as I64). A checkpoint holds the
- * same tensors plus the SGD momentum buffers ("optimizer.momentum.network.0.weight", ...).
+ * Tensor names are the state_dict keys of the network's PyTorch module, as the model's tensor
+ * table has them (workshop-cnn: "network.0.weight", ..., "network.5.running_mean",
+ * "network.5.num_batches_tracked" as I64). A checkpoint holds the same tensors plus the SGD
+ * momentum buffers of the trainable ones ("optimizer.momentum.network.0.weight", ...).
  *
  * __metadata__ (all strings): format "cifar10-dp", format_version "1", kind "model" or
- * "checkpoint", model "workshop-cnn", input (how pixels become the network input),
+ * "checkpoint", model (the network's name, which selects its definition on load), input (how
+ * pixels become the network input),
  * normalization_mean / normalization_std (JSON arrays, 0..1 pixel scale), classes (JSON array),
  * config (JSON of the run-defining settings), epochs_completed, global_step, run_id, rng,
  * created_by, crc32. */
@@ -15,19 +17,24 @@
 #define APP_CHECKPOINT_H
 
 #include "../common/err.h"
+#include "model.h"
 
 #include <stdint.h>
 
 #define CHECKPOINT_FORMAT "cifar10-dp"
 #define CHECKPOINT_FORMAT_VERSION "1"
 
-/* Host copies of the model state; layouts as in model.h (params[P], bn_stats[S]). */
+/* Host copies of the model state; layouts as in model.h (params[P], buffers[S]). */
 struct model_state {
     float *params;
     float *momentum; /* NULL: not written (model file) / not wanted (reading) */
-    float *bn_stats;
-    int64_t bn_batches_tracked;
+    float *buffers;
+    int64_t batches_tracked;
 };
+
+/* Host buffers sized for m (momentum only when with_momentum), and their release. */
+struct model_state checkpoint_state_alloc(const struct model *m, int with_momentum);
+void checkpoint_state_free(struct model_state *s);
 
 struct run_info {
     char kind[16];          /* "model" or "checkpoint" */
@@ -37,14 +44,19 @@ struct run_info {
     char config[1024];      /* JSON of the run-defining settings */
 };
 
-/* Writes a model file (state.momentum ignored) or, with info->kind "checkpoint", a checkpoint;
- * atomically (the previous file survives any failure). */
-int checkpoint_write(const char *path, const struct model_state *state, const struct run_info *info,
-                     struct err *e);
+/* Writes m's tensors from state as a model file (state.momentum ignored) or, with info->kind
+ * "checkpoint", a checkpoint; atomically (the previous file survives any failure). */
+int checkpoint_write(const char *path, const struct model *m, const struct model_state *state,
+                     const struct run_info *info, struct err *e);
 
-/* Reads a file written by checkpoint_write: validates the format, model name and every tensor's
- * dtype and shape; fills state (momentum only when state->momentum is not NULL, which needs a
- * checkpoint) and info. */
-int checkpoint_read(const char *path, struct model_state *state, struct run_info *info, struct err *e);
+/* Reads a file written by checkpoint_write for a model like m: validates the format, the model
+ * name (m->net's) and every tensor's dtype and shape; fills state (momentum only when
+ * state->momentum is not NULL, which needs a checkpoint) and info. */
+int checkpoint_read(const char *path, const struct model *m, struct model_state *state,
+                    struct run_info *info, struct err *e);
+
+/* The known network (net_find) a file of ours holds, by its `model` metadata; NULL with e set
+ * ("PATH: holds model X, which this build does not know (known: ...)") otherwise. */
+const struct net_def *checkpoint_net(const char *path, struct err *e);
 
 #endif

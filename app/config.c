@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "model.h"
+#include "net.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 
 void config_defaults(struct train_config *c) {
     memset(c, 0, sizeof *c);
+    c->model = net_workshop_cnn.name;
     c->epochs = 10;
     c->batch_size = 128;
     c->learning_rate = 0.05;
@@ -77,7 +78,7 @@ static void add_setting(struct setting *s, int *n, const char *key, const char *
 
 static int settings_of(const struct train_config *c, struct setting *s) {
     int n = 0;
-    add_setting(s, &n, "model", "model", 1, "%s", MODEL_NAME);
+    add_setting(s, &n, "model", "model", 1, "%s", c->model);
     add_setting(s, &n, "epochs", "--epochs", 0, "%d", c->epochs);
     add_setting(s, &n, "batch_size", "--batch-size", 0, "%d", c->batch_size);
     char lr[32], warmup[32], momentum[32], wd[32];

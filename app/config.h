@@ -13,6 +13,7 @@ enum lr_schedule { LR_COSINE, LR_CONSTANT };
 
 struct train_config {
     /* Settings that define the run (must match to resume). */
+    const char *model;     /* the network's name (app/net.h) */
     int epochs;            /* >= 1 */
     int batch_size;        /* per rank, >= 1 */
     double learning_rate;  /* peak, for the global batch (gradients are averaged) */

@@ -187,7 +187,7 @@ static void grads_ready(void *ctx, size_t begin, size_t end) {
 struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int gpu_memory) {
     struct dist_grads *g = XALLOC(sizeof *g);
     g->m = m;
-    g->total = model_param_count() + 2;
+    g->total = m->nparams + 2;
     g->bucket_floats = bucket_bytes / sizeof(float);
     g->open_begin = g->open_end = g->total;
     if (self.world == 1) g->mode = DIST_GRADS_LOCAL;

@@ -10,7 +10,7 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
         if (n > m->max_batch) n = m->max_batch;
         if (n > (int)(sizeof idx / sizeof idx[0])) n = (int)(sizeof idx / sizeof idx[0]);
         for (int i = 0; i < n; i++) idx[i] = at + i;
-        struct model_batch *b = model_batch_next(m);
+        struct batch *b = model_batch_next(m);
         augment_gather(set, idx, n, 0, 0, 0, b->img, b->geom, b->labels);
         model_batch_submit(m, n);
         model_predict(m, pred, NULL);

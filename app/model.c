@@ -1,3 +1,5 @@
+/* The interpreter: model_init turns a net_def into a plan (struct model_layer per layer and a
+ * tensor table), forward and backward walk the plan with one switch over the layer kinds. */
 #include "model.h"
 
 #include "../common/clock.h"
@@ -6,342 +8,332 @@
 #include "../data/augment.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { CONV, RELU, POOL, BN, FLATTEN, LINEAR };
-/* The Sequential, index by index; in/out are channels (conv, BN) or features (linear). */
-static const struct layer {
-    enum kind kind;
-    int in, out;
-} layers[MODEL_LAYERS] = {
-    {CONV, 3, 32},     {RELU, 0, 0}, {CONV, 32, 64},   {RELU, 0, 0}, {POOL, 0, 0}, {BN, 64, 64},
-    {CONV, 64, 128},   {RELU, 0, 0}, {CONV, 128, 128}, {RELU, 0, 0}, {POOL, 0, 0}, {BN, 128, 128},
-    {CONV, 128, 256},  {RELU, 0, 0}, {CONV, 256, 256}, {RELU, 0, 0}, {POOL, 0, 0}, {BN, 256, 256},
-    {FLATTEN, 0, 0},   {LINEAR, 4096, 512}, {RELU, 0, 0}, {LINEAR, 512, MODEL_CLASSES},
-};
+static const struct layer_kind_props *props_of(const struct model_layer *L) { return layer_kind_props(L->def->kind); }
 
-/* Per layer: output shape [C][H][W] (linear: [out][1][1]), and the tensors it owns. */
-struct shape {
-    int c, h, w;
-};
-static struct shape out_shape[MODEL_LAYERS], in_shape[MODEL_LAYERS];
-/* Per layer: index of its first tensor (weight) or -1, of its running_mean tensor (BN), and
- * the offset of its saved batch statistics in bn_saved. */
-static int weight_of[MODEL_LAYERS], running_of[MODEL_LAYERS], bn_saved_off[MODEL_LAYERS];
-static int tensor_layer[32];
-/* ReLUs fused into neighbours: a conv followed by a ReLU applies it in its forward; a ReLU
- * followed by a conv or a max pool has its backward done by that layer's backward. */
-static int relu_after[MODEL_LAYERS], relu_backward_fused[MODEL_LAYERS];
-static struct model_tensor tensors[32];
-static int ntensors;
-static size_t nparams, nbn;
-static size_t bn_saved_floats, max_act_floats; /* per image for the latter */
-
-static void add_tensor(int layer, const char *what, enum model_buffer buf, int ndim, const int *shape) {
-    CHECK(ntensors < (int)(sizeof tensors / sizeof tensors[0]));
-    tensor_layer[ntensors] = layer;
-    struct model_tensor *t = &tensors[ntensors++];
-    snprintf(t->name, sizeof t->name, "network.%d.%s", layer, what);
-    t->ndim = ndim;
-    t->numel = 1;
-    for (int d = 0; d < ndim; d++) t->numel *= (size_t)(t->shape[d] = shape[d]);
-    t->buffer = buf;
-    size_t *counter = buf == MODEL_PARAMS ? &nparams : &nbn;
-    t->offset = *counter;
-    *counter += (t->numel + 15) / 16 * 16; /* 64-byte aligned tensors */
+static void bad_net(const struct net_def *net, int i, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+static void bad_net(const struct net_def *net, int i, const char *fmt, ...) {
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    err_die(1, "internal error: network %s, layer %d: %s", net->name, i, why);
 }
 
-__attribute__((constructor)) static void build_tables(void) {
-    struct shape s = {3, 32, 32};
-    for (int i = 0; i < MODEL_LAYERS; i++) {
-        const struct layer *l = &layers[i];
-        in_shape[i] = s;
-        weight_of[i] = -1;
-        switch (l->kind) {
-        case CONV:
-            weight_of[i] = ntensors;
-            add_tensor(i, "weight", MODEL_PARAMS, 4, (int[]){l->out, l->in, 3, 3});
-            add_tensor(i, "bias", MODEL_PARAMS, 1, (int[]){l->out});
-            s.c = l->out;
+/* Output shapes, layer by layer, from a [3][32][32] input; fusion decisions. */
+static void plan_shapes(struct model *m) {
+    const struct net_def *net = m->net;
+    int c = 3, h = 32, w = 32;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct model_layer *L = &m->layers[i];
+        const struct layer_def *d = L->def = &net->layers[i];
+        L->in_c = c, L->in_h = h, L->in_w = w;
+        switch (d->kind) {
+        case LAYER_CONV:
+            if (d->k < 1 || d->k > 5 || d->pad < 0 || d->pad >= d->k) bad_net(net, i, "kernel %d, padding %d", d->k, d->pad);
+            c = d->out, h = kernels_conv_out(h, d->k, d->pad), w = kernels_conv_out(w, d->k, d->pad);
             break;
-        case POOL: s.h /= 2, s.w /= 2; break;
-        case BN:
-            weight_of[i] = ntensors;
-            add_tensor(i, "weight", MODEL_PARAMS, 1, (int[]){l->out});
-            add_tensor(i, "bias", MODEL_PARAMS, 1, (int[]){l->out});
-            bn_saved_off[i] = (int)bn_saved_floats;
-            bn_saved_floats += 2 * (size_t)l->out;
+        case LAYER_MAXPOOL:
+            if (d->k < 1 || d->k > h || d->k > w) bad_net(net, i, "pool window %d on %dx%d", d->k, h, w);
+            h /= d->k, w /= d->k;
             break;
-        case FLATTEN: s = (struct shape){s.c * s.h * s.w, 1, 1}; break;
-        case LINEAR:
-            CHECK(s.c == l->in && s.h == 1 && s.w == 1);
-            weight_of[i] = ntensors;
-            add_tensor(i, "weight", MODEL_PARAMS, 2, (int[]){l->out, l->in});
-            add_tensor(i, "bias", MODEL_PARAMS, 1, (int[]){l->out});
-            s.c = l->out;
+        case LAYER_FLATTEN: c = c * h * w, h = w = 1; break;
+        case LAYER_LINEAR:
+            if (h != 1 || w != 1) bad_net(net, i, "linear layer on a %dx%dx%d input (flatten first)", c, h, w);
+            c = d->out;
             break;
-        case RELU: break;
+        case LAYER_RELU: case LAYER_GELU: case LAYER_BATCHNORM: case LAYER_KINDS: break;
         }
-        out_shape[i] = s;
-        relu_after[i] = l->kind == CONV && i + 1 < MODEL_LAYERS && layers[i + 1].kind == RELU;
-        relu_backward_fused[i] = l->kind == RELU && i + 1 < MODEL_LAYERS &&
-                                 (layers[i + 1].kind == CONV || layers[i + 1].kind == POOL);
-        size_t a = (size_t)s.c * s.h * s.w;
-        if (a > max_act_floats) max_act_floats = a;
+        if (c < 1 || h < 1 || w < 1) bad_net(net, i, "output %dx%dx%d", c, h, w);
+        L->out_c = c, L->out_h = h, L->out_w = w;
+        enum layer_kind next = i + 1 < m->nlayers ? net->layers[i + 1].kind : LAYER_KINDS;
+        L->relu_fused = d->kind == LAYER_CONV && next == LAYER_RELU;
+        L->relu_backward_fused = d->kind == LAYER_RELU && (next == LAYER_CONV || next == LAYER_MAXPOOL);
     }
-    /* BN buffers after all parameters, in state_dict order (num_batches_tracked is separate). */
-    for (int i = 0; i < MODEL_LAYERS; i++)
-        if (layers[i].kind == BN) {
-            running_of[i] = ntensors;
-            add_tensor(i, "running_mean", MODEL_BN_STATS, 1, (int[]){layers[i].out});
-            add_tensor(i, "running_var", MODEL_BN_STATS, 1, (int[]){layers[i].out});
+    if (c != net->classes || h != 1 || w != 1) bad_net(net, m->nlayers - 1, "output %dx%dx%d, not %d logits", c, h, w, net->classes);
+}
+
+static enum tensor_home home_of(const struct tensor_spec *ts, const struct layer_def *d) {
+    return ts->frozen_by & d->flags ? HOME_BUFFERS : ts->home;
+}
+
+static void add_tensor(struct model *m, int i, const struct tensor_spec *ts, enum tensor_home home) {
+    const struct model_layer *L = &m->layers[i];
+    const struct layer_def *d = L->def;
+    if (!d->name) bad_net(m->net, i, "a %s layer needs a name", props_of(L)->name);
+    struct model_tensor *t = &m->tensors[m->ntensors];
+    snprintf(t->name, sizeof t->name, "%s.%s", d->name, ts->what);
+    t->layer = i, t->home = home, t->init = ts->init, t->running = ts->running;
+    int ch = d->kind == LAYER_BATCHNORM ? L->in_c : L->out_c;
+    if (ts->shape == SHAPE_SCALAR) t->ndim = 0;
+    else if (ts->shape == SHAPE_CHANNELS) t->ndim = 1, t->shape[0] = ch;
+    else if (d->kind == LAYER_CONV) t->ndim = 4, memcpy(t->shape, (int[]){L->out_c, L->in_c, d->k, d->k}, sizeof(int[4]));
+    else if (d->kind == LAYER_LINEAR) t->ndim = 2, t->shape[0] = L->out_c, t->shape[1] = L->in_c;
+    else t->ndim = 1, t->shape[0] = ch;
+    t->numel = 1;
+    for (int k = 0; k < t->ndim; k++) t->numel *= (size_t)t->shape[k];
+    size_t *counter = home == HOME_PARAMS ? &m->nparams : &m->nbuffers;
+    t->offset = home == HOME_COUNTER ? 0 : *counter;
+    if (home != HOME_COUNTER) *counter += (t->numel + 15) / 16 * 16; /* 64-byte aligned tensors */
+    if (strcmp(ts->what, "weight") == 0) m->layers[i].weight = m->ntensors;
+    if (strcmp(ts->what, "bias") == 0) m->layers[i].bias = m->ntensors;
+    if (strcmp(ts->what, "running_mean") == 0) m->layers[i].running = m->ntensors;
+    m->ntensors++;
+}
+
+/* The tensor table: trainable tensors in layer order, then buffers, then the counter's
+ * entries, each in state_dict order within its layer; per layer the start of its gradients. */
+static void plan_tensors(struct model *m) {
+    m->tensors = XALLOC((size_t)m->nlayers * LAYER_MAX_TENSORS * sizeof *m->tensors);
+    for (int i = 0; i < m->nlayers; i++) m->layers[i].weight = m->layers[i].bias = m->layers[i].running = -1;
+    for (enum tensor_home home = HOME_PARAMS; home <= HOME_COUNTER; home++)
+        for (int i = 0; i < m->nlayers; i++) {
+            struct model_layer *L = &m->layers[i];
+            const struct layer_kind_props *p = props_of(L);
+            size_t begin = m->nparams;
+            int added = 0;
+            for (int j = 0; j < p->ntensors; j++) {
+                const struct tensor_spec *ts = &p->tensors[j];
+                if ((!ts->only_with || (ts->only_with & L->def->flags)) && home_of(ts, L->def) == home)
+                    add_tensor(m, i, ts, home), added++;
+            }
+            if (home == HOME_PARAMS) L->grads_begin = added ? begin : SIZE_MAX;
         }
 }
 
-int model_tensor_count(void) { return ntensors; }
-const struct model_tensor *model_tensor_at(int i) { return &tensors[i]; }
-size_t model_param_count(void) { return nparams; }
-size_t model_bn_stats_count(void) { return nbn; }
+static float *tensor_data(const struct model *m, int t) {
+    if (t < 0) return NULL;
+    const struct model_tensor *mt = &m->tensors[t];
+    CHECK(mt->home != HOME_COUNTER);
+    return (mt->home == HOME_PARAMS ? m->params : m->buffers) + mt->offset;
+}
 
-static float *tensor_ptr(float *base, int t) { return base + tensors[t].offset; }
+/* The gradient of tensor t, or NULL when it does not train. */
+static float *tensor_grad(const struct model *m, int t) {
+    return t >= 0 && m->tensors[t].home == HOME_PARAMS ? m->grads + m->tensors[t].offset : NULL;
+}
 
-void model_init(struct model *m, const struct kernels *k, int max_batch, uint64_t seed) {
+static struct conv_shape conv_shape_of(const struct model_layer *L, int n) {
+    return (struct conv_shape){n, L->in_c, L->out_c, L->in_h, L->in_w, L->def->k, L->def->pad};
+}
+
+static float linear_scale(const struct layer_def *d) { return d->scale != 0.0f ? d->scale : 1.0f; }
+
+/* PyTorch's defaults, drawn on the host, one stream per tensor (its table index). */
+static void init_tensors(struct model *m, uint64_t seed) {
+    float *host[2] = {XALLOC(m->nparams * sizeof(float)), XALLOC(m->nbuffers * sizeof(float))};
+    for (int t = 0; t < m->ntensors; t++) {
+        const struct model_tensor *mt = &m->tensors[t];
+        if (mt->home == HOME_COUNTER) continue;
+        float *dst = host[mt->home == HOME_BUFFERS] + mt->offset;
+        const struct model_layer *L = &m->layers[mt->layer];
+        struct rng r = rng_make(seed, RNG_INIT, (uint64_t)t, 0);
+        /* kaiming_uniform_(a=sqrt(5)) gives the same bound 1/sqrt(fan_in) as the biases' rule */
+        int k = L->def->kind == LAYER_CONV ? L->def->k : 1;
+        double bound = 1.0 / sqrt((double)L->in_c * k * k);
+        for (size_t i = 0; i < mt->numel; i++)
+            dst[i] = mt->init == INIT_ONES ? 1.0f : mt->init == INIT_ZEROS ? 0.0f : (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+    }
+    m->k->upload(m->params, host[0], m->nparams * sizeof(float));
+    m->k->upload(m->buffers, host[1], m->nbuffers * sizeof(float));
+    free(host[0]), free(host[1]);
+    m->batches_tracked = 0;
+}
+
+/* Activations, batch-norm saves, the backward ping-pong and the kernels' scratch. */
+static void alloc_activations(struct model *m) {
+    const struct kernels *k = m->k;
+    size_t ws = 0, max_act = 0, saved = 0, B = (size_t)m->max_batch;
+    float *prev = m->input;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct model_layer *L = &m->layers[i];
+        size_t need = 0, out = (size_t)L->out_c * L->out_h * L->out_w;
+        if (L->def->kind == LAYER_CONV) {
+            struct conv_shape s = conv_shape_of(L, m->max_batch);
+            need = k->conv_workspace(&s);
+        }
+        if (L->def->kind == LAYER_LINEAR) need = k->linear_workspace(m->max_batch, L->in_c, L->out_c);
+        if (L->def->kind == LAYER_BATCHNORM) L->saved = saved, saved += 2 * (size_t)L->in_c;
+        ws = need > ws ? need : ws;
+        max_act = out > max_act ? out : max_act;
+        L->act = props_of(L)->in_place ? prev : k->alloc(B * out * sizeof(float));
+        prev = L->act;
+    }
+    m->bn_saved = k->alloc((saved ? saved : 1) * sizeof(float));
+    m->grad_a = k->alloc(B * max_act * sizeof(float));
+    m->grad_b = k->alloc(B * max_act * sizeof(float));
+    m->ws = k->alloc(ws);
+}
+
+void model_init(struct model *m, const struct net_def *net, const struct kernels *k, int max_batch, uint64_t seed) {
     memset(m, 0, sizeof *m);
+    m->net = net;
     m->k = k;
     m->max_batch = max_batch;
-    m->params = k->alloc(nparams * sizeof(float));
-    m->grads = k->alloc((nparams + 2) * sizeof(float));
-    m->momentum = k->alloc(nparams * sizeof(float));
-    m->bn_stats = k->alloc(nbn * sizeof(float));
+    m->nlayers = net->nlayers;
+    m->layers = XALLOC((size_t)m->nlayers * sizeof *m->layers);
+    plan_shapes(m);
+    plan_tensors(m);
+    m->params = k->alloc(m->nparams * sizeof(float));
+    m->grads = k->alloc((m->nparams + 2) * sizeof(float));
+    m->momentum = k->alloc(m->nparams * sizeof(float));
+    m->buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
     m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * sizeof(float));
-    for (int s = 0; s < 2; s++) {
-        m->host[s].img = k->host_alloc((size_t)max_batch * 3 * 32 * 32);
-        m->host[s].geom = k->host_alloc((size_t)max_batch * 3 * sizeof(int));
-        m->host[s].labels = k->host_alloc((size_t)max_batch * sizeof(int));
-        m->dev_img[s] = k->alloc((size_t)max_batch * 3 * 32 * 32);
-        m->dev_geom[s] = k->alloc((size_t)max_batch * 3 * sizeof(int));
-        m->dev_labels[s] = k->alloc((size_t)max_batch * sizeof(int));
-        m->uploaded[s] = k->event_create();
-        m->consumed[s] = k->event_create();
-        k->download_async(NULL, NULL, 0, m->uploaded[s]); /* both start out complete */
-        k->download_async(NULL, NULL, 0, m->consumed[s]);
-    }
-    m->bn_saved = k->alloc(bn_saved_floats * sizeof(float));
-    m->grad_a = k->alloc((size_t)max_batch * max_act_floats * sizeof(float));
-    m->grad_b = k->alloc((size_t)max_batch * max_act_floats * sizeof(float));
-    m->host_logits = XALLOC((size_t)max_batch * MODEL_CLASSES * sizeof(float));
-    size_t ws = 0;
-    for (int i = 0; i < MODEL_LAYERS; i++) {
-        const struct layer *l = &layers[i];
-        struct shape s = in_shape[i], o = out_shape[i];
-        size_t need = 0;
-        if (l->kind == CONV) need = k->conv3x3_workspace(max_batch, s.c, o.c, s.h, s.w);
-        if (l->kind == LINEAR) need = k->linear_workspace(max_batch, l->in, l->out);
-        if (need > ws) ws = need;
-        if (l->kind == RELU || l->kind == FLATTEN)
-            m->act[i] = m->act[i - 1]; /* in place */
-        else
-            m->act[i] = k->alloc((size_t)max_batch * o.c * o.h * o.w * sizeof(float));
-    }
-    m->ws = k->alloc(ws);
-
-    /* PyTorch's defaults: kaiming_uniform_(a=sqrt(5)) gives bound 1/sqrt(fan_in) for weights,
-     * and biases are uniform in +-1/sqrt(fan_in). Drawn on the host, one stream per tensor. */
-    float *host = XALLOC(nparams * sizeof(float));
-    float *hbn = XALLOC(nbn * sizeof(float));
-    for (int t = 0; t < ntensors; t++) {
-        const struct model_tensor *tt = &tensors[t];
-        int layer = tensor_layer[t];
-        float *dst = (tt->buffer == MODEL_PARAMS ? host : hbn) + tt->offset;
-        struct rng r = rng_make(seed, RNG_INIT, (uint64_t)t, 0);
-        if (layers[layer].kind == BN) {
-            float v = strstr(tt->name, "weight") || strstr(tt->name, "running_var") ? 1.0f : 0.0f;
-            for (size_t i = 0; i < tt->numel; i++) dst[i] = v;
-        } else {
-            int fan_in = layers[layer].kind == CONV ? layers[layer].in * 9 : layers[layer].in;
-            double bound = 1.0 / sqrt((double)fan_in);
-            for (size_t i = 0; i < tt->numel; i++) dst[i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
-        }
-    }
-    k->upload(m->params, host, nparams * sizeof(float));
-    k->upload(m->bn_stats, hbn, nbn * sizeof(float));
-    free(host);
-    free(hbn);
-    m->bn_batches_tracked = 0;
+    batches_init(&m->batches, k, max_batch);
+    alloc_activations(m);
+    m->host_logits = XALLOC((size_t)max_batch * net->classes * sizeof(float));
+    init_tensors(m, seed);
 }
 
 void model_free(struct model *m) {
     const struct kernels *k = m->k;
-    for (int i = 0; i < MODEL_LAYERS; i++)
-        if (layers[i].kind != RELU && layers[i].kind != FLATTEN) k->free(m->act[i]);
-    void *bufs[] = {m->params, m->grads, m->momentum, m->bn_stats, m->input,
-                    m->bn_saved, m->grad_a, m->grad_b, m->ws};
+    for (int i = 0; i < m->nlayers; i++)
+        if (!props_of(&m->layers[i])->in_place) k->free(m->layers[i].act);
+    void *bufs[] = {m->params, m->grads, m->momentum, m->buffers, m->input, m->bn_saved, m->grad_a, m->grad_b, m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
-    for (int s = 0; s < 2; s++) {
-        k->free(m->dev_img[s]), k->free(m->dev_geom[s]), k->free(m->dev_labels[s]);
-        k->host_free(m->host[s].img), k->host_free(m->host[s].geom), k->host_free(m->host[s].labels);
-        k->event_destroy(m->uploaded[s]), k->event_destroy(m->consumed[s]);
-    }
-    free(m->host_logits);
+    batches_free(&m->batches);
+    free(m->host_logits), free(m->layers), free(m->tensors);
     memset(m, 0, sizeof *m);
 }
 
-static const char *kind_names[] = {"conv", "relu", "maxpool", "batchnorm", "flatten", "linear"};
-
-const char *model_layer_kind(int i) { return kind_names[layers[i].kind]; }
-
-void model_layer_output_shape(int i, int *c, int *h, int *w) {
-    *c = out_shape[i].c, *h = out_shape[i].h, *w = out_shape[i].w;
-}
-
-void model_layer_describe(int i, char *buf, size_t size) {
-    const struct layer *l = &layers[i];
-    struct shape s = in_shape[i];
-    if (l->kind == CONV)
-        snprintf(buf, size, "conv %d->%d %dx%d", l->in, l->out, s.h, s.w);
-    else if (l->kind == LINEAR)
-        snprintf(buf, size, "linear %d->%d", l->in, l->out);
+void model_layer_describe(const struct model *m, int i, char *buf, size_t size) {
+    const struct model_layer *L = &m->layers[i];
+    const struct layer_def *d = L->def;
+    if (d->kind == LAYER_CONV && d->k == 3 && d->pad == 1)
+        snprintf(buf, size, "conv %d->%d %dx%d", L->in_c, L->out_c, L->in_h, L->in_w);
+    else if (d->kind == LAYER_CONV)
+        snprintf(buf, size, "conv%d p%d %d->%d %dx%d", d->k, d->pad, L->in_c, L->out_c, L->in_h, L->in_w);
+    else if (d->kind == LAYER_LINEAR)
+        snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
     else
-        snprintf(buf, size, "%s %dx%dx%d", kind_names[l->kind], s.c, s.h, s.w);
+        snprintf(buf, size, "%s %dx%dx%d", props_of(L)->name, L->in_c, L->in_h, L->in_w);
 }
 
-double model_layer_flops(int i, int n, int pass) {
-    const struct layer *l = &layers[i];
-    struct shape s = in_shape[i];
-    double f;
-    if (l->kind == CONV)
-        f = 2.0 * n * l->out * l->in * 9 * s.h * s.w;
-    else if (l->kind == LINEAR)
-        f = 2.0 * n * l->in * l->out;
-    else
-        return 0.0;
-    /* Backward: the weight gradient, plus the input gradient except for layer 0. */
-    return pass == 0 ? f : (i == 0 ? f : 2.0 * f);
+double model_layer_flops(const struct model *m, int i, int n, int pass) {
+    const struct model_layer *L = &m->layers[i];
+    if (!props_of(L)->weighted) return 0.0;
+    int k = L->def->kind == LAYER_CONV ? L->def->k : 1;
+    double f = 2.0 * n * L->out_c * L->out_h * L->out_w * L->in_c * k * k;
+    /* Backward: the weight gradient when the weight trains, the input gradient except for
+     * the first layer. */
+    return pass == 0 ? f : f * ((tensor_grad(m, L->weight) != NULL) + (i > 0));
 }
 
-/* Forward through all layers; train selects batch statistics (and updates running stats). */
-static void forward(struct model *m, int n, int train) {
+/* Layer L's forward on n images from x into L->act; train selects batch statistics (and
+ * updates running statistics). */
+static void forward_layer(struct model *m, int i, const float *x, int n, int train) {
     const struct kernels *k = m->k;
-    const float *x = m->input;
-    for (int i = 0; i < MODEL_LAYERS; i++) {
-        const struct layer *l = &layers[i];
-        struct shape s = in_shape[i], o = out_shape[i];
-        float *y = m->act[i];
-        float *w = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i]) : NULL;
-        float *b = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i] + 1) : NULL;
-        double t0 = clock_seconds();
-        switch (l->kind) {
-        case CONV: k->conv3x3_forward(x, w, b, y, n, s.c, o.c, s.h, s.w, relu_after[i], m->ws); break;
-        case RELU:
-            if (!relu_after[i - 1]) k->relu_forward(x, y, (size_t)n * o.c * o.h * o.w);
-            break;
-        case POOL: k->maxpool2_forward(x, y, n, s.c, s.h, s.w); break;
-        case BN: {
-            float *rm = tensor_ptr(m->bn_stats, running_of[i]);
-            float *rv = tensor_ptr(m->bn_stats, running_of[i] + 1);
-            if (train)
-                k->batchnorm_forward_train(x, w, b, y, m->bn_saved + bn_saved_off[i],
-                                           m->bn_saved + bn_saved_off[i] + s.c, rm, rv,
-                                           MODEL_BN_MOMENTUM, MODEL_BN_EPS, n, s.c, s.h * s.w);
-            else
-                k->batchnorm_forward_eval(x, w, b, rm, rv, MODEL_BN_EPS, y, n, s.c, s.h * s.w);
-            break;
-        }
-        case FLATTEN: break;
-        case LINEAR: k->linear_forward(x, w, b, y, n, l->in, l->out, m->ws); break;
-        }
-        m->layer_seconds[i][0] += clock_seconds() - t0;
-        x = y;
+    struct model_layer *L = &m->layers[i];
+    const struct layer_def *d = L->def;
+    float *y = L->act, *w = tensor_data(m, L->weight), *b = tensor_data(m, L->bias);
+    size_t count = (size_t)n * L->out_c * L->out_h * L->out_w;
+    switch (d->kind) {
+    case LAYER_CONV: {
+        struct conv_shape s = conv_shape_of(L, n);
+        k->conv_forward(&s, x, w, b, y, L->relu_fused, m->ws);
+        break;
+    }
+    case LAYER_RELU:
+        if (!(i > 0 && m->layers[i - 1].relu_fused)) k->relu_forward(x, y, count);
+        break;
+    case LAYER_GELU: k->gelu_forward(x, y, count); break;
+    case LAYER_MAXPOOL: k->maxpool_forward(x, y, n, L->in_c, L->in_h, L->in_w, d->k); break;
+    case LAYER_BATCHNORM: {
+        float *rm = tensor_data(m, L->running), *rv = tensor_data(m, L->running + 1);
+        float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
+        int HW = L->in_h * L->in_w;
+        if (train)
+            k->batchnorm_forward_train(x, w, b, y, mean, invstd, rm, rv, d->momentum, d->eps, n, L->in_c, HW);
+        else
+            k->batchnorm_forward_eval(x, w, b, rm, rv, d->eps, y, n, L->in_c, HW);
+        break;
+    }
+    case LAYER_FLATTEN: case LAYER_KINDS: break;
+    case LAYER_LINEAR: k->linear_forward(x, w, b, y, n, L->in_c, L->out_c, linear_scale(d), m->ws); break;
     }
 }
 
-struct model_batch *model_batch_next(struct model *m) {
-    CHECK(m->queued < 2);
-    int s = m->fill;
-    m->k->event_wait(m->uploaded[s]); /* the host copy is free once uploaded... */
-    m->k->event_wait(m->consumed[s]); /* ...and the device copy once read */
-    return &m->host[s];
+static void forward(struct model *m, int n, int train) {
+    const float *x = m->input;
+    for (int i = 0; i < m->nlayers; i++) {
+        double t0 = clock_seconds();
+        forward_layer(m, i, x, n, train);
+        m->layers[i].seconds[0] += clock_seconds() - t0;
+        x = m->layers[i].act;
+    }
 }
 
-void model_batch_submit(struct model *m, int n) {
+/* Layer i's backward on n images: from d (the gradient w.r.t. its output) its parameter
+ * gradients and, unless dx is NULL, the gradient w.r.t. its input in dx (in d itself for
+ * kinds whose backward runs in place). */
+static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) {
     const struct kernels *k = m->k;
-    CHECK(n >= 1 && n <= m->max_batch && m->queued < 2);
-    int s = m->fill;
-    k->upload_async(m->dev_img[s], m->host[s].img, (size_t)n * 3 * 32 * 32, NULL);
-    k->upload_async(m->dev_geom[s], m->host[s].geom, (size_t)n * 3 * sizeof(int), NULL);
-    k->upload_async(m->dev_labels[s], m->host[s].labels, (size_t)n * sizeof(int), m->uploaded[s]);
-    m->queued_n[s] = n;
-    m->queued++;
-    m->fill ^= 1;
+    struct model_layer *L = &m->layers[i];
+    const struct layer_def *def = L->def;
+    const float *x = i > 0 ? m->layers[i - 1].act : m->input;
+    int after_relu = i > 0 && m->layers[i - 1].relu_backward_fused; /* x is a ReLU's output */
+    float *w = tensor_data(m, L->weight), *dw = tensor_grad(m, L->weight), *db = tensor_grad(m, L->bias);
+    size_t count = (size_t)n * L->out_c * L->out_h * L->out_w;
+    switch (def->kind) {
+    case LAYER_RELU:
+        if (!L->relu_backward_fused) k->relu_backward(L->act, dy, dy, count);
+        break;
+    case LAYER_GELU: k->gelu_backward(x, dy, dy, count); break;
+    case LAYER_CONV: {
+        struct conv_shape s = conv_shape_of(L, n);
+        k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws);
+        break;
+    }
+    case LAYER_MAXPOOL: k->maxpool_backward(x, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu); break;
+    case LAYER_BATCHNORM: {
+        const float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
+        k->batchnorm_backward(x, dy, w, mean, invstd, dx, dw, db, n, L->in_c, L->in_h * L->in_w);
+        break;
+    }
+    case LAYER_LINEAR: k->linear_backward(x, w, dy, dx, dw, db, n, L->in_c, L->out_c, linear_scale(def), m->ws); break;
+    case LAYER_FLATTEN: case LAYER_KINDS: break;
+    }
 }
+
+struct batch *model_batch_next(struct model *m) { return batches_next(&m->batches); }
+void model_batch_submit(struct model *m, int n) { batches_submit(&m->batches, n); }
 
 /* The oldest submitted batch becomes m->input (normalised, augmented); returns its slot. */
 static int take_batch(struct model *m, int *n) {
-    const struct kernels *k = m->k;
-    CHECK(m->queued > 0);
-    int s = m->queued == 2 ? m->fill : m->fill ^ 1;
-    m->queued--;
-    *n = m->queued_n[s];
+    int s = batches_take(&m->batches, n);
     float scale[3], shift[3];
     augment_scale_shift(scale, shift);
-    k->compute_wait(m->uploaded[s]);
-    k->input_prepare(m->dev_img[s], m->dev_geom[s], m->input, *n, scale, shift);
+    m->k->input_prepare(m->batches.dev_img[s], m->batches.dev_geom[s], m->input, *n, scale, shift);
     return s;
 }
 
-/* Ends the use of slot s's device copy (after everything issued so far that reads it). */
-static void release_batch(struct model *m, int s) { m->k->download_async(NULL, NULL, 0, m->consumed[s]); }
-
 int model_forward_backward(struct model *m) {
-    const struct kernels *k = m->k;
     int n, slot = take_batch(m, &n);
-    const int *labels = m->dev_labels[slot];
     forward(m, n, 1);
-    m->bn_batches_tracked++;
+    m->batches_tracked++;
     float *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
+    size_t P = m->nparams, ready_end = P;
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
-    k->softmax_xent(m->act[MODEL_LAYERS - 1], labels, d, m->grads + nparams, n, MODEL_CLASSES);
-    release_batch(m, slot);
-    size_t ready_end = nparams + 2;
-    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, nparams, ready_end);
-    ready_end = nparams;
-    for (int i = MODEL_LAYERS - 1; i >= 0; i--) {
-        const struct layer *l = &layers[i];
-        struct shape s = in_shape[i], o = out_shape[i];
-        const float *x = i > 0 ? m->act[i - 1] : m->input;
+    m->k->softmax_xent(m->layers[m->nlayers - 1].act, m->batches.dev_labels[slot], d, m->grads + P, n, m->net->classes);
+    batches_release(&m->batches, slot);
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + 2);
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        struct model_layer *L = &m->layers[i];
         float *dx = i > 0 ? other : NULL; /* no gradient for the input images */
-        float *w = weight_of[i] >= 0 ? tensor_ptr(m->params, weight_of[i]) : NULL;
-        float *dw = weight_of[i] >= 0 ? tensor_ptr(m->grads, weight_of[i]) : NULL;
-        float *db = weight_of[i] >= 0 ? tensor_ptr(m->grads, weight_of[i] + 1) : NULL;
         double t0 = clock_seconds();
-        switch (l->kind) {
-        case RELU:
-            if (!relu_backward_fused[i]) k->relu_backward(m->act[i], d, d, (size_t)n * o.c * o.h * o.w);
-            break;
-        case FLATTEN: break;
-        case CONV: {
-            const float *mask = i > 0 && relu_backward_fused[i - 1] ? x : NULL;
-            k->conv3x3_backward(x, w, d, dx, dw, db, n, s.c, o.c, s.h, s.w, mask, m->ws);
-            break;
+        backward_layer(m, i, d, dx, n);
+        L->seconds[1] += clock_seconds() - t0;
+        if (L->grads_begin != SIZE_MAX) { /* through the alignment padding up to ready_end */
+            if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, L->grads_begin, ready_end);
+            ready_end = L->grads_begin;
         }
-        case POOL:
-            k->maxpool2_backward(x, d, dx, n, s.c, s.h, s.w, relu_backward_fused[i - 1]);
-            break;
-        case BN:
-            k->batchnorm_backward(x, d, w, m->bn_saved + bn_saved_off[i],
-                                  m->bn_saved + bn_saved_off[i] + s.c, dx, dw, db, n, s.c, s.h * s.w);
-            break;
-        case LINEAR: k->linear_backward(x, w, d, dx, dw, db, n, l->in, l->out, m->ws); break;
-        }
-        m->layer_seconds[i][1] += clock_seconds() - t0;
-        if (weight_of[i] >= 0) {
-            size_t begin = tensors[weight_of[i]].offset; /* through the padding up to ready_end */
-            if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, begin, ready_end);
-            ready_end = begin;
-        }
-        if (l->kind == RELU || l->kind == FLATTEN) continue; /* in place: d stays */
+        if (props_of(L)->backward_in_place) continue; /* d now holds the input gradient */
         other = d;
         d = dx;
     }
@@ -350,36 +342,34 @@ int model_forward_backward(struct model *m) {
 }
 
 int model_predict(struct model *m, int *pred_host, float *logits_host) {
-    const struct kernels *k = m->k;
-    int n, slot = take_batch(m, &n);
+    int n, slot = take_batch(m, &n), classes = m->net->classes;
     forward(m, n, 0);
-    release_batch(m, slot);
+    batches_release(&m->batches, slot);
     float *host = m->host_logits;
-    k->download(host, m->act[MODEL_LAYERS - 1], (size_t)n * MODEL_CLASSES * sizeof(float));
+    m->k->download(host, m->layers[m->nlayers - 1].act, (size_t)n * classes * sizeof(float));
     for (int i = 0; i < n; i++) {
-        const float *z = host + (size_t)i * MODEL_CLASSES;
+        const float *z = host + (size_t)i * classes;
         int arg = 0;
-        for (int j = 1; j < MODEL_CLASSES; j++)
+        for (int j = 1; j < classes; j++)
             if (z[j] > z[arg]) arg = j;
         pred_host[i] = arg;
     }
-    if (logits_host) memcpy(logits_host, host, (size_t)n * MODEL_CLASSES * sizeof(float));
+    if (logits_host) memcpy(logits_host, host, (size_t)n * classes * sizeof(float));
     return n;
 }
 
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale) {
-    m->k->sgd_update(m->params, m->grads, m->momentum, nparams, lr, momentum, weight_decay, grad_scale);
+    m->k->sgd_update(m->params, m->grads, m->momentum, m->nparams, lr, momentum, weight_decay, grad_scale);
 }
 
-void model_get_state(const struct model *m, float *params, float *momentum, float *bn_stats) {
-    if (params) m->k->download(params, m->params, nparams * sizeof(float));
-    if (momentum) m->k->download(momentum, m->momentum, nparams * sizeof(float));
-    if (bn_stats) m->k->download(bn_stats, m->bn_stats, nbn * sizeof(float));
+void model_get_state(const struct model *m, float *params, float *momentum, float *buffers) {
+    if (params) m->k->download(params, m->params, m->nparams * sizeof(float));
+    if (momentum) m->k->download(momentum, m->momentum, m->nparams * sizeof(float));
+    if (buffers) m->k->download(buffers, m->buffers, m->nbuffers * sizeof(float));
 }
 
-void model_set_state(struct model *m, const float *params, const float *momentum,
-                     const float *bn_stats) {
-    if (params) m->k->upload(m->params, params, nparams * sizeof(float));
-    if (momentum) m->k->upload(m->momentum, momentum, nparams * sizeof(float));
-    if (bn_stats) m->k->upload(m->bn_stats, bn_stats, nbn * sizeof(float));
+void model_set_state(struct model *m, const float *params, const float *momentum, const float *buffers) {
+    if (params) m->k->upload(m->params, params, m->nparams * sizeof(float));
+    if (momentum) m->k->upload(m->momentum, momentum, m->nparams * sizeof(float));
+    if (buffers) m->k->upload(m->buffers, buffers, m->nbuffers * sizeof(float));
 }

@@ -97,15 +97,15 @@ int main(int argc, char **argv) {
     struct cifar_data data;
     if (cifar_load(data_path, CIFAR_TEST, &data, &e) != 0) err_die(1, "%s", e.msg);
     printf("loading model %s\n", model_file);
+    const struct net_def *net = checkpoint_net(model_file, &e); /* the file names its network */
+    if (!net) err_die(1, "%s", e.msg);
+    CHECK(net->classes == CIFAR_CLASSES);
     struct model m;
-    model_init(&m, k, batch, 0);
-    struct model_state st = {
-        .params = XALLOC(model_param_count() * sizeof(float)),
-        .bn_stats = XALLOC(model_bn_stats_count() * sizeof(float)),
-    };
+    model_init(&m, net, k, batch, 0);
+    struct model_state st = checkpoint_state_alloc(&m, 0);
     struct run_info info;
-    if (checkpoint_read(model_file, &st, &info, &e) != 0) err_die(1, "%s", e.msg);
-    model_set_state(&m, st.params, NULL, st.bn_stats);
+    if (checkpoint_read(model_file, &m, &st, &info, &e) != 0) err_die(1, "%s", e.msg);
+    model_set_state(&m, st.params, NULL, st.buffers);
     printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id, info.epochs_completed, info.config);
 
     int *pred = XALLOC((size_t)batch * sizeof(int));
@@ -134,7 +134,8 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     double accuracy = 100.0 * correct / total;
-    free(pred), free(st.params), free(st.bn_stats);
+    free(pred);
+    checkpoint_state_free(&st);
     model_free(&m);
     cifar_free(&data);
     if (min_accuracy >= 0 && accuracy < min_accuracy) {

@@ -174,42 +174,34 @@ static void format_duration(double s, char *out, size_t n) {
     else snprintf(out, n, "%.1fs", s);
 }
 
-/* Host buffers for moving the state between ranks and files (allocated once). */
-struct host_state {
-    struct model_state s;
-    size_t P, S;
-};
-
-static void host_state_init(struct host_state *h) {
-    h->P = model_param_count();
-    h->S = model_bn_stats_count();
-    h->s.params = XALLOC(h->P * sizeof(float));
-    h->s.momentum = XALLOC(h->P * sizeof(float));
-    h->s.bn_stats = XALLOC(h->S * sizeof(float));
-}
-
-/* Puts rank 0's state on every rank (identical start, fresh or resumed). */
-static void broadcast_state(struct model *m, struct host_state *h, int rank) {
+/* Puts rank 0's state on every rank (identical start, fresh or resumed); h: host buffers. */
+static void broadcast_state(struct model *m, struct model_state *h, int rank) {
     if (rank == 0) {
-        model_get_state(m, h->s.params, h->s.momentum, h->s.bn_stats);
-        h->s.bn_batches_tracked = m->bn_batches_tracked;
+        model_get_state(m, h->params, h->momentum, h->buffers);
+        h->batches_tracked = m->batches_tracked;
     }
-    dist_bcast(h->s.params, h->P * sizeof(float), 0);
-    dist_bcast(h->s.momentum, h->P * sizeof(float), 0);
-    dist_bcast(h->s.bn_stats, h->S * sizeof(float), 0);
-    dist_bcast(&h->s.bn_batches_tracked, sizeof h->s.bn_batches_tracked, 0);
-    model_set_state(m, h->s.params, h->s.momentum, h->s.bn_stats);
-    m->bn_batches_tracked = h->s.bn_batches_tracked;
+    dist_bcast(h->params, m->nparams * sizeof(float), 0);
+    dist_bcast(h->momentum, m->nparams * sizeof(float), 0);
+    dist_bcast(h->buffers, m->nbuffers * sizeof(float), 0);
+    dist_bcast(&h->batches_tracked, sizeof h->batches_tracked, 0);
+    model_set_state(m, h->params, h->momentum, h->buffers);
+    m->batches_tracked = h->batches_tracked;
 }
 
-/* BN running statistics differ per rank (each saw its own batches): average them, so every
- * rank, every evaluation and every file sees the same values. */
-static void average_bn_stats(struct model *m, struct host_state *h, int world) {
+/* Running statistics differ per rank (each saw its own batches): average them, so every
+ * rank, every evaluation and every file sees the same values. The other buffers (frozen
+ * tensors) are the same on every rank and stay as they are. sum: host scratch of S floats. */
+static void average_running_stats(struct model *m, struct model_state *h, float *sum, int world) {
     if (world == 1) return;
-    model_get_state(m, NULL, NULL, h->s.bn_stats);
-    dist_allreduce_sum(h->s.bn_stats, h->S);
-    for (size_t i = 0; i < h->S; i++) h->s.bn_stats[i] /= (float)world;
-    model_set_state(m, NULL, NULL, h->s.bn_stats);
+    model_get_state(m, NULL, NULL, h->buffers);
+    memcpy(sum, h->buffers, m->nbuffers * sizeof(float));
+    dist_allreduce_sum(sum, m->nbuffers);
+    for (int t = 0; t < m->ntensors; t++) {
+        const struct model_tensor *mt = &m->tensors[t];
+        if (!mt->running) continue;
+        for (size_t i = mt->offset; i < mt->offset + mt->numel; i++) h->buffers[i] = sum[i] / (float)world;
+    }
+    model_set_state(m, NULL, NULL, h->buffers);
 }
 
 static void new_run_id(char *out, size_t n) {
@@ -228,12 +220,12 @@ static void new_run_id(char *out, size_t n) {
     snprintf(out, n, "%s-%08" PRIx32, stamp, (uint32_t)rng_u64(&r));
 }
 
-static void write_file(const char *path, const struct model *m, struct host_state *h,
+static void write_file(const char *path, const struct model *m, struct model_state *h,
                        const struct run_info *info) {
-    model_get_state(m, h->s.params, h->s.momentum, h->s.bn_stats);
-    h->s.bn_batches_tracked = m->bn_batches_tracked;
+    model_get_state(m, h->params, h->momentum, h->buffers);
+    h->batches_tracked = m->batches_tracked;
     struct err e;
-    if (checkpoint_write(path, &h->s, info, &e) != 0) dist_fail(1, e.msg);
+    if (checkpoint_write(path, m, h, info, &e) != 0) dist_fail(1, e.msg);
 }
 
 /* Everything one training process holds. */
@@ -246,7 +238,8 @@ struct trainer {
     struct cifar_data data;
     int steps, global_batch; /* per epoch; images per step over all ranks */
     struct model m;
-    struct host_state h;
+    struct model_state h;     /* host copies of the state, for broadcasts and files */
+    float *buffer_sums;       /* [S] host scratch for averaging running statistics */
     struct run_info info;    /* run id, epochs done, global step, settings */
     char device[512];        /* what --device chose for this rank */
     struct dist_grads *grads; /* bucketed gradient allreduce */
@@ -263,7 +256,7 @@ static int try_resume(struct trainer *t, struct err *e) {
         return err_set(e, "%s: no checkpoint to resume from (--resume=require)", t->checkpoint_file);
     if (t->c.resume == RESUME_NEVER || !exists) return 0;
     struct run_info saved;
-    if (checkpoint_read(t->checkpoint_file, &t->h.s, &saved, e) != 0) {
+    if (checkpoint_read(t->checkpoint_file, &t->m, &t->h, &saved, e) != 0) {
         snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (use --resume=never to start over)");
         return -1;
     }
@@ -272,8 +265,8 @@ static int try_resume(struct trainer *t, struct err *e) {
         return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file, why.msg);
     if (saved.epochs_completed > t->c.epochs)
         return err_set(e, "%s: has %d epochs, more than --epochs %d", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
-    model_set_state(&t->m, t->h.s.params, t->h.s.momentum, t->h.s.bn_stats);
-    t->m.bn_batches_tracked = t->h.s.bn_batches_tracked;
+    model_set_state(&t->m, t->h.params, t->h.momentum, t->h.buffers);
+    t->m.batches_tracked = t->h.batches_tracked;
     t->info.epochs_completed = saved.epochs_completed;
     t->info.global_step = saved.global_step;
     memcpy(t->info.run_id, saved.run_id, sizeof t->info.run_id);
@@ -309,7 +302,7 @@ static void start_or_resume(struct trainer *t) {
 static void submit_step(struct trainer *t, int epoch, int step) {
     const struct train_config *c = &t->c;
     const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, c->batch_size);
-    struct model_batch *b = model_batch_next(&t->m);
+    struct batch *b = model_batch_next(&t->m);
     augment_gather(&t->data.train, idx, c->batch_size, c->seed, epoch, c->augment, b->img, b->geom, b->labels);
     model_batch_submit(&t->m, c->batch_size);
 }
@@ -403,7 +396,9 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
                "%d dropped per epoch\n",
                t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world,
                c->batch_size, t->data.train.n - t->steps * t->global_batch);
-    model_init(&t->m, k, c->batch_size, c->seed);
+    const struct net_def *net = net_find(c->model);
+    CHECK(net && net->classes == CIFAR_CLASSES); /* config_defaults names a known network */
+    model_init(&t->m, net, k, c->batch_size, c->seed);
     t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), strcmp(k->name, "cpu") != 0);
     if (t->d.rank == 0) {
         printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
@@ -413,7 +408,8 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
         }
         printf("\n");
     }
-    host_state_init(&t->h);
+    t->h = checkpoint_state_alloc(&t->m, 1);
+    t->buffer_sums = XALLOC((t->m.nbuffers ? t->m.nbuffers : 1) * sizeof(float));
     snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
     struct strbuf cfg = {0};
     config_to_json(c, &cfg);
@@ -427,7 +423,8 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
 static void trainer_free(struct trainer *t) {
     free(t->pred), free(t->perm), free(t->checkpoint_file);
     dist_grads_free(t->grads);
-    free(t->h.s.params), free(t->h.s.momentum), free(t->h.s.bn_stats);
+    checkpoint_state_free(&t->h);
+    free(t->buffer_sums);
     model_free(&t->m);
     cifar_free(&t->data);
 }
@@ -445,7 +442,7 @@ int main(int argc, char **argv) {
         double t0 = dist_time(), correct = 0;
         double loss = train_epoch(&t, epoch, &correct);
         double train_time = dist_time() - t0;
-        average_bn_stats(&t.m, &t.h, t.d.world);
+        average_running_stats(&t.m, &t.h, t.buffer_sums, t.d.world);
         char test_acc[64] = "";
         if (c->eval && t.data.test.n > 0) snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", test_accuracy(&t));
         t.info.epochs_completed = epoch + 1;

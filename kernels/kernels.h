@@ -8,7 +8,7 @@
  * everything before it. The asynchronous copies run on a separate transfer queue and are tied
  * to the compute queue with events, so input uploads and gradient downloads overlap compute.
  *
- * Layouts are PyTorch's: activations NCHW, conv weights [K][C][3][3], linear weights [O][I].
+ * Layouts are PyTorch's: activations NCHW, conv weights [K][C][k][k], linear weights [O][I].
  * Backward functions overwrite (never accumulate into) their gradient outputs. */
 #ifndef KERNELS_KERNELS_H
 #define KERNELS_KERNELS_H
@@ -19,6 +19,14 @@
 
 /* An event on a backend's queues (opaque; the CPU backend's are always complete). */
 struct kernels_event;
+
+/* A stride-1 convolution: x[N][C][H][W], w[K][C][k][k] (1 <= k <= 5), zero padding `pad` on
+ * every side (0 <= pad < k), y[N][K][Ho][Wo] with Ho = H + 2 pad - k + 1, Wo likewise
+ * (kernels_conv_out). */
+struct conv_shape {
+    int N, C, K, H, W, k, pad;
+};
+int kernels_conv_out(int size, int k, int pad);
 
 struct kernels {
     const char *name; /* "cpu", "cuda" */
@@ -56,34 +64,46 @@ struct kernels {
     void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N,
                           const float *scale, const float *shift);
 
-    /* Scratch needed by conv3x3_* for these sizes (bytes), and by linear_* (bytes). */
-    size_t (*conv3x3_workspace)(int N, int C, int K, int H, int W);
+    /* Scratch needed by conv_* for this shape (bytes), and by linear_* (bytes). */
+    size_t (*conv_workspace)(const struct conv_shape *s);
     size_t (*linear_workspace)(int N, int I, int O);
 
-    /* y[N][K][H][W] = conv(x[N][C][H][W], w[K][C][3][3], zero padding 1, stride 1) + b[K],
-     * then max(y, 0) when relu is non-zero (a fused ReLU layer). */
-    void (*conv3x3_forward)(const float *x, const float *w, const float *b, float *y, int N, int C,
-                            int K, int H, int W, int relu, void *ws);
-    /* From dy[N][K][H][W]: dx[N][C][H][W] (skipped when dx is NULL), dw[K][C][3][3], db[K]
-     * (both summed over the batch). When dx_mask[N][C][H][W] is not NULL (the output of a ReLU
-     * that fed this convolution, i.e. x itself), dx is also taken through that ReLU's backward:
-     * dx = dx_mask > 0 ? dx : 0. */
-    void (*conv3x3_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                             float *db, int N, int C, int K, int H, int W, const float *dx_mask,
-                             void *ws);
+    /* y[N][K][Ho][Wo] = conv(x[N][C][H][W], w[K][C][k][k], zero padding s->pad, stride 1)
+     * + b[K] (no bias when b is NULL), then max(y, 0) when relu is non-zero (a fused ReLU
+     * layer). Shapes: struct conv_shape. */
+    void (*conv_forward)(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                         float *y, int relu, void *ws);
+    /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: the first layer),
+     * dw[K][C][k][k] (skipped when NULL: a frozen filter), db[K] (skipped when NULL: no bias);
+     * dw and db are summed over the batch. When dx_mask[N][C][H][W] is not NULL (the output of
+     * a ReLU that fed this convolution, i.e. x itself), dx is also taken through that ReLU's
+     * backward: dx = dx_mask > 0 ? dx : 0. */
+    void (*conv_backward)(const struct conv_shape *s, const float *x, const float *w,
+                          const float *dy, float *dx, float *dw, float *db, const float *dx_mask,
+                          void *ws);
 
     /* y[n] = max(x[n], 0); y may equal x. */
     void (*relu_forward)(const float *x, float *y, size_t n);
     /* dx[n] = y[n] > 0 ? dy[n] : 0, from the forward output y; dx may equal dy. */
     void (*relu_backward)(const float *y, const float *dy, float *dx, size_t n);
 
-    /* y[N][C][H/2][W/2] = max of each 2x2 window of x[N][C][H][W] (H, W even). */
-    void (*maxpool2_forward)(const float *x, float *y, int N, int C, int H, int W);
+    /* GELU, exact (erf) form as nn.GELU(): y = x * Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2;
+     * y must not equal x (backward needs the input). */
+    void (*gelu_forward)(const float *x, float *y, size_t n);
+    /* dx[n] = dy[n] * (Phi(x) + x * phi(x)), phi the standard normal density, from the
+     * forward input x; dx may equal dy. */
+    void (*gelu_backward)(const float *x, const float *dy, float *dx, size_t n);
+
+    /* Max pool with window = stride = k (nn.MaxPool2d(k)): y[N][C][H/k][W/k] (floor: rows and
+     * columns past the last whole window are ignored) = max of each k x k window of
+     * x[N][C][H][W]. */
+    void (*maxpool_forward)(const float *x, float *y, int N, int C, int H, int W, int k);
     /* dx[N][C][H][W] = dy routed to the first maximum of each window in row-major order (the
-     * element PyTorch picks on ties), 0 elsewhere. With relu non-zero, x is the output of a ReLU
-     * and dx also goes through its backward (0 where x <= 0). */
-    void (*maxpool2_backward)(const float *x, const float *dy, float *dx, int N, int C, int H,
-                              int W, int relu);
+     * element PyTorch picks on ties), 0 elsewhere (also in the rows and columns no window
+     * covers). With relu non-zero, x is the output of a ReLU and dx also goes through its
+     * backward (0 where x <= 0). */
+    void (*maxpool_backward)(const float *x, const float *dy, float *dx, int N, int C, int H,
+                             int W, int k, int relu);
 
     /* Training-mode batch norm of x[N][C][HW] over N and HW: y = (x - mean) * invstd * gamma[C]
      * + beta[C], invstd = 1/sqrt(biased var + eps). Saves mean[C] and invstd[C] for backward and
@@ -97,17 +117,20 @@ struct kernels {
     void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta,
                                    const float *running_mean, const float *running_var, float eps,
                                    float *y, int N, int C, int HW);
-    /* dx[N][C][HW], dgamma[C], dbeta[C] from dy and the saved statistics. */
+    /* dx[N][C][HW], dgamma[C] (skipped when NULL: a scale frozen at its value, as PyTorch's
+     * weight.requires_grad = False), dbeta[C] from dy and the saved statistics. */
     void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma,
                                const float *save_mean, const float *save_invstd, float *dx,
                                float *dgamma, float *dbeta, int N, int C, int HW);
 
-    /* y[N][O] = x[N][I] w[O][I]^T + b[O] */
+    /* y[N][O] = scale * (x[N][I] w[O][I]^T + b[O]) (no bias when b is NULL): nn.Linear
+     * followed by a constant multiplication. */
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I,
-                           int O, void *ws);
-    /* dx[N][I] = dy w (skipped when dx is NULL), dw[O][I] = dy^T x, db[O] = sum over n of dy. */
+                           int O, float scale, void *ws);
+    /* dx[N][I] = scale * dy w (skipped when dx is NULL), dw[O][I] = scale * dy^T x,
+     * db[O] = scale * sum over n of dy (skipped when db is NULL). */
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                            float *db, int N, int I, int O, void *ws);
+                            float *db, int N, int I, int O, float scale, void *ws);
 
     /* Mean softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend
      * memory). out[0] = mean loss, out[1] = count of argmax == label (first maximum wins).
@@ -122,6 +145,11 @@ struct kernels {
     void (*sgd_update)(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                        float weight_decay, float grad_scale);
 };
+
+/* 0 when every op of the table is present; else -1 with e naming the first missing one
+ * ("the cuda backend has no gelu_backward"). Both backends' constructors check their table
+ * with it, so a missing op is an internal error at start-up, never a NULL call. */
+int kernels_check(const struct kernels *k, struct err *e);
 
 /* The CPU backend (OpenMP threads; vector code chosen at run time). */
 const struct kernels *kernels_cpu(void);

@@ -4,7 +4,8 @@
 #   scripts/gpu-check.sh prepare   here (with ../shared): fills .gpu-carry/ with the CIFAR-10
 #                                  JPEG copy and its converter, and Debian's Open MPI packages
 #                                  unpacked (dpkg -x) for a GPU machine that has no Open MPI
-#   scripts/gpu-check.sh test      build; GPU tests (tests/test_cuda: every kernel vs the CPU, a
+#   scripts/gpu-check.sh test      build; GPU tests (tests/test_ops: every op case on the GPU
+#                                  against double precision; tests/test_cuda, for every network: a
 #                                  training step, 200 steps, bit-identical repeat, cross-device
 #                                  checkpoints); 1 and 2 ranks training on one GPU; a GPU-trained
 #                                  model scored on the CPU; compute-sanitizer memcheck, racecheck
@@ -69,8 +70,10 @@ synthetic() { # synthetic DIR N: a small dataset of N training images
 }
 
 check_test() {
-  build build/tests/test_cuda build/tests/make_synthetic
+  build build/tests/test_ops build/tests/test_cuda build/tests/make_synthetic
   local fails=0 d=/tmp/gpu-check-data
+  build/tests/test_ops | tee "$out/test_ops.log" || fails=$((fails + 1))
+  grep -q '^test_ops: cuda: skipped' "$out/test_ops.log" && { echo "FAIL: test_ops skipped the GPU"; fails=$((fails + 1)); }
   build/tests/test_cuda | tee "$out/test_cuda.log" || fails=$((fails + 1))
   synthetic $d 2048
   for np in 1 2; do

@@ -1,5 +1,8 @@
 #include "check.h"
 
+#include "../common/err.h"
+#include "../common/rng.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,4 +71,21 @@ void check_rmdir(const char *dir) {
 int check_summary(const char *suite) {
     printf("%s: %d passed, %d failed\n", suite, passed, failed);
     return failed ? 1 : 0;
+}
+
+/* A synthetic labelled set of n images whose label is a function of the image (a brighter
+ * channel and left half), so training lowers the loss; raw records in *raw. */
+struct cifar_set check_learnable_set(int n, uint8_t **raw) {
+    *raw = XALLOC((size_t)n * CIFAR_RECORD_BYTES);
+    struct rng r = rng_make(9, RNG_INIT, 77, 0);
+    struct cifar_set set = {.n = n, .records = XALLOC((size_t)n * sizeof(uint8_t *))};
+    for (int i = 0; i < n; i++) {
+        uint8_t *rec = *raw + (size_t)i * CIFAR_RECORD_BYTES;
+        int label = (int)rng_below(&r, 10);
+        rec[0] = (uint8_t)label;
+        for (int p = 0; p < CIFAR_IMAGE_BYTES; p++)
+            rec[1 + p] = (uint8_t)(rng_below(&r, 96) + (p / 1024 == label % 3 ? 24 * (label / 3) : 0) + (p % 32 < 16) * 40);
+        set.records[i] = rec;
+    }
+    return set;
 }

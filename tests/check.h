@@ -3,7 +3,10 @@
 #ifndef TESTS_CHECK_H
 #define TESTS_CHECK_H
 
+#include "../data/cifar.h"
+
 #include <stddef.h>
+#include <stdint.h>
 
 void check_record(int ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -20,6 +23,10 @@ void check_fill(float *x, size_t n, float lo, float hi, unsigned seed);
 /* A fresh directory /tmp/cifar10-NAME.XXXXXX (path written to dir[n]), and its removal. */
 void check_tmpdir(const char *name, char *dir, size_t n);
 void check_rmdir(const char *dir);
+
+/* A synthetic set of n labelled images (records in *raw, caller frees set.records and *raw)
+ * whose label is a function of the image, so training on it lowers the loss. */
+struct cifar_set check_learnable_set(int n, uint8_t **raw);
 
 int check_summary(const char *suite);
 

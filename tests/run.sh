@@ -30,19 +30,20 @@ suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed
   rm -f "$log"
 }
 
-torch_reference() {
+torch_reference() { # torch_reference NET: our steps of network NET against PyTorch float64
   local d
   d=$(mktemp -d /tmp/cifar10-torch.XXXXXX)
   "$B/tests/make_synthetic" "$d/data" 128 16 &&
-    "$B/tests/dump_steps" "$d/data" "$d" 20 32 0.01 &&
+    "$B/tests/dump_steps" "$1" "$d/data" "$d" 20 32 0.01 &&
     "$PY" tests/torch_reference.py "$d" "$d/data" 0.01
   local status=$?
   rm -rf "$d"
   return $status
 }
 
-suite kernels "$B/tests/test_kernels"
-suite "cuda kernels and training vs cpu" "$B/tests/test_cuda"
+suite "ops, every backend" "$B/tests/test_ops"
+suite model "$B/tests/test_model"
+suite "cuda models vs cpu" "$B/tests/test_cuda"
 suite data "$B/tests/test_data"
 suite checkpoint "$B/tests/test_checkpoint"
 suite "dist, 1 process" "$B/tests/test_dist"
@@ -56,7 +57,8 @@ suite "k8s manifests" "$PY" tests/test_k8s.py
 suite "eks scripts" tests/test_eks_scripts.sh
 suite rehearse tests/test_rehearse.sh
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
-  suite "pytorch reference" torch_reference
+  suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn
+  suite "pytorch reference, test-net" torch_reference test-net
 else
   echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
 fi

@@ -8,6 +8,7 @@
 #include "../app/safetensors.h"
 #include "../common/err.h"
 #include "check.h"
+#include "test_nets.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 static char dir[256];
+static struct model M; /* the workshop network on the CPU backend: the tensor table */
 
 static uint8_t *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -38,15 +40,9 @@ static void spit(const char *path, const uint8_t *b, size_t n) {
     fclose(f);
 }
 
-static struct model_state new_state(int with_momentum) {
-    struct model_state s = {XALLOC(model_param_count() * 4), with_momentum ? XALLOC(model_param_count() * 4) : NULL,
-                            XALLOC(model_bn_stats_count() * 4), 0};
-    return s;
-}
+static struct model_state new_state(int with_momentum) { return checkpoint_state_alloc(&M, with_momentum); }
 
-static void free_state(struct model_state *s) {
-    free(s->params), free(s->momentum), free(s->bn_stats);
-}
+static void free_state(struct model_state *s) { checkpoint_state_free(s); }
 
 static int count_tmp_files(void) {
     DIR *d = opendir(dir);
@@ -61,46 +57,44 @@ static void expect_read_error(const char *path, int want_momentum, const char *w
     struct model_state s = new_state(want_momentum);
     struct run_info info;
     struct err e = {""};
-    int rc = checkpoint_read(path, &s, &info, &e);
+    int rc = checkpoint_read(path, &M, &s, &info, &e);
     EXPECT(rc == -1 && strstr(e.msg, want) && strstr(e.msg, path), "reading %s: rc %d, message '%s' lacks '%s'", path, rc, e.msg, want);
     free_state(&s);
 }
 
 static void test_round_trip(void) {
-    struct model m;
-    model_init(&m, kernels_cpu(), 2, 3);
-    size_t P = model_param_count(), S = model_bn_stats_count();
+    size_t P = M.nparams, S = M.nbuffers;
     struct model_state a = new_state(1), b = new_state(1);
-    model_get_state(&m, a.params, a.momentum, a.bn_stats);
+    model_get_state(&M, a.params, a.momentum, a.buffers);
     for (size_t i = 0; i < P; i++) a.momentum[i] = (float)i * 1e-3f; /* distinguishable */
-    for (size_t i = 0; i < S; i++) a.bn_stats[i] += (float)i; /* S: BN statistics floats */
-    a.bn_batches_tracked = 1234;
+    for (size_t i = 0; i < S; i++) a.buffers[i] += (float)i; /* S: BN statistics floats */
+    a.batches_tracked = 1234;
     struct run_info info = {.kind = "checkpoint", .run_id = "run-xyz", .epochs_completed = 7, .global_step = 2730};
     snprintf(info.config, sizeof info.config, "{\"epochs\":10}");
     char ck[512], mf[512];
     snprintf(ck, sizeof ck, "%s/c.safetensors", dir);
     snprintf(mf, sizeof mf, "%s/m.safetensors", dir);
     struct err e = {""};
-    EXPECT(checkpoint_write(ck, &a, &info, &e) == 0, "write checkpoint: %s", e.msg);
+    EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0, "write checkpoint: %s", e.msg);
     struct run_info got;
-    EXPECT(checkpoint_read(ck, &b, &got, &e) == 0, "read checkpoint: %s", e.msg);
-    int same = b.bn_batches_tracked == 1234;
-    for (int i = 0; i < model_tensor_count(); i++) { /* tensor by tensor: alignment gaps are not stored */
-        const struct model_tensor *mt = model_tensor_at(i);
+    EXPECT(checkpoint_read(ck, &M, &b, &got, &e) == 0, "read checkpoint: %s", e.msg);
+    int same = b.batches_tracked == 1234;
+    for (int i = 0; i < M.ntensors; i++) { /* tensor by tensor: alignment gaps are not stored */
+        const struct model_tensor *mt = &M.tensors[i];
         size_t o = mt->offset, bytes = mt->numel * 4;
-        if (mt->buffer == MODEL_PARAMS)
+        if (mt->home == HOME_PARAMS)
             same &= !memcmp(a.params + o, b.params + o, bytes) && !memcmp(a.momentum + o, b.momentum + o, bytes);
-        else
-            same &= !memcmp(a.bn_stats + o, b.bn_stats + o, bytes);
+        else if (mt->home == HOME_BUFFERS)
+            same &= !memcmp(a.buffers + o, b.buffers + o, bytes);
     }
     EXPECT(same, "checkpoint round trip changed the state");
     EXPECT(strcmp(got.run_id, "run-xyz") == 0 && got.epochs_completed == 7 && got.global_step == 2730 &&
                strcmp(got.config, "{\"epochs\":10}") == 0 && strcmp(got.kind, "checkpoint") == 0,
            "run info round trip");
     snprintf(info.kind, sizeof info.kind, "model");
-    EXPECT(checkpoint_write(mf, &a, &info, &e) == 0, "write model: %s", e.msg);
+    EXPECT(checkpoint_write(mf, &M, &a, &info, &e) == 0, "write model: %s", e.msg);
     struct model_state c = new_state(0);
-    EXPECT(checkpoint_read(mf, &c, &got, &e) == 0 && memcmp(a.params, c.params, P * 4) == 0, "read model: %s", e.msg);
+    EXPECT(checkpoint_read(mf, &M, &c, &got, &e) == 0 && memcmp(a.params, c.params, P * 4) == 0, "read model: %s", e.msg);
     expect_read_error(mf, 1, "is a model file, not a checkpoint");
     /* metadata a consumer needs */
     struct safetensors st;
@@ -146,14 +140,15 @@ static void test_round_trip(void) {
     /* wrong architecture: conv0 with 16 filters */
     struct st_tensor t[64];
     int nt = 0;
-    for (int i = 0; i < model_tensor_count(); i++) {
-        const struct model_tensor *mt = model_tensor_at(i);
-        t[nt] = (struct st_tensor){mt->name, ST_F32, mt->ndim, {0}, (mt->buffer == MODEL_PARAMS ? a.params : a.bn_stats) + mt->offset};
+    for (int i = 0; i < M.ntensors; i++) {
+        const struct model_tensor *mt = &M.tensors[i];
+        if (mt->home == HOME_COUNTER) continue;
+        t[nt] = (struct st_tensor){mt->name, ST_F32, mt->ndim, {0}, (mt->home == HOME_PARAMS ? a.params : a.buffers) + mt->offset};
         for (int d = 0; d < mt->ndim; d++) t[nt].shape[d] = mt->shape[d];
         if (i == 0) t[nt].shape[0] = 16;
         nt++;
     }
-    struct st_meta meta[] = {{"format", "cifar10-dp"}, {"format_version", "1"}, {"kind", "model"}, {"model", MODEL_NAME},
+    struct st_meta meta[] = {{"format", "cifar10-dp"}, {"format_version", "1"}, {"kind", "model"}, {"model", "workshop-cnn"},
                              {"run_id", "x"}, {"config", "{}"}, {"epochs_completed", "1"}, {"global_step", "1"}};
     EXPECT(safetensors_write(bad, t, nt, meta, 8, &e) == 0, "write odd model: %s", e.msg);
     expect_read_error(bad, 0, "network.0.weight has shape [16,3,3,3], expected [32,3,3,3]");
@@ -171,20 +166,19 @@ static void test_round_trip(void) {
     setrlimit(RLIMIT_FSIZE, &lim);
     snprintf(info.kind, sizeof info.kind, "checkpoint");
     info.epochs_completed = 8;
-    int rc = checkpoint_write(ck, &a, &info, &e);
+    int rc = checkpoint_write(ck, &M, &a, &info, &e);
     setrlimit(RLIMIT_FSIZE, &old);
     EXPECT(rc == -1 && strstr(e.msg, "write failed") && strstr(e.msg, ck), "failed write reported: rc %d '%s'", rc, e.msg);
     size_t after_n;
     uint8_t *after = slurp(ck, &after_n);
     EXPECT(after && after_n == before_n && memcmp(before, after, before_n) == 0, "failed write damaged the previous checkpoint");
     EXPECT(count_tmp_files() == 0, "temporary file left behind");
-    EXPECT(checkpoint_read(ck, &b, &got, &e) == 0 && got.epochs_completed == 7, "previous checkpoint unreadable after failed write");
+    EXPECT(checkpoint_read(ck, &M, &b, &got, &e) == 0 && got.epochs_completed == 7, "previous checkpoint unreadable after failed write");
     free(before), free(after);
     char nodir[600];
     snprintf(nodir, sizeof nodir, "%s/no/such/dir/m.safetensors", dir);
-    EXPECT(checkpoint_write(nodir, &a, &info, &e) == -1 && strstr(e.msg, "No such file"), "write into missing dir: '%s'", e.msg);
+    EXPECT(checkpoint_write(nodir, &M, &a, &info, &e) == -1 && strstr(e.msg, "No such file"), "write into missing dir: '%s'", e.msg);
     free_state(&a), free_state(&b), free_state(&c);
-    model_free(&m);
 }
 
 static void test_json(void) {
@@ -245,11 +239,54 @@ static void test_config(void) {
     EXPECT(config_lr_at(&a, 0) == 0.05 && config_lr_at(&a, 9.9) == 0.05, "constant schedule");
 }
 
+/* The network comes from the file: a known name selects its definition, any other is refused
+ * with one line; frozen tensors are saved without momentum. */
+static void test_network_selection(void) {
+    char mf[512], tf[512];
+    snprintf(mf, sizeof mf, "%s/w.safetensors", dir);
+    snprintf(tf, sizeof tf, "%s/t.safetensors", dir);
+    struct run_info info = {.kind = "model", .run_id = "r", .config = "{}"}, got;
+    struct model_state a = new_state(0);
+    model_get_state(&M, a.params, NULL, a.buffers);
+    struct err e = {""};
+    EXPECT(checkpoint_write(mf, &M, &a, &info, &e) == 0, "write: %s", e.msg);
+    EXPECT(checkpoint_net(mf, &e) == &net_workshop_cnn, "workshop-cnn file not recognised: %s", e.msg);
+    struct model t;
+    model_init(&t, &test_net, kernels_cpu(), 2, 4);
+    struct model_state ts = checkpoint_state_alloc(&t, 1), back = checkpoint_state_alloc(&t, 1);
+    model_get_state(&t, ts.params, ts.momentum, ts.buffers);
+    for (int i = 0; i < t.ntensors; i++) /* within the tensors: alignment gaps are not stored */
+        for (size_t j = 0; t.tensors[i].home == HOME_PARAMS && j < t.tensors[i].numel; j++)
+            ts.momentum[t.tensors[i].offset + j] = (float)(i + j);
+    snprintf(info.kind, sizeof info.kind, "checkpoint");
+    EXPECT(checkpoint_write(tf, &t, &ts, &info, &e) == 0, "write test-net: %s", e.msg);
+    EXPECT(checkpoint_net(tf, &e) == NULL && strstr(e.msg, "holds model test-net, which this build does not know (known: workshop-cnn)") &&
+               strstr(e.msg, tf),
+           "unknown network: '%s'", e.msg);
+    expect_read_error(tf, 0, "holds model test-net, this program runs workshop-cnn");
+    EXPECT(checkpoint_read(tf, &t, &back, &got, &e) == 0 && memcmp(ts.buffers, back.buffers, t.nbuffers * 4) == 0 &&
+               memcmp(ts.momentum, back.momentum, t.nparams * 4) == 0,
+           "test-net round trip: %s", e.msg);
+    struct safetensors st;
+    EXPECT(safetensors_read(tf, &st, &e) == 0, "read back: %s", e.msg);
+    const char *present[] = {"0.weight", "0.bias", "2.norm1.weight", "2.norm2.num_batches_tracked", "5.weight",
+                             "optimizer.momentum.0.bias", "optimizer.momentum.2.norm1.bias"};
+    const char *absent[] = {"optimizer.momentum.0.weight", "optimizer.momentum.2.norm1.weight", "5.bias", "2.conv1.bias"};
+    for (size_t i = 0; i < sizeof present / sizeof present[0]; i++) EXPECT(json_get(&st.header, present[i]), "%s missing", present[i]);
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) EXPECT(!json_get(&st.header, absent[i]), "%s present", absent[i]);
+    safetensors_free(&st);
+    checkpoint_state_free(&ts), checkpoint_state_free(&back), free_state(&a);
+    model_free(&t);
+}
+
 int main(void) {
     check_tmpdir("test-ckpt", dir, sizeof dir);
+    model_init(&M, &net_workshop_cnn, kernels_cpu(), 2, 3);
     test_json();
     test_round_trip();
+    test_network_selection();
     test_config();
     check_rmdir(dir);
+    model_free(&M);
     return check_summary("test_checkpoint");
 }

@@ -40,14 +40,16 @@ static const struct kernels cpu_kernels = {
     .event_done = cpu_event_done,
     .event_wait = cpu_event_nothing,
     .input_prepare = cpu_input_prepare,
-    .conv3x3_workspace = cpu_conv3x3_workspace,
+    .conv_workspace = cpu_conv_workspace,
     .linear_workspace = cpu_linear_workspace,
-    .conv3x3_forward = cpu_conv3x3_forward,
-    .conv3x3_backward = cpu_conv3x3_backward,
+    .conv_forward = cpu_conv_forward,
+    .conv_backward = cpu_conv_backward,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
-    .maxpool2_forward = cpu_maxpool2_forward,
-    .maxpool2_backward = cpu_maxpool2_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .maxpool_forward = cpu_maxpool_forward,
+    .maxpool_backward = cpu_maxpool_backward,
     .batchnorm_forward_train = cpu_batchnorm_forward_train,
     .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
     .batchnorm_backward = cpu_batchnorm_backward,
@@ -57,4 +59,14 @@ static const struct kernels cpu_kernels = {
     .sgd_update = cpu_sgd_update,
 };
 
-const struct kernels *kernels_cpu(void) { return &cpu_kernels; }
+/* The table is constant, so one check decides for every call; a missing op is a bug in this
+ * file, reported at start-up rather than as a NULL call later. */
+const struct kernels *kernels_cpu(void) {
+    static int checked;
+    if (!checked) {
+        struct err e;
+        if (kernels_check(&cpu_kernels, &e) != 0) err_die(1, "internal error: %s", e.msg);
+        checked = 1;
+    }
+    return &cpu_kernels;
+}

@@ -1,25 +1,28 @@
-/* CPU implementations of the ops in kernels/kernels.h, one file per op (input.c, conv3x3.c,
- * relu.c, maxpool2.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c), gathered into the table by
+/* CPU implementations of the ops in kernels/kernels.h, one file per op (input.c, conv.c, relu.c,
+ * gelu.c, maxpool.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c), gathered into the table by
  * backend.c. Contracts are those of struct kernels. Multi-threaded with OpenMP over the
  * current team size; static schedules, so results are reproducible for a given thread count. */
 #ifndef KERNELS_CPU_CPU_H
 #define KERNELS_CPU_CPU_H
 
+#include "../kernels.h"
+
 #include <stddef.h>
 
 void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
                        const float *shift);
-size_t cpu_conv3x3_workspace(int N, int C, int K, int H, int W);
-void cpu_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
-                         int K, int H, int W, int relu, void *ws);
-void cpu_conv3x3_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int N, int C, int K, int H, int W, const float *dx_mask,
-                          void *ws);
+size_t cpu_conv_workspace(const struct conv_shape *s);
+void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                      float *y, int relu, void *ws);
+void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                       float *dx, float *dw, float *db, const float *dx_mask, void *ws);
 void cpu_relu_forward(const float *x, float *y, size_t n);
 void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
-void cpu_maxpool2_forward(const float *x, float *y, int N, int C, int H, int W);
-void cpu_maxpool2_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
-                           int relu);
+void cpu_gelu_forward(const float *x, float *y, size_t n);
+void cpu_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
+void cpu_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
+void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
+                          int k, int relu);
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
                                  float *running_var, float momentum, float eps, int N, int C,
@@ -32,15 +35,15 @@ void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
                             float *dgamma, float *dbeta, int N, int C, int HW);
 size_t cpu_linear_workspace(int N, int I, int O);
 void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                        int O, void *ws);
+                        int O, float scale, void *ws);
 void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         float *db, int N, int I, int O, void *ws);
+                         float *db, int N, int I, int O, float scale, void *ws);
 void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
                       int classes);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale);
 
-/* Internal to the convolution (conv3x3.c uses winograd.c, see there). */
+/* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there). */
 int winograd_applies(int in, int out, int H, int W);
 size_t winograd_workspace_floats(int in, int out, int H, int W, int threads);
 /* Dispatches to the ISA path in use (gemm_dispatch.c), like gemm(). */

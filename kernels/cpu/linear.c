@@ -1,3 +1,5 @@
+/* nn.Linear followed by a constant factor: y[N][O] = scale (x[N][I] w[O][I]^T + b[O]). The scale
+ * rides on the GEMMs' alpha, so with scale 1 every result is the plain layer's, bit for bit. */
 #include "cpu.h"
 #include "gemm.h"
 
@@ -9,24 +11,27 @@ size_t cpu_linear_workspace(int N, int I, int O) {
 }
 
 void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                        int O, void *ws) {
-    /* y[N][O] = x[N][I] w^T[I][O] */
-    gemm_parallel(N, O, I, 1.0f, x, I, 1, w, 1, I, 0.0f, y, O, ws);
+                        int O, float scale, void *ws) {
+    /* y[N][O] = scale x[N][I] w^T[I][O] */
+    gemm_parallel(N, O, I, scale, x, I, 1, w, 1, I, 0.0f, y, O, ws);
+    if (!b) return;
+    /* + scale b[O] (exactly b when scale is 1) */
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
-        for (int o = 0; o < O; o++) y[(size_t)n * O + o] += b[o];
+        for (int o = 0; o < O; o++) y[(size_t)n * O + o] += scale * b[o];
 }
 
 void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         float *db, int N, int I, int O, void *ws) {
-    /* dw[O][I] = dy^T[O][N] x[N][I] */
-    gemm_parallel(O, I, N, 1.0f, dy, 1, O, x, I, 1, 0.0f, dw, I, ws);
-    /* dx[N][I] = dy[N][O] w[O][I] */
-    if (dx) gemm_parallel(N, I, O, 1.0f, dy, O, 1, w, I, 1, 0.0f, dx, I, ws);
+                         float *db, int N, int I, int O, float scale, void *ws) {
+    /* dw[O][I] = scale dy^T[O][N] x[N][I] */
+    gemm_parallel(O, I, N, scale, dy, 1, O, x, I, 1, 0.0f, dw, I, ws);
+    /* dx[N][I] = scale dy[N][O] w[O][I] */
+    if (dx) gemm_parallel(N, I, O, scale, dy, O, 1, w, I, 1, 0.0f, dx, I, ws);
+    if (!db) return;
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < O; o++) {
         float s = 0.0f;
         for (int n = 0; n < N; n++) s += dy[(size_t)n * O + o];
-        db[o] = s;
+        db[o] = scale * s;
     }
 }

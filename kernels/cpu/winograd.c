@@ -7,7 +7,7 @@
  * so 16 GEMMs of depth `in` replace one of depth 9*in for 4 output pixels: 2.25x fewer
  * multiply-adds than im2col. Rounding: each output is still a sum of the same products, with
  * transforms whose coefficients are 0, +-1 and +-1/2; the error stays at the float level
- * (measured in tests/test_kernels.c against double references).
+ * (measured in tests/test_ops.c against double references).
  *
  *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
  *   A^T = [1 1 1 0; 0 1 -1 -1]

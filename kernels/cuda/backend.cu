@@ -196,14 +196,16 @@ const struct kernels *kernels_cuda(int device) {
     table.event_done = cuda_event_done;
     table.event_wait = cuda_event_wait;
     table.input_prepare = cuda_input_prepare;
-    table.conv3x3_workspace = cuda_conv3x3_workspace;
+    table.conv_workspace = cuda_conv_workspace;
     table.linear_workspace = cuda_linear_workspace;
-    table.conv3x3_forward = cuda_conv3x3_forward;
-    table.conv3x3_backward = cuda_conv3x3_backward;
+    table.conv_forward = cuda_conv_forward;
+    table.conv_backward = cuda_conv_backward;
     table.relu_forward = cuda_relu_forward;
     table.relu_backward = cuda_relu_backward;
-    table.maxpool2_forward = cuda_maxpool2_forward;
-    table.maxpool2_backward = cuda_maxpool2_backward;
+    table.gelu_forward = cuda_gelu_forward;
+    table.gelu_backward = cuda_gelu_backward;
+    table.maxpool_forward = cuda_maxpool_forward;
+    table.maxpool_backward = cuda_maxpool_backward;
     table.batchnorm_forward_train = cuda_batchnorm_forward_train;
     table.batchnorm_forward_eval = cuda_batchnorm_forward_eval;
     table.batchnorm_backward = cuda_batchnorm_backward;
@@ -211,6 +213,9 @@ const struct kernels *kernels_cuda(int device) {
     table.linear_backward = cuda_linear_backward;
     table.softmax_xent = cuda_softmax_xent;
     table.sgd_update = cuda_sgd_update;
+    /* An op added to struct kernels but not filled in above: stop here, not at a NULL call. */
+    struct err e;
+    if (kernels_check(&table, &e) < 0) err_die(1, "internal error: %s", e.msg);
     return &table;
 }
 

@@ -32,14 +32,15 @@ __global__ static void eval_stats_kernel(const float *running_var, float eps, fl
     GRID_STRIDE(c, (size_t)C) invstd[c] = (float)(1.0 / sqrt((double)running_var[c] + eps));
 }
 
-/* dbeta, dgamma and the means dx needs: coef[0][C] = mean(dy), coef[1][C] = mean(dy * xhat). */
+/* dbeta, dgamma (not when NULL: a frozen scale; dx still needs the sum) and the means dx needs:
+ * coef[0][C] = mean(dy), coef[1][C] = mean(dy * xhat). */
 __global__ static void backward_stats_kernel(const double *part, int S, int C, double count, float *dgamma,
                                              float *dbeta, float *coef) {
     GRID_STRIDE(c, (size_t)C) {
         double sdy = 0.0, sdyx = 0.0;
         for (int s = 0; s < S; s++) sdy += part[(size_t)s * C + c], sdyx += part[(size_t)(S + s) * C + c];
         dbeta[c] = (float)sdy;
-        dgamma[c] = (float)sdyx;
+        if (dgamma) dgamma[c] = (float)sdyx;
         coef[c] = (float)(sdy / count);
         coef[C + c] = (float)(sdyx / count);
     }

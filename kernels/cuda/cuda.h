@@ -12,6 +12,9 @@
 #ifndef KERNELS_CUDA_CUDA_H
 #define KERNELS_CUDA_CUDA_H
 
+extern "C" {
+#include "../kernels.h" /* struct conv_shape, kernels_conv_out */
+}
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -81,22 +84,26 @@ enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT };
 int cuda_channel_splits(int N, int C);
 int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
                           const float *invstd, double *part, int N, int C, int HW);
-/* out[c] = sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM partials. */
-void cuda_channel_reduce(const double *part, float *out, int S, int C);
+/* out[c] = scale * sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM
+ * partials (scale: a linear layer's output multiplier; 1 for a convolution). */
+void cuda_channel_reduce(const double *part, float *out, int S, int C, float scale);
 
 /* Ops (one file each). */
-size_t cuda_conv3x3_workspace(int N, int C, int K, int H, int W);
-void cuda_conv3x3_forward(const float *x, const float *w, const float *b, float *y, int N, int C,
-                          int K, int H, int W, int relu, void *ws);
-void cuda_conv3x3_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                           float *db, int N, int C, int K, int H, int W, const float *dx_mask,
-                           void *ws);
+size_t cuda_conv_workspace(const struct conv_shape *s);
+void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                       float *y, int relu, void *ws);
+void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                        float *dx, float *dw, float *db, const float *dx_mask, void *ws);
 void cuda_relu_forward(const float *x, float *y, size_t n);
 void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n);
-void cuda_bias_act(float *y, const float *b, int N, int C, int HW, int relu);
-void cuda_maxpool2_forward(const float *x, float *y, int N, int C, int H, int W);
-void cuda_maxpool2_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
-                            int relu);
+void cuda_gelu_forward(const float *x, float *y, size_t n);
+void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
+/* y[N][C][HW] += scale * b[C], then ReLU when relu != 0 (b not NULL: without a bias, call
+ * cuda_relu_forward or nothing). */
+void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu);
+void cuda_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
+void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
+                           int k, int relu);
 void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                   float *save_mean, float *save_invstd, float *running_mean,
                                   float *running_var, float momentum, float eps, int N, int C,
@@ -109,9 +116,9 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
                              float *dgamma, float *dbeta, int N, int C, int HW);
 size_t cuda_linear_workspace(int N, int I, int O);
 void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                         int O, void *ws);
+                         int O, float scale, void *ws);
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int N, int I, int O, void *ws);
+                          float *db, int N, int I, int O, float scale, void *ws);
 void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
                        int classes);
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,

@@ -1,7 +1,7 @@
-/* Element-wise ops: ReLU, bias + ReLU after a convolution, the SGD update over the flat
- * parameter buffer, and the input pipeline (crop/flip + normalisation of uint8 images). One
- * thread per element, grid-stride loops, size_t indices (batches of 512 x 64 x 32 x 32 pass
- * 2^25; a grid may be capped). */
+/* Element-wise ops: ReLU, GELU, bias (+ ReLU) after a convolution or linear layer, the SGD
+ * update over the flat parameter buffer, and the input pipeline (crop/flip + normalisation of
+ * uint8 images). One thread per element, grid-stride loops, size_t indices (batches of
+ * 512 x 64 x 32 x 32 pass 2^25; a grid may be capped). */
 #include "cuda.h"
 
 __global__ static void relu_forward_kernel(const float *x, float *y, size_t n) {
@@ -12,10 +12,29 @@ __global__ static void relu_backward_kernel(const float *y, const float *dy, flo
     GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/* y[N][C][HW] += b[C], then ReLU when relu != 0. */
-__global__ static void bias_act_kernel(float *y, const float *b, size_t n, int C, int HW, int relu) {
+/* Phi(x) = 0.5 (1 + erf(x / sqrt 2)) in float: the erf form nn.GELU()'s kernels evaluate.
+ * normcdff would be more accurate relative to Phi far below 0, where 1 + erf cancels, but
+ * there the GELU is x * Phi(x) ~ 0 and its absolute error stays at float rounding; the erf form
+ * keeps us closer to PyTorch's values. */
+__device__ static float gelu_phi_cdf(float x) { return 0.5f * (1.0f + erff(x * 0.70710678118654752f)); }
+
+__global__ static void gelu_forward_kernel(const float *x, float *y, size_t n) {
+    GRID_STRIDE(i, n) y[i] = x[i] * gelu_phi_cdf(x[i]);
+}
+
+/* dx = dy * (Phi(x) + x * phi(x)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). Each thread reads
+ * dy[i] before writing dx[i], so dx may equal dy. */
+__global__ static void gelu_backward_kernel(const float *x, const float *dy, float *dx, size_t n) {
     GRID_STRIDE(i, n) {
-        float v = y[i] + b[(i / HW) % C];
+        float v = x[i], pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
+        dx[i] = dy[i] * (gelu_phi_cdf(v) + v * pdf);
+    }
+}
+
+/* y[N][C][HW] += scale * b[C], then ReLU when relu != 0. */
+__global__ static void bias_act_kernel(float *y, const float *b, float scale, size_t n, int C, int HW, int relu) {
+    GRID_STRIDE(i, n) {
+        float v = y[i] + scale * b[(i / HW) % C];
         y[i] = relu && !(v > 0.0f) ? 0.0f : v;
     }
 }
@@ -61,9 +80,19 @@ void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n) {
     LAUNCH_CHECK();
 }
 
-void cuda_bias_act(float *y, const float *b, int N, int C, int HW, int relu) {
+void cuda_gelu_forward(const float *x, float *y, size_t n) {
+    gelu_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, y, n);
+    LAUNCH_CHECK();
+}
+
+void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
+    gelu_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, dx, n);
+    LAUNCH_CHECK();
+}
+
+void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu) {
     size_t n = (size_t)N * C * HW;
-    bias_act_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, b, n, C, HW, relu);
+    bias_act_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, b, scale, n, C, HW, relu);
     LAUNCH_CHECK();
 }
 

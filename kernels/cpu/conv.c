@@ -1,0 +1,261 @@
+/* Stride-1 convolution, k x k filters (1 <= k <= 5), zero padding pad (struct conv_shape):
+ * x[N][C][H][W] -> y[N][K][Ho][Wo].
+ *
+ * Forward and input gradient of 3x3 "same" convolutions (k 3, pad 1): Winograd F(2x2, 3x3)
+ * (winograd.c) where it applies (even sizes, 16+ channels each side). Otherwise, and always for
+ * the weight gradient, im2col + GEMM with one image per thread at a time: the unfolded image
+ * col[C*k*k][Ho*Wo] turns the convolution into one matrix product per image.
+ *
+ * Per thread the im2col workspace holds
+ *   col  [C*k*k][Ho*Wo]    the unfolded image; in backward pixel-major, [Ho*Wo][C*k*k], for the
+ *                          weight gradient, then d(col) when the input gradient is im2col too
+ *   dwt  [K*C*k*k + K]     this thread's partial weight and bias gradients
+ *   gemm [gemm_workspace_floats()]
+ * Partial gradients are summed in thread order afterwards, so the result is deterministic for a
+ * given thread count. */
+#include "cpu.h"
+#include "gemm.h"
+
+#include <omp.h>
+#include <string.h>
+
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
+
+static size_t col_floats(const struct conv_shape *s) {
+    return round16((size_t)s->C * s->k * s->k * kernels_conv_out(s->H, s->k, s->pad) *
+                   kernels_conv_out(s->W, s->k, s->pad));
+}
+
+static size_t per_thread_floats(const struct conv_shape *s) {
+    return col_floats(s) + round16((size_t)s->K * s->C * s->k * s->k + s->K) +
+           gemm_workspace_floats();
+}
+
+/* Winograd from `in` to `out` channels: only 3x3 "same" convolutions (of either direction). */
+static int use_winograd(const struct conv_shape *s, int in, int out) {
+    return s->k == 3 && s->pad == 1 && winograd_applies(in, out, s->H, s->W);
+}
+
+size_t cpu_conv_workspace(const struct conv_shape *s) {
+    int threads = omp_get_max_threads();
+    size_t floats = per_thread_floats(s) * (size_t)threads;
+    if (use_winograd(s, s->C, s->K)) { /* forward */
+        size_t f = winograd_workspace_floats(s->C, s->K, s->H, s->W, threads);
+        if (f > floats) floats = f;
+    }
+    if (use_winograd(s, s->K, s->C)) { /* input gradient */
+        size_t f = winograd_workspace_floats(s->K, s->C, s->H, s->W, threads);
+        if (f > floats) floats = f;
+    }
+    return floats * sizeof(float);
+}
+
+/* The output columns [*lo, *hi) whose input column ox + kx - pad lies inside 0..W-1. */
+static void valid_cols(int kx, int pad, int W, int Wo, int *lo, int *hi) {
+    *lo = pad - kx > 0 ? pad - kx : 0;
+    *hi = W + pad - kx < Wo ? W + pad - kx : Wo;
+    if (*lo > Wo) *lo = Wo;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* The unfoldings below are written for any k and pad and instantiated twice (always_inline):
+ * once with the shape's values and once with the constants of the 3x3 "same" case (Ho = H,
+ * Wo = W, k 3, pad 1), where their inner loops unroll and lose their bounds checks. That keeps
+ * the common case as fast as code written for it alone (the generic im2col_t was 20-50% slower
+ * there). */
+#define INLINE static inline __attribute__((always_inline))
+
+/* col[(c*k*k + ky*k + kx)][oy*Wo + ox] = x[c][oy + ky - pad][ox + kx - pad], zero outside the
+ * image. */
+INLINE void im2col_k(const float *x, float *col, int C, int H, int W, int Ho, int Wo, int k,
+                     int pad) {
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                float *dst = col + ((size_t)(c * k + ky) * k + kx) * Ho * Wo;
+                int x0, x1;
+                valid_cols(kx, pad, W, Wo, &x0, &x1);
+                for (int oy = 0; oy < Ho; oy++) {
+                    int sy = oy + ky - pad;
+                    float *d = dst + (size_t)oy * Wo;
+                    if (sy < 0 || sy >= H) {
+                        memset(d, 0, (size_t)Wo * sizeof(float));
+                        continue;
+                    }
+                    const float *row = x + ((size_t)c * H + sy) * W;
+                    /* The zero runs are at most pad long; as loops over pad they stay inline
+                     * instead of becoming memset calls. */
+                    for (int i = 0; i < pad; i++)
+                        if (i < x0) d[i] = 0.0f;
+                    for (int ox = x0; ox < x1; ox++) d[ox] = row[ox + kx - pad];
+                    for (int i = 0; i < pad; i++)
+                        if (x1 + i < Wo) d[x1 + i] = 0.0f;
+                }
+            }
+}
+
+static void im2col(const float *x, float *col, const struct conv_shape *s) {
+    if (s->k == 3 && s->pad == 1)
+        im2col_k(x, col, s->C, s->H, s->W, s->H, s->W, 3, 1);
+    else
+        im2col_k(x, col, s->C, s->H, s->W, kernels_conv_out(s->H, s->k, s->pad),
+                 kernels_conv_out(s->W, s->k, s->pad), s->k, s->pad);
+}
+
+/* The same unfolding stored pixel-major, colT[oy*Wo + ox][c*k*k + ky*k + kx]: the weight
+ * gradient's GEMM then reads it as a plain row-major operand (packed by row copies) instead of a
+ * transposed one (packed element by element). Writes are sequential; the k rows read per channel
+ * and pixel stay in cache from one pixel to the next. */
+INLINE void im2col_t_k(const float *x, float *colT, int C, int H, int W, int Ho, int Wo, int k,
+                       int pad) {
+    size_t HW = (size_t)H * W;
+    float *d = colT;
+    for (int oy = 0; oy < Ho; oy++)
+        for (int ox = 0; ox < Wo; ox++) {
+            int sx0 = ox - pad; /* the input column under kx = 0 */
+            for (int c = 0; c < C; c++)
+                for (int ky = 0; ky < k; ky++, d += k) {
+                    int sy = oy + ky - pad;
+                    if (sy < 0 || sy >= H) {
+                        for (int kx = 0; kx < k; kx++) d[kx] = 0.0f;
+                        continue;
+                    }
+                    const float *r = x + c * HW + (size_t)sy * W;
+                    for (int kx = 0, sx = sx0; kx < k; kx++, sx++)
+                        d[kx] = sx >= 0 && sx < W ? r[sx] : 0.0f;
+                }
+        }
+}
+
+static void im2col_t(const float *x, float *colT, const struct conv_shape *s) {
+    if (s->k == 3 && s->pad == 1)
+        im2col_t_k(x, colT, s->C, s->H, s->W, s->H, s->W, 3, 1);
+    else
+        im2col_t_k(x, colT, s->C, s->H, s->W, kernels_conv_out(s->H, s->k, s->pad),
+                   kernels_conv_out(s->W, s->k, s->pad), s->k, s->pad);
+}
+
+/* The adjoint of im2col: dx[c][oy + ky - pad][ox + kx - pad] += col[(c*k*k + ky*k + kx)][oy*Wo +
+ * ox], in (ky, kx) order for each element of dx. */
+static void col2im(const float *col, float *dx, const struct conv_shape *s) {
+    int k = s->k, pad = s->pad, H = s->H, W = s->W;
+    int Ho = kernels_conv_out(H, k, pad), Wo = kernels_conv_out(W, k, pad);
+    memset(dx, 0, (size_t)s->C * H * W * sizeof(float));
+    for (int c = 0; c < s->C; c++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                const float *src = col + ((size_t)(c * k + ky) * k + kx) * Ho * Wo;
+                int x0, x1;
+                valid_cols(kx, pad, W, Wo, &x0, &x1);
+                for (int oy = 0; oy < Ho; oy++) {
+                    int sy = oy + ky - pad;
+                    if (sy < 0 || sy >= H) continue;
+                    float *row = dx + ((size_t)c * H + sy) * W;
+                    const float *r = src + (size_t)oy * Wo;
+                    for (int ox = x0; ox < x1; ox++) row[ox + kx - pad] += r[ox];
+                }
+            }
+}
+
+void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                      float *y, int relu, void *ws) {
+    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W;
+    if (use_winograd(s, C, K)) {
+        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, ws);
+        return;
+    }
+    int HWo = kernels_conv_out(H, s->k, s->pad) * kernels_conv_out(W, s->k, s->pad);
+    int Ckk = C * s->k * s->k;
+    size_t stride = per_thread_floats(s);
+#pragma omp parallel
+    {
+        float *col = (float *)ws + stride * (size_t)omp_get_thread_num();
+        float *gws = col + stride - gemm_workspace_floats();
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            float *yn = y + (size_t)n * K * HWo;
+            im2col(x + (size_t)n * C * H * W, col, s);
+            if (b)
+                for (int o = 0; o < K; o++)
+                    for (int i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
+            /* y_n[K][HWo] = (b ? y_n : 0) + w[K][Ckk] col[Ckk][HWo] */
+            gemm(K, HWo, Ckk, 1.0f, w, Ckk, 1, col, HWo, 1, b ? 1.0f : 0.0f, yn, HWo, gws);
+            if (relu)
+                for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
+        }
+    }
+}
+
+/* One image's share of the im2col backward: adds its weight and bias gradients to this thread's
+ * partials dwt[K][Ckk] and dbt[K] (each skipped when its output, dw or db, is NULL) and writes
+ * its input gradient dxn (when not NULL; col is then overwritten with d(col)). */
+static void backward_image(const struct conv_shape *s, const float *xn, const float *w,
+                           const float *dyn, float *dxn, const float *maskn, float *dwt, float *dbt,
+                           float *col, float *gws) {
+    int K = s->K, CHW = s->C * s->H * s->W, Ckk = s->C * s->k * s->k;
+    int HWo = kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
+    if (dwt) {
+        im2col_t(xn, col, s);
+        /* dwt[K][Ckk] += dy_n[K][HWo] colT[HWo][Ckk] */
+        gemm(K, Ckk, HWo, 1.0f, dyn, HWo, 1, col, Ckk, 1, 1.0f, dwt, Ckk, gws);
+    }
+    if (dbt)
+        for (int o = 0; o < K; o++) {
+            float sum = 0.0f;
+            for (int i = 0; i < HWo; i++) sum += dyn[o * HWo + i];
+            dbt[o] += sum;
+        }
+    if (dxn) {
+        /* dcol[Ckk][HWo] = w^T[Ckk][K] dy_n[K][HWo], reusing col */
+        gemm(Ckk, HWo, K, 1.0f, w, 1, Ckk, dyn, HWo, 1, 0.0f, col, HWo, gws);
+        col2im(col, dxn, s);
+        if (maskn)
+            for (int i = 0; i < CHW; i++) dxn[i] = maskn[i] > 0.0f ? dxn[i] : 0.0f;
+    }
+}
+
+/* Weight and bias gradients and, when dx is not NULL, the input gradient, all by im2col. */
+static void backward_im2col(const struct conv_shape *s, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw, float *db,
+                            const float *dx_mask, float *ws) {
+    size_t CHW = (size_t)s->C * s->H * s->W, dw_floats = (size_t)s->K * s->C * s->k * s->k;
+    size_t KHWo = (size_t)s->K * kernels_conv_out(s->H, s->k, s->pad) *
+                  kernels_conv_out(s->W, s->k, s->pad);
+    size_t stride = per_thread_floats(s), cols = col_floats(s);
+    /* The partials present: [lo, hi) of dwt[K*Ckk] followed by dbt[K]. */
+    size_t lo = dw ? 0 : dw_floats, hi = db ? dw_floats + s->K : dw_floats;
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads();
+        float *col = ws + stride * (size_t)omp_get_thread_num();
+        float *dwt = col + cols; /* [K][Ckk] then [K] */
+        float *gws = col + stride - gemm_workspace_floats();
+        memset(dwt + lo, 0, (hi - lo) * sizeof(float));
+#pragma omp for schedule(static)
+        for (int n = 0; n < s->N; n++)
+            backward_image(s, x + n * CHW, w, dy + n * KHWo, dx ? dx + n * CHW : NULL,
+                           dx && dx_mask ? dx_mask + n * CHW : NULL, dw ? dwt : NULL,
+                           db ? dwt + dw_floats : NULL, col, gws);
+        /* Sum the per-thread partials in thread order (implicit barrier above). */
+#pragma omp for schedule(static)
+        for (size_t i = lo; i < hi; i++) {
+            float sum = 0.0f;
+            for (int t = 0; t < nt; t++) sum += (ws + stride * (size_t)t + cols)[i];
+            if (i < dw_floats)
+                dw[i] = sum;
+            else
+                db[i - dw_floats] = sum;
+        }
+    }
+}
+
+void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                       float *dx, float *dw, float *db, const float *dx_mask, void *ws) {
+    int winograd_dx = dx && use_winograd(s, s->K, s->C);
+    float *im2col_dx = winograd_dx ? NULL : dx;
+    if (dw || db || im2col_dx) backward_im2col(s, x, w, dy, im2col_dx, dw, db, dx_mask, ws);
+    /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
+     * transposed filters (after the weight gradient, since both use the workspace). */
+    if (winograd_dx)
+        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, ws);
+}

@@ -1,0 +1,167 @@
+/* The interpreter on the CPU backend: the plans model_init builds from network definitions
+ * (shapes, tensor table, homes, fusion decisions, ready ranges), training of the test network
+ * through the same code path as the workshop CNN (frozen tensors stay put, the loss falls),
+ * FLOP accounting, and a bad definition refused with one line. Per-step agreement with
+ * PyTorch is tests/torch_reference.py's job. */
+#include "../app/model.h"
+#include "../common/err.h"
+#include "../common/rng.h"
+#include "../data/augment.h"
+#include "../data/cifar.h"
+#include "check.h"
+#include "test_nets.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int find_tensor(const struct model *m, const char *name) {
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* The workshop CNN's table: PyTorch's state_dict keys in order, parameters first. */
+static void test_workshop_plan(void) {
+    struct model m;
+    model_init(&m, &net_workshop_cnn, kernels_cpu(), 2, 1);
+    static const char *params[] = {"network.0.weight", "network.0.bias", "network.2.weight", "network.2.bias",
+                                   "network.5.weight", "network.5.bias", "network.6.weight", "network.6.bias",
+                                   "network.8.weight", "network.8.bias", "network.11.weight", "network.11.bias",
+                                   "network.12.weight", "network.12.bias", "network.14.weight", "network.14.bias",
+                                   "network.17.weight", "network.17.bias", "network.19.weight", "network.19.bias",
+                                   "network.21.weight", "network.21.bias"};
+    int bad = 0;
+    for (int i = 0; i < 22; i++) bad += strcmp(m.tensors[i].name, params[i]) != 0 || m.tensors[i].home != HOME_PARAMS;
+    EXPECT(bad == 0, "workshop parameter order: %d differences", bad);
+    EXPECT(m.ntensors == 22 + 6 + 3, "workshop tensors: %d", m.ntensors);
+    EXPECT(strcmp(m.tensors[22].name, "network.5.running_mean") == 0 && m.tensors[27].home == HOME_BUFFERS &&
+               strcmp(m.tensors[28].name, "network.5.num_batches_tracked") == 0 && m.tensors[30].home == HOME_COUNTER,
+           "workshop buffers and counters: %s, %s", m.tensors[22].name, m.tensors[28].name);
+    int w19 = find_tensor(&m, "network.19.weight");
+    EXPECT(w19 >= 0 && m.tensors[w19].ndim == 2 && m.tensors[w19].shape[0] == 512 && m.tensors[w19].shape[1] == 4096,
+           "linear weight shape");
+    EXPECT(m.layers[0].relu_fused && m.layers[1].relu_backward_fused && m.layers[3].relu_backward_fused &&
+               !m.layers[19].relu_fused && !m.layers[20].relu_backward_fused && m.layers[1].act == m.layers[0].act,
+           "ReLU fusion decisions");
+    EXPECT(m.layers[17].out_c == 256 && m.layers[17].out_h == 4 && m.layers[18].out_c == 4096, "shapes");
+    char desc[64];
+    model_layer_describe(&m, 6, desc, sizeof desc);
+    EXPECT(strcmp(desc, "conv 64->128 16x16") == 0, "describe: %s", desc);
+    double f0 = model_layer_flops(&m, 0, 2, 0), f0b = model_layer_flops(&m, 0, 2, 1), f2b = model_layer_flops(&m, 2, 2, 1);
+    EXPECT(f0 == 2.0 * 2 * 32 * 3 * 9 * 32 * 32 && f0b == f0 && f2b == 2 * model_layer_flops(&m, 2, 2, 0),
+           "flops: %g %g %g", f0, f0b, f2b);
+    model_free(&m);
+}
+
+/* Records the ready ranges of one backward. */
+struct ranges {
+    int n;
+    size_t begin[64], end[64];
+};
+
+static void record(void *ctx, size_t begin, size_t end) {
+    struct ranges *r = ctx;
+    CHECK(r->n < 64);
+    r->begin[r->n] = begin, r->end[r->n] = end, r->n++;
+}
+
+static void test_test_net(void) {
+    struct model m;
+    model_init(&m, &test_net, kernels_cpu(), 16, 7);
+    const struct model_layer *L = m.layers;
+    EXPECT(L[0].out_h == 31 && L[3].out_h == 15 && L[9].out_h == 5 && L[10].out_c == 400 && L[11].out_c == 10,
+           "test-net shapes: %d %d %d %d", L[0].out_h, L[3].out_h, L[9].out_h, L[10].out_c);
+    int w0 = find_tensor(&m, "0.weight"), b0 = find_tensor(&m, "0.bias"), g1 = find_tensor(&m, "2.norm1.weight");
+    int lin = find_tensor(&m, "5.weight");
+    EXPECT(w0 >= 0 && m.tensors[w0].home == HOME_BUFFERS && m.tensors[w0].shape[2] == 2 && b0 >= 0 &&
+               m.tensors[b0].home == HOME_PARAMS && g1 >= 0 && m.tensors[g1].home == HOME_BUFFERS && lin >= 0 &&
+               find_tensor(&m, "5.bias") < 0 && find_tensor(&m, "2.conv1.bias") < 0,
+           "test-net homes");
+    EXPECT(model_layer_flops(&m, 0, 1, 1) == 0.0 && model_layer_flops(&m, 11, 1, 1) == 2 * 400 * 10 * 2,
+           "flops of a frozen first layer / of the last");
+    char desc[64];
+    model_layer_describe(&m, 0, desc, sizeof desc);
+    EXPECT(strcmp(desc, "conv2 p0 3->8 32x32") == 0, "describe: %s", desc);
+
+    uint8_t *raw;
+    struct cifar_set set = check_learnable_set(256, &raw);
+    struct ranges r = {0};
+    m.grads_ready = record, m.grads_ready_ctx = &r;
+    float *frozen0 = XALLOC(m.nbuffers * 4), *frozen1 = XALLOC(m.nbuffers * 4), *p0 = XALLOC(m.nparams * 4);
+    model_get_state(&m, p0, NULL, frozen0);
+    int idx[16];
+    float first = 0, last = 0;
+    for (int step = 0; step < 40; step++) {
+        for (int i = 0; i < 16; i++) idx[i] = (step * 16 + i) % set.n;
+        struct batch *b = model_batch_next(&m);
+        augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
+        model_batch_submit(&m, 16);
+        r.n = 0;
+        model_forward_backward(&m);
+        float loss = m.grads[m.nparams];
+        if (step < 5) first += loss / 5;
+        if (step >= 35) last += loss / 5;
+        model_sgd_step(&m, 0.05f, 0.9f, 5e-4f, 1.0f);
+    }
+    /* Ready ranges: (loss, correct), then one per layer with trainable tensors (0, 2, 4, 6,
+     * 7, 11), descending and tiling [0, P + 2). */
+    int tiles = r.n == 7 && r.begin[0] == m.nparams && r.end[0] == m.nparams + 2 && r.end[r.n - 1] == r.begin[r.n - 2] &&
+                r.begin[r.n - 1] == 0;
+    for (int i = 1; i < r.n; i++) tiles &= r.end[i] == r.begin[i - 1] && r.begin[i] < r.end[i];
+    EXPECT(tiles, "ready ranges: %d of them", r.n);
+    model_get_state(&m, NULL, NULL, frozen1);
+    int moved = 0;
+    for (int t = 0; t < m.ntensors; t++) {
+        const struct model_tensor *mt = &m.tensors[t];
+        if (mt->home == HOME_BUFFERS && !mt->running)
+            moved += memcmp(frozen0 + mt->offset, frozen1 + mt->offset, mt->numel * 4) != 0;
+    }
+    EXPECT(moved == 0, "%d frozen tensors changed in training", moved);
+    EXPECT(frozen1[m.tensors[g1].offset] == 1.0f, "fixed batch-norm scale is %g", frozen1[m.tensors[g1].offset]);
+    EXPECT(m.params[m.tensors[b0].offset] != p0[m.tensors[b0].offset], "the frozen filter's bias did not train");
+    EXPECT(m.batches_tracked == 40, "num_batches_tracked %lld", (long long)m.batches_tracked);
+    EXPECT(last < 0.8f * first, "test-net did not learn: loss %.4f -> %.4f", first, last);
+    printf("test_model: test-net, 40 steps of 16: mean loss of the first 5 %.4f, of the last 5 %.4f\n", first, last);
+    free(frozen0), free(frozen1), free(p0), free(set.records), free(raw);
+    model_free(&m);
+}
+
+/* A definition whose linear layer gets an unflattened input: one line naming it, exit 1. */
+static void test_bad_definition(void) {
+    static const struct layer_def layers[] = {{LAYER_CONV, "c", 4, 3, 1, 0, 0, 0, 0},
+                                              {LAYER_LINEAR, "l", 10, 0, 0, 0, 0, 0, 0}};
+    static const struct net_def bad = {"bad-net", 10, 2, layers};
+    fflush(stdout), fflush(stderr);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        struct model m;
+        model_init(&m, &bad, kernels_cpu(), 1, 0);
+        _exit(0);
+    }
+    close(fds[1]);
+    char msg[512] = "";
+    ssize_t got = read(fds[0], msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
+               strstr(msg, "network bad-net, layer 1: linear layer on a 4x32x32 input (flatten first)"),
+           "bad definition: status %d, '%s'", status, msg);
+}
+
+int main(void) {
+    err_set_progname("test_model");
+    omp_set_num_threads(2);
+    test_workshop_plan();
+    test_test_net();
+    test_bad_definition();
+    return check_summary("test_model");
+}

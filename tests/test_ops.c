@@ -1,0 +1,863 @@
+/* test_ops: every op of struct kernels (kernels/kernels.h) on every backend this build and machine
+ * have, in the spirit of ggml's test-backend-ops. One table of cases (op, shapes, flags), each
+ * written once; one runner per op builds the inputs, computes a double-precision reference on
+ * the host straight from the op's definition, runs the op through the backend's own
+ * alloc/upload/download (never touching backend memory from the host) and compares.
+ *
+ * Columns (backends):
+ *   cpu   the whole table on the default ISA path with 1 and 3 OpenMP threads (3: more threads
+ *         than cores, and than the images of some cases), then the conv and linear cases (the
+ *         code that differs per ISA: the GEMM and the Winograd convolution) on every ISA path
+ *         this CPU has, with 2 threads;
+ *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
+ *         (TF32 off, so the GPU computes in FP32 like the CPU).
+ *
+ * Tolerances, backend result against the double reference:
+ *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
+ *       gradients), GELU: float arithmetic that differs only in summation order and rounding;
+ *   relative L2 error <= 1e-6: softmax cross-entropy (mean loss, dlogits), SGD (3 steps);
+ *   exact (==): ReLU, max pool (values, and the gradient's routing to the first maximum on
+ *       ties), the argmax count of softmax cross-entropy, the asynchronous copies;
+ *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
+ *       pixel from the wrong place is off by a multiple of the scale, about 0.017).
+ * Every output is prefilled with NaN on the backend, so an element an op fails to write is
+ * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
+ *
+ * "CPU internals" at the end: the GEMM itself on every ISA path. */
+#include "../common/err.h"
+#include "../kernels/cpu/gemm.h"
+#include "../kernels/kernels.h"
+#include "check.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-5       /* float arithmetic ops */
+#define TOL_FINE 1e-6  /* softmax cross-entropy, SGD */
+#define TOL_INPUT 1e-6 /* input_prepare, per element */
+
+/* ---- The case table ---- */
+
+enum op {
+    OP_INPUT, OP_CONV, OP_RELU, OP_GELU, OP_MAXPOOL, OP_BATCHNORM, OP_LINEAR, OP_XENT, OP_SGD, OP_COPY,
+    OP_COUNT
+};
+static const char *const op_names[OP_COUNT] = {"input_prepare", "conv", "relu", "gelu", "maxpool", "batchnorm",
+                                               "linear", "softmax_xent", "sgd_update", "async copies"};
+
+enum {
+    F_BIAS = 1 << 0,      /* conv, linear: with a bias */
+    F_RELU = 1 << 1,      /* conv: fused ReLU in the forward; maxpool: x is a ReLU output (>= 0) */
+    F_MASK = 1 << 2,      /* conv: dx through the ReLU that made x (dx_mask = x, as the model calls it) */
+    F_NO_DX = 1 << 3,     /* conv, linear: backward again with dx NULL (a first layer) */
+    F_NO_DW = 1 << 4,     /* conv: ... with dw NULL (a frozen filter) */
+    F_NO_DB = 1 << 5,     /* conv, linear: ... with db NULL (no bias) */
+    F_NO_DGAMMA = 1 << 6, /* batchnorm: ... with dgamma NULL (a frozen scale) */
+    F_NO_GRAD = 1 << 7,   /* softmax_xent: ... with dlogits NULL (evaluation) */
+    F_TIES = 1 << 8,      /* maxpool, softmax_xent: tied maxima */
+    F_INPLACE = 1 << 9,   /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
+    F_CONFIDENT = 1 << 10 /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
+};
+static const char *const flag_names[] = {"bias", "relu", "mask", "-dx", "-dw", "-db", "-dgamma", "-dlogits",
+                                         "ties", "in-place", "confident"};
+
+struct op_case {
+    enum op op;
+    unsigned flags;
+    union {
+        struct conv_shape conv;
+        struct { int N, C, H, W, k; } pool;
+        struct { int N, C, HW; float eps, momentum, offset; } bn;
+        struct { int N, I, O; float scale; } lin;
+        struct { int N, classes; } xent;
+        struct { int N, first; } input; /* images; geometry combination of the first */
+        struct { int n; float lr, momentum, weight_decay, grad_scale; int resume; } sgd;
+        int n; /* relu, gelu, async copies */
+    };
+};
+
+#define CONV(N, C, K, H, W, k, pad, f) {OP_CONV, f, .conv = {N, C, K, H, W, k, pad}}
+#define POOL(N, C, H, W, k, f) {OP_MAXPOOL, f, .pool = {N, C, H, W, k}}
+#define BN(N, C, HW, eps, mom, offset, f) {OP_BATCHNORM, f, .bn = {N, C, HW, eps, mom, offset}}
+#define LIN(N, I, O, scale, f) {OP_LINEAR, f, .lin = {N, I, O, scale}}
+
+static const struct op_case cases[] = {
+    /* input_prepare: all 81 crop offsets x 2 flips, one image each; one image alone at 8,8 flipped */
+    {OP_INPUT, 0, .input = {162, 0}},
+    {OP_INPUT, 0, .input = {1, 161}},
+
+    /* conv, im2col + GEMM: every k 1..5, pads 0, k/2 and k-1, odd sizes, channel counts that
+     * are not multiples of the vector width */
+    CONV(2, 3, 5, 6, 10, 3, 1, F_BIAS | F_MASK),           /* 3x3 same; 2 images < 3 threads */
+    CONV(1, 3, 4, 7, 5, 1, 0, F_BIAS),                     /* 1x1, batch 1 */
+    CONV(3, 5, 7, 9, 8, 2, 0, F_NO_DB),                    /* even k, valid (8x7), no bias */
+    CONV(2, 5, 3, 7, 7, 2, 1, F_BIAS | F_RELU),            /* even k, pad 1: output 8x8, larger */
+    CONV(2, 4, 6, 9, 11, 3, 0, F_BIAS | F_RELU | F_MASK),  /* 3x3 valid: 7x9 */
+    CONV(2, 3, 5, 4, 4, 3, 2, F_BIAS),                     /* 3x3 pad k-1 ("full"): 6x6 */
+    CONV(3, 17, 5, 8, 7, 4, 2, F_BIAS | F_MASK),           /* 4x4 pad k/2: 9x8 */
+    CONV(2, 3, 16, 32, 32, 5, 2, F_BIAS | F_RELU | F_NO_DX), /* 5x5 first layer on RGB, dx NULL */
+    CONV(1, 6, 5, 15, 15, 5, 0, F_NO_DB),                  /* 5x5 valid, batch 1 */
+    CONV(2, 7, 3, 5, 3, 5, 4, F_BIAS),                     /* pad k-1, image smaller than the window: 9x7 */
+    CONV(2, 17, 19, 7, 9, 3, 1, F_BIAS | F_RELU | F_MASK), /* 16+ channels but odd sizes: not Winograd */
+    CONV(4, 40, 20, 5, 3, 3, 1, F_BIAS),                   /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
+    CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW),          /* C*25 = 300 > KC with 5x5 */
+
+    /* conv, the workshop's 3x3 pad 1 on shapes that take the CPU's Winograd F(2x2, 3x3) (even H
+     * and W, 16+ channels on the side it reads and the side it writes) */
+    CONV(7, 16, 24, 4, 6, 3, 1, F_BIAS | F_RELU | F_MASK), /* chunks of images, a partial last one (N 7) */
+    CONV(2, 32, 17, 16, 16, 3, 1, F_BIAS | F_NO_DX),       /* odd K; several tiles per row */
+    /* 16+ channels on one side only: the forward reads C and writes K, dx the reverse, so a
+     * one-sided threshold would put one of them on Winograd (today's winograd_applies wants
+     * 16+ on both sides: im2col both ways) */
+    CONV(3, 24, 8, 8, 8, 3, 1, F_BIAS),
+    CONV(3, 8, 24, 8, 8, 3, 1, F_BIAS | F_RELU),
+    CONV(1, 32, 16, 4, 4, 3, 1, F_BIAS | F_RELU | F_MASK), /* batch 1: one 4x4 image, four output tiles */
+    CONV(5, 16, 32, 8, 8, 3, 1, F_BIAS | F_RELU | F_MASK | F_NO_DX),
+    CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only */
+    CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),         /* a workshop layer */
+
+    /* relu, gelu: odd lengths (vector tails), in place */
+    {OP_RELU, 0, .n = 1},
+    {OP_RELU, 0, .n = 7},
+    {OP_RELU, F_INPLACE, .n = 1001},
+    {OP_RELU, 0, .n = 4099},
+    {OP_GELU, 0, .n = 1},
+    {OP_GELU, F_INPLACE, .n = 7},
+    {OP_GELU, 0, .n = 1001},
+    {OP_GELU, F_INPLACE, .n = 4099},
+
+    /* maxpool: k 2, 3 and 4, floor (rows and columns no window covers), ties, ReLU inputs */
+    POOL(3, 4, 6, 8, 2, F_TIES),
+    POOL(2, 5, 31, 31, 2, F_TIES | F_RELU), /* 31x31 -> 15x15 */
+    POOL(1, 3, 15, 15, 3, 0),               /* -> 5x5 */
+    POOL(2, 17, 7, 7, 3, F_TIES),           /* -> 2x2, one row and column left over */
+    POOL(1, 1, 3, 3, 2, F_TIES),            /* -> 1x1 */
+    POOL(2, 3, 17, 9, 4, F_TIES | F_RELU),  /* -> 4x2 */
+    POOL(2, 64, 16, 16, 2, F_RELU),         /* a workshop layer */
+
+    /* batchnorm: train (y, saved and running statistics), eval, backward */
+    BN(5, 3, 12, 1e-5f, 0.1f, 0, 0),
+    BN(1, 17, 49, 1e-5f, 0.1f, 0, 0),              /* batch 1 */
+    BN(4, 5, 1, 1e-5f, 0.1f, 0, 0),                /* 1x1 maps: N values per channel */
+    BN(7, 16, 36, 1e-12f, 0.4f, 0, F_NO_DGAMMA),   /* tiny eps, momentum 0.4, frozen gamma */
+    BN(3, 5, 9, 1e-5f, 0.1f, 6.0f, 0),             /* mean large against the spread */
+    BN(32, 64, 256, 1e-5f, 0.1f, 0, 0),            /* 8192 values per channel */
+    BN(2, 3, 1024, 1e-5f, 0.1f, 0, F_NO_DGAMMA),   /* 32x32 maps */
+
+    /* linear: y = scale (x w^T + b) */
+    LIN(9, 70, 33, 1.0f, F_BIAS),
+    LIN(130, 300, 520, 1.0f, F_BIAS),        /* straddles the GEMM's MC, KC and NC blocks */
+    LIN(1, 5, 10, 1.0f, F_BIAS | F_NO_DX),   /* batch 1, dx NULL */
+    LIN(7, 17, 3, 1.0f / 9, F_NO_DB),        /* scale 1/9 without bias */
+    LIN(64, 512, 10, 0.125f, F_BIAS),        /* a classifier head */
+    LIN(3, 1, 2, 2.0f, F_BIAS | F_NO_DX | F_NO_DB),
+
+    /* softmax_xent: mean loss, argmax count (first maximum wins), dlogits */
+    {OP_XENT, F_CONFIDENT | F_TIES, .xent = {7, 10}},
+    {OP_XENT, F_NO_GRAD, .xent = {300, 10}}, /* more rows than threads */
+    {OP_XENT, 0, .xent = {1, 3}},
+    {OP_XENT, F_TIES | F_NO_GRAD | F_CONFIDENT, .xent = {33, 100}},
+
+    /* sgd_update: 3 steps */
+    {OP_SGD, 0, .sgd = {5, 0.1f, 0.9f, 5e-4f, 0.5f, 0}},
+    {OP_SGD, 0, .sgd = {1001, 0.05f, 0.9f, 5e-4f, 0.5f, 0}},
+    {OP_SGD, 0, .sgd = {1, 0.2f, 0.0f, 0.0f, 1.0f, 0}},      /* plain SGD */
+    {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1}}, /* resumed: momentum not zero */
+
+    /* the asynchronous copies around an op */
+    {OP_COPY, 0, .n = 1001},
+    {OP_COPY, 0, .n = 1 << 20},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* ---- Buffers of one case (freed when it ends), the backend under test, messages ---- */
+
+static const struct kernels *B; /* the backend under test */
+static char where[96];          /* the column: "cpu avx512, 3 threads" */
+static char what[192];          /* the case: "conv N2 C3 K5 6x10 k3 pad 1 bias mask" */
+static unsigned seed;           /* reset per case, so every backend sees the same inputs */
+
+enum { MAX_BUFS = 64 };
+static void *host_bufs[MAX_BUFS], *dev_bufs[MAX_BUFS];
+static int n_host, n_dev;
+
+static void *hnew(size_t bytes) {
+    CHECK(n_host < MAX_BUFS);
+    return host_bufs[n_host++] = XALLOC(bytes);
+}
+static double *dnew(size_t n) { return hnew(n * sizeof(double)); }
+static float *hfill(size_t n, float lo, float hi) {
+    float *p = hnew(n * sizeof(float));
+    check_fill(p, n, lo, hi, seed++);
+    return p;
+}
+
+static void *dev_alloc(size_t bytes) {
+    CHECK(n_dev < MAX_BUFS);
+    return dev_bufs[n_dev++] = B->alloc(bytes);
+}
+static void *dev_copy(const void *host, size_t bytes) {
+    void *d = dev_alloc(bytes);
+    B->upload(d, host, bytes);
+    return d;
+}
+static float *dev_of(const float *host, size_t n) { return dev_copy(host, n * sizeof(float)); }
+/* An output buffer holding NaN, so that an element the op does not write shows. */
+static float *dev_nan(size_t n) {
+    float *h = hnew(n * sizeof(float));
+    memset(h, 0xff, n * sizeof(float));
+    return dev_of(h, n);
+}
+static float *host_of(const float *d, size_t n) {
+    float *h = hnew(n * sizeof(float));
+    B->download(h, d, n * sizeof(float));
+    return h;
+}
+static void release_case(void) {
+    while (n_dev) B->free(dev_bufs[--n_dev]);
+    while (n_host) free(host_bufs[--n_host]);
+}
+
+/* what = the formatted case followed by its flags. */
+static void name_case(const struct op_case *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void name_case(const struct op_case *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    for (size_t i = 0; i < sizeof flag_names / sizeof flag_names[0]; i++)
+        if (c->flags & 1u << i && len < (int)sizeof what)
+            len += snprintf(what + len, sizeof what - len, " %s", flag_names[i]);
+}
+
+/* h[n] (a download) against ref[n]: relative L2 error <= tol. */
+static void expect_rel(const char *out, const float *h, const double *ref, size_t n, double tol) {
+    double e = check_rel_l2(h, ref, n);
+    EXPECT(e <= tol, "%s: %s: %s: rel L2 error %.3g > %.0e", where, what, out, e, tol);
+}
+
+/* Every element of h[n] within tol of ref[n] (tol 0: equal). */
+static void expect_abs(const char *out, const float *h, const double *ref, size_t n, double tol) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(h[i] - ref[i]) <= tol) && bad++ == 0) first = i;
+    EXPECT(bad == 0, "%s: %s: %s: %zu of %zu elements off by more than %g, first [%zu] %.9g (want %.9g)", where,
+           what, out, bad, n, tol, first, bad ? h[first] : 0.0, bad ? ref[first] : 0.0);
+}
+
+/* Two backend arrays bit for bit equal. */
+static void expect_same(const char *out, const float *d1, const float *d2, size_t n) {
+    EXPECT(memcmp(host_of(d1, n), host_of(d2, n), n * sizeof(float)) == 0,
+           "%s: %s: %s differs from the run with every output", where, what, out);
+}
+
+/* ---- input_prepare ---- */
+
+/* The CIFAR-10 normalisation (augment_scale_shift), rounded. */
+static const float in_scale[3] = {0.0171f, 0.0175f, 0.0174f}, in_shift[3] = {-1.99f, -1.98f, -1.71f};
+
+/* Geometry combination g (0..161) as {dx, dy, flip}: every offset pair, then flipped. */
+static void geometry(int g, int *geom) { geom[0] = g % 9, geom[1] = g / 9 % 9, geom[2] = g / 81 % 2; }
+
+static void input_reference(const unsigned char *img, const int *geom, double *x, int N) {
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < 32; y++)
+                for (int px = 0; px < 32; px++) {
+                    const int *g = geom + 3 * n;
+                    int sx = (g[2] ? 31 - px : px) + g[0] - 4, sy = y + g[1] - 4; /* crop, then flip */
+                    int in = sx >= 0 && sx < 32 && sy >= 0 && sy < 32;
+                    double v = in ? img[((size_t)n * 3 + c) * 1024 + sy * 32 + sx] : 0.0;
+                    x[((size_t)n * 3 + c) * 1024 + y * 32 + px] = v * in_scale[c] + in_shift[c];
+                }
+}
+
+static void run_input(const struct op_case *c) {
+    int N = c->input.N;
+    size_t n = (size_t)N * 3072;
+    name_case(c, "input_prepare N%d from geometry %d", N, c->input.first);
+    unsigned char *img = hnew(n);
+    int *geom = hnew((size_t)N * 3 * sizeof(int));
+    for (size_t i = 0; i < n; i++) img[i] = (unsigned char)((i + seed) * 2654435761u >> 24);
+    for (int i = 0; i < N; i++) geometry(c->input.first + i, geom + 3 * i);
+    double *ref = dnew(n);
+    input_reference(img, geom, ref, N);
+    float *x = dev_nan(n);
+    B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift);
+    expect_abs("x", host_of(x, n), ref, n, TOL_INPUT);
+}
+
+/* ---- conv ---- */
+
+static void conv_sizes(const struct conv_shape *s, size_t *nx, size_t *nw, size_t *ny) {
+    int Ho = s->H + 2 * s->pad - s->k + 1, Wo = s->W + 2 * s->pad - s->k + 1;
+    *nx = (size_t)s->N * s->C * s->H * s->W, *nw = (size_t)s->K * s->C * s->k * s->k;
+    *ny = (size_t)s->N * s->K * Ho * Wo;
+}
+
+/* y (no ReLU), and from dy: dx, dw, db (accumulated into zeroed arrays), by the definition. */
+static void conv_reference(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                           const float *dy, double *y, double *dx, double *dw, double *db) {
+    int Ho = s->H + 2 * s->pad - s->k + 1, Wo = s->W + 2 * s->pad - s->k + 1, k = s->k;
+    for (int n = 0; n < s->N; n++)
+        for (int o = 0; o < s->K; o++)
+            for (int i = 0; i < Ho; i++)
+                for (int j = 0; j < Wo; j++) {
+                    size_t yi = (((size_t)n * s->K + o) * Ho + i) * Wo + j;
+                    double acc = b ? b[o] : 0.0;
+                    for (int c = 0; c < s->C; c++)
+                        for (int u = 0; u < k; u++)
+                            for (int v = 0; v < k; v++) {
+                                int si = i + u - s->pad, sj = j + v - s->pad;
+                                if (si < 0 || si >= s->H || sj < 0 || sj >= s->W) continue;
+                                size_t xi = (((size_t)n * s->C + c) * s->H + si) * s->W + sj;
+                                size_t wi = (((size_t)o * s->C + c) * k + u) * k + v;
+                                acc += (double)x[xi] * w[wi];
+                                dx[xi] += (double)dy[yi] * w[wi];
+                                dw[wi] += (double)dy[yi] * x[xi];
+                            }
+                    y[yi] = acc;
+                    db[o] += dy[yi];
+                }
+}
+
+/* The backward again with the outputs the case names set to NULL: the others bit for bit as
+ * in the run with all of them (dx, dw, db). */
+static void conv_skipped(const struct op_case *c, const float *x, const float *w, const float *dy,
+                         const float *mask, void *ws, const float *dx, const float *dw, const float *db) {
+    unsigned f = c->flags;
+    if (!(f & (F_NO_DX | F_NO_DW | F_NO_DB))) return;
+    size_t nx, nw, ny;
+    conv_sizes(&c->conv, &nx, &nw, &ny);
+    float *vdx = f & F_NO_DX ? NULL : dev_nan(nx), *vdw = f & F_NO_DW ? NULL : dev_nan(nw);
+    float *vdb = f & F_NO_DB ? NULL : dev_nan(c->conv.K);
+    B->conv_backward(&c->conv, x, w, dy, vdx, vdw, vdb, mask, ws);
+    if (vdx) expect_same("dx with other outputs NULL", vdx, dx, nx);
+    if (vdw) expect_same("dw with other outputs NULL", vdw, dw, nw);
+    if (vdb) expect_same("db with other outputs NULL", vdb, db, c->conv.K);
+}
+
+static void run_conv(const struct op_case *c) {
+    const struct conv_shape *s = &c->conv;
+    size_t nx, nw, ny;
+    conv_sizes(s, &nx, &nw, &ny);
+    name_case(c, "conv N%d C%d K%d %dx%d k%d pad %d", s->N, s->C, s->K, s->H, s->W, s->k, s->pad);
+    EXPECT(kernels_conv_out(s->H, s->k, s->pad) == s->H + 2 * s->pad - s->k + 1, "%s: kernels_conv_out", what);
+    float *x = hfill(nx, -1, 1), *w = hfill(nw, -0.5f, 0.5f), *dy = hfill(ny, -1, 1);
+    float *b = c->flags & F_BIAS ? hfill(s->K, -1, 1) : NULL;
+    double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(s->K);
+    conv_reference(s, x, w, b, dy, ry, rdx, rdw, rdb);
+    for (size_t i = 0; i < ny && c->flags & F_RELU; i++) ry[i] = ry[i] > 0 ? ry[i] : 0.0;
+    for (size_t i = 0; i < nx && c->flags & F_MASK; i++) rdx[i] = x[i] > 0 ? rdx[i] : 0.0;
+
+    float *gx = dev_of(x, nx), *gw = dev_of(w, nw), *gdy = dev_of(dy, ny), *gb = b ? dev_of(b, s->K) : NULL;
+    const float *mask = c->flags & F_MASK ? gx : NULL;
+    void *ws = dev_alloc(B->conv_workspace(s));
+    float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
+    B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws);
+    expect_rel("y", host_of(gy, ny), ry, ny, TOL);
+    B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws);
+    expect_rel("dx", host_of(gdx, nx), rdx, nx, TOL);
+    expect_rel("dw", host_of(gdw, nw), rdw, nw, TOL);
+    expect_rel("db", host_of(gdb, s->K), rdb, s->K, TOL);
+    conv_skipped(c, gx, gw, gdy, mask, ws, gdx, gdw, gdb);
+}
+
+/* ---- relu, gelu ---- */
+
+static void run_relu(const struct op_case *c) {
+    size_t n = (size_t)c->n;
+    name_case(c, "relu n %zu", n);
+    float *x = hfill(n, -1, 1), *dy = hfill(n, -1, 1);
+    for (size_t i = 0; i < n; i += 5) x[i] = i % 10 ? 0.0f : -0.0f; /* y = 0 and dx = 0 at zeros */
+    double *ry = dnew(n), *rdx = dnew(n);
+    for (size_t i = 0; i < n; i++) ry[i] = x[i] > 0 ? x[i] : 0.0, rdx[i] = x[i] > 0 ? dy[i] : 0.0;
+    float *gx = dev_of(x, n), *gy = c->flags & F_INPLACE ? gx : dev_nan(n);
+    B->relu_forward(gx, gy, n);
+    expect_abs("y", host_of(gy, n), ry, n, 0);
+    float *gdy = dev_of(dy, n), *gdx = c->flags & F_INPLACE ? gdy : dev_nan(n);
+    B->relu_backward(gy, gdy, gdx, n);
+    expect_abs("dx", host_of(gdx, n), rdx, n, 0);
+}
+
+static void run_gelu(const struct op_case *c) {
+    size_t n = (size_t)c->n;
+    name_case(c, "gelu n %zu", n);
+    float *x = hfill(n, -6, 6), *dy = hfill(n, -1, 1);
+    x[0] = n > 1 ? 0.0f : x[0], x[n - 1] = n > 2 ? -12.0f : x[n - 1]; /* 0 and a far tail */
+    double *ry = dnew(n), *rdx = dnew(n);
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i], phi_cdf = 0.5 * (1 + erf(v / sqrt(2.0))), phi = exp(-v * v / 2) / sqrt(2 * M_PI);
+        ry[i] = v * phi_cdf, rdx[i] = dy[i] * (phi_cdf + v * phi);
+    }
+    float *gx = dev_of(x, n), *gy = dev_nan(n);
+    B->gelu_forward(gx, gy, n);
+    expect_rel("y", host_of(gy, n), ry, n, TOL);
+    float *gdy = dev_of(dy, n), *gdx = c->flags & F_INPLACE ? gdy : dev_nan(n);
+    B->gelu_backward(gx, gdy, gdx, n);
+    expect_rel("dx", host_of(gdx, n), rdx, n, TOL);
+}
+
+/* ---- maxpool ---- */
+
+/* y = the max of each k x k window of x[Q][H][W]; dy routed to the window's first maximum
+ * (row-major) into dx[0], and into dx[1] through a ReLU (0 where that max <= 0). Returns the
+ * number of windows with a tied maximum. */
+static int maxpool_reference(const float *x, const float *dy, double *y, double *dx[2], int Q, int H, int W,
+                             int k) {
+    int Ho = H / k, Wo = W / k, ties = 0;
+    for (int q = 0; q < Q; q++)
+        for (int i = 0; i < Ho; i++)
+            for (int j = 0; j < Wo; j++) {
+                const float *xq = x + (size_t)q * H * W;
+                int best = i * k * W + j * k, nmax = 0;
+                for (int u = 0; u < k; u++)
+                    for (int v = 0; v < k; v++) {
+                        int at = (i * k + u) * W + j * k + v;
+                        if (xq[at] > xq[best]) best = at, nmax = 1;
+                        else nmax += xq[at] == xq[best];
+                    }
+                ties += nmax > 1;
+                size_t yi = ((size_t)q * Ho + i) * Wo + j, xi = (size_t)q * H * W + best;
+                y[yi] = xq[best];
+                dx[0][xi] = dy[yi];
+                dx[1][xi] = xq[best] > 0 ? dy[yi] : 0.0;
+            }
+    return ties;
+}
+
+static void run_maxpool(const struct op_case *c) {
+    int N = c->pool.N, C = c->pool.C, H = c->pool.H, W = c->pool.W, k = c->pool.k;
+    size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * (H / k) * (W / k);
+    name_case(c, "maxpool N%d C%d %dx%d k%d", N, C, H, W, k);
+    float *x = hfill(nx, -1, 1), *dy = hfill(ny, -1, 1);
+    for (size_t i = 0; i < nx; i++) {
+        if (c->flags & F_TIES) x[i] = roundf(x[i] * 2) / 2; /* 5 values: windows often tie */
+        if (c->flags & F_RELU) x[i] = x[i] > 0 ? x[i] : 0.0f;
+    }
+    for (size_t q = 0; q < (size_t)N * C && c->flags & F_TIES; q++) /* the first window always */
+        x[q * H * W] = x[q * H * W + 1] = 1.0f;
+    double *ry = dnew(ny), *rdx[2] = {dnew(nx), dnew(nx)};
+    int ties = maxpool_reference(x, dy, ry, rdx, N * C, H, W, k);
+    EXPECT(!(c->flags & F_TIES) || ties > 0, "%s: %s: no tied window", where, what);
+    float *gx = dev_of(x, nx), *gdy = dev_of(dy, ny), *gy = dev_nan(ny);
+    B->maxpool_forward(gx, gy, N, C, H, W, k);
+    expect_abs("y", host_of(gy, ny), ry, ny, 0);
+    for (int relu = 0; relu < 2; relu++) {
+        float *gdx = dev_nan(nx);
+        B->maxpool_backward(gx, gdy, gdx, N, C, H, W, k, relu);
+        expect_abs(relu ? "dx through ReLU" : "dx", host_of(gdx, nx), rdx[relu], nx, 0);
+    }
+}
+
+/* ---- batchnorm ---- */
+
+struct bn_data {
+    float *x, *dy, *gamma, *beta, *rm, *rv;                                  /* inputs */
+    double *y, *mean, *invstd, *rm_new, *rv_new, *dx, *dgamma, *dbeta, *y_eval; /* reference */
+};
+
+/* Every element k of channel ch in x[N][C][HW]. */
+#define FOR_CHANNEL(k)                                                                       \
+    for (int n_ = 0; n_ < N; n_++)                                                           \
+        for (size_t k = ((size_t)n_ * C + ch) * HW, end_ = k + HW; k < end_; k++)
+
+static void bn_reference(const struct op_case *c, struct bn_data *d) {
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
+    double cnt = (double)N * HW, eps = c->bn.eps, mom = c->bn.momentum;
+    for (int ch = 0; ch < C; ch++) {
+        double s = 0, sq = 0, sdy = 0, sdyx = 0;
+        FOR_CHANNEL(k) s += d->x[k];
+        double mu = s / cnt;
+        FOR_CHANNEL(k) sq += (d->x[k] - mu) * (d->x[k] - mu);
+        double is = 1 / sqrt(sq / cnt + eps), eval_is = 1 / sqrt(d->rv[ch] + eps);
+        FOR_CHANNEL(k) {
+            double xh = (d->x[k] - mu) * is;
+            d->y[k] = xh * d->gamma[ch] + d->beta[ch];
+            d->y_eval[k] = (d->x[k] - d->rm[ch]) * eval_is * d->gamma[ch] + d->beta[ch];
+            sdy += d->dy[k], sdyx += d->dy[k] * xh;
+        }
+        FOR_CHANNEL(k) d->dx[k] = d->gamma[ch] * is * (d->dy[k] - sdy / cnt - (d->x[k] - mu) * is * sdyx / cnt);
+        d->mean[ch] = mu, d->invstd[ch] = is, d->dgamma[ch] = sdyx, d->dbeta[ch] = sdy;
+        d->rm_new[ch] = (1 - mom) * d->rm[ch] + mom * mu;
+        d->rv_new[ch] = (1 - mom) * d->rv[ch] + mom * sq / (cnt - 1);
+    }
+}
+
+static void bn_inputs(const struct op_case *c, struct bn_data *d) {
+    size_t n = (size_t)c->bn.N * c->bn.C * c->bn.HW, C = (size_t)c->bn.C;
+    d->x = hfill(n, -2 + c->bn.offset, 3 + c->bn.offset), d->dy = hfill(n, -1, 1);
+    d->gamma = hfill(C, 0.5f, 1.5f), d->beta = hfill(C, -1, 1);
+    d->rm = hfill(C, -0.2f, 0.2f), d->rv = hfill(C, 0.5f, 2);
+    double **refs[] = {&d->y, &d->dx, &d->y_eval, /* per element, then per channel */
+                       &d->mean, &d->invstd, &d->rm_new, &d->rv_new, &d->dgamma, &d->dbeta};
+    for (int i = 0; i < 9; i++) *refs[i] = dnew(i < 3 ? n : C);
+    bn_reference(c, d);
+}
+
+/* The backward with every output, then (F_NO_DGAMMA) with dgamma NULL. */
+static void bn_backward(const struct op_case *c, const struct bn_data *d, const float *gx, const float *ggamma,
+                        const float *gmean, const float *ginvstd) {
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
+    size_t n = (size_t)N * C * HW;
+    float *gdy = dev_of(d->dy, n), *gdx = dev_nan(n), *gdg = dev_nan(C), *gdb = dev_nan(C);
+    B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb, N, C, HW);
+    expect_rel("dx", host_of(gdx, n), d->dx, n, TOL);
+    expect_rel("dgamma", host_of(gdg, C), d->dgamma, C, TOL);
+    expect_rel("dbeta", host_of(gdb, C), d->dbeta, C, TOL);
+    if (!(c->flags & F_NO_DGAMMA)) return;
+    float *vdx = dev_nan(n), *vdb = dev_nan(C);
+    B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, vdx, NULL, vdb, N, C, HW);
+    expect_same("dx with dgamma NULL", vdx, gdx, n);
+    expect_same("dbeta with dgamma NULL", vdb, gdb, C);
+}
+
+static void run_batchnorm(const struct op_case *c) {
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
+    size_t n = (size_t)N * C * HW;
+    name_case(c, "batchnorm N%d C%d HW%d eps %g momentum %g x offset %g", N, C, HW, c->bn.eps, c->bn.momentum,
+              c->bn.offset);
+    struct bn_data d;
+    bn_inputs(c, &d);
+    float *gx = dev_of(d.x, n), *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
+    float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gy = dev_nan(n), *gm = dev_nan(C), *gi = dev_nan(C);
+    B->batchnorm_forward_train(gx, gg, gb, gy, gm, gi, grm, grv, c->bn.momentum, c->bn.eps, N, C, HW);
+    expect_rel("y (train)", host_of(gy, n), d.y, n, TOL);
+    expect_rel("save_mean", host_of(gm, C), d.mean, C, TOL);
+    expect_rel("save_invstd", host_of(gi, C), d.invstd, C, TOL);
+    expect_rel("running_mean", host_of(grm, C), d.rm_new, C, TOL);
+    expect_rel("running_var", host_of(grv, C), d.rv_new, C, TOL);
+    bn_backward(c, &d, gx, gg, gm, gi);
+    float *erm = dev_of(d.rm, C), *erv = dev_of(d.rv, C), *gye = dev_nan(n);
+    B->batchnorm_forward_eval(gx, gg, gb, erm, erv, c->bn.eps, gye, N, C, HW);
+    expect_rel("y (eval)", host_of(gye, n), d.y_eval, n, TOL);
+}
+
+/* ---- linear ---- */
+
+static void linear_reference(const struct op_case *c, const float *x, const float *w, const float *b,
+                             const float *dy, double *y, double *dx, double *dw, double *db) {
+    int N = c->lin.N, I = c->lin.I, O = c->lin.O;
+    double s = c->lin.scale;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            double acc = b ? b[o] : 0.0, g = s * dy[(size_t)n * O + o];
+            for (int i = 0; i < I; i++) {
+                acc += (double)x[(size_t)n * I + i] * w[(size_t)o * I + i];
+                dx[(size_t)n * I + i] += g * w[(size_t)o * I + i];
+                dw[(size_t)o * I + i] += g * x[(size_t)n * I + i];
+            }
+            y[(size_t)n * O + o] = s * acc;
+            db[o] += g;
+        }
+}
+
+static void run_linear(const struct op_case *c) {
+    int N = c->lin.N, I = c->lin.I, O = c->lin.O;
+    size_t nx = (size_t)N * I, nw = (size_t)O * I, ny = (size_t)N * O;
+    float sc = c->lin.scale;
+    name_case(c, "linear N%d I%d O%d scale %g", N, I, O, sc);
+    float *x = hfill(nx, -1, 1), *w = hfill(nw, -0.1f, 0.1f), *dy = hfill(ny, -1, 1);
+    float *b = c->flags & F_BIAS ? hfill(O, -1, 1) : NULL;
+    double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(O);
+    linear_reference(c, x, w, b, dy, ry, rdx, rdw, rdb);
+    float *gx = dev_of(x, nx), *gw = dev_of(w, nw), *gdy = dev_of(dy, ny), *gb = b ? dev_of(b, O) : NULL;
+    void *ws = dev_alloc(B->linear_workspace(N, I, O));
+    float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(O);
+    B->linear_forward(gx, gw, gb, gy, N, I, O, sc, ws);
+    expect_rel("y", host_of(gy, ny), ry, ny, TOL);
+    B->linear_backward(gx, gw, gdy, gdx, gdw, gdb, N, I, O, sc, ws);
+    expect_rel("dx", host_of(gdx, nx), rdx, nx, TOL);
+    expect_rel("dw", host_of(gdw, nw), rdw, nw, TOL);
+    expect_rel("db", host_of(gdb, O), rdb, O, TOL);
+    if (!(c->flags & (F_NO_DX | F_NO_DB))) return;
+    float *vdx = c->flags & F_NO_DX ? NULL : dev_nan(nx), *vdw = dev_nan(nw);
+    float *vdb = c->flags & F_NO_DB ? NULL : dev_nan(O);
+    B->linear_backward(gx, gw, gdy, vdx, vdw, vdb, N, I, O, sc, ws);
+    expect_same("dw with other outputs NULL", vdw, gdw, nw);
+    if (vdx) expect_same("dx with db NULL", vdx, gdx, nx);
+    if (vdb) expect_same("db with dx NULL", vdb, gdb, O);
+}
+
+/* ---- softmax_xent ---- */
+
+/* Logits in [-5, 5); F_CONFIDENT: 100 at the label of row 3 (right) and next to the label of
+ * row 5 (wrong); F_TIES: rows whose maximum is tied, with the label the first or the second of
+ * the tie. */
+static void xent_inputs(const struct op_case *c, float *z, int *labels) {
+    int N = c->xent.N, K = c->xent.classes;
+    for (int n = 0; n < N; n++) labels[n] = (int)((n * 7u + seed) % (unsigned)K);
+    for (int n = 0; n < N && c->flags & F_TIES; n++) {
+        int other = (labels[n] + (n % 2 ? K - 1 : 1)) % K; /* before or after the label, mod K */
+        if (n % 3 == 1) z[n * K + labels[n]] = z[n * K + other] = 9.0f;
+    }
+    if (c->flags & F_CONFIDENT && N > 5) z[3 * K + labels[3]] = 100.0f, z[5 * K + (labels[5] + 1) % K] = 100.0f;
+}
+
+/* Mean loss; dz = (softmax - onehot) / N; *correct: rows whose first maximum is the label. */
+static double xent_reference(const float *z, const int *labels, int N, int K, double *dz, int *correct) {
+    double loss = 0;
+    *correct = 0;
+    for (int n = 0; n < N; n++) {
+        const float *zn = z + (size_t)n * K;
+        int arg = 0;
+        for (int j = 1; j < K; j++) arg = zn[j] > zn[arg] ? j : arg;
+        double s = 0;
+        for (int j = 0; j < K; j++) s += exp((double)zn[j] - zn[arg]);
+        loss += zn[arg] + log(s) - zn[labels[n]];
+        *correct += arg == labels[n];
+        for (int j = 0; j < K; j++)
+            dz[(size_t)n * K + j] = (exp((double)zn[j] - zn[arg]) / s - (j == labels[n])) / N;
+    }
+    return loss / N;
+}
+
+static void run_xent(const struct op_case *c) {
+    int N = c->xent.N, K = c->xent.classes, correct;
+    size_t nz = (size_t)N * K;
+    name_case(c, "softmax_xent N%d classes %d", N, K);
+    float *z = hfill(nz, -5, 5);
+    int *labels = hnew((size_t)N * sizeof(int));
+    xent_inputs(c, z, labels);
+    double *rdz = dnew(nz), loss = xent_reference(z, labels, N, K, rdz, &correct);
+    float *gz = dev_of(z, nz), *gdz = dev_nan(nz), *gout = dev_nan(2);
+    int *glab = dev_copy(labels, (size_t)N * sizeof(int));
+    B->softmax_xent(gz, glab, gdz, gout, N, K);
+    float *out = host_of(gout, 2);
+    EXPECT(fabs(out[0] - loss) <= TOL_FINE * fabs(loss), "%s: %s: loss %.9g, want %.9g", where, what, out[0],
+           loss);
+    EXPECT(out[1] == correct, "%s: %s: correct %g, want %d", where, what, out[1], correct);
+    expect_rel("dlogits", host_of(gdz, nz), rdz, nz, TOL_FINE);
+    if (!(c->flags & F_NO_GRAD)) return;
+    float *vout = dev_nan(2);
+    B->softmax_xent(gz, glab, NULL, vout, N, K);
+    expect_same("out with dlogits NULL", vout, gout, 2);
+}
+
+/* ---- sgd_update ---- */
+
+static void run_sgd(const struct op_case *c) {
+    size_t n = (size_t)c->sgd.n;
+    double lr = c->sgd.lr, mom = c->sgd.momentum, wd = c->sgd.weight_decay, gs = c->sgd.grad_scale;
+    name_case(c, "sgd_update n %zu lr %g momentum %g weight decay %g grad scale %g%s", n, lr, mom, wd, gs,
+              c->sgd.resume ? " resumed" : "");
+    float *p = hfill(n, -1, 1), *m = c->sgd.resume ? hfill(n, -0.5f, 0.5f) : hnew(n * sizeof(float));
+    double *rp = dnew(n), *rm = dnew(n);
+    for (size_t i = 0; i < n; i++) rp[i] = p[i], rm[i] = m[i];
+    float *gp = dev_of(p, n), *gm = dev_of(m, n), *gg = dev_nan(n);
+    for (int step = 0; step < 3; step++) {
+        float *g = hfill(n, -1, 1);
+        B->upload(gg, g, n * sizeof(float));
+        B->sgd_update(gp, gg, gm, n, c->sgd.lr, c->sgd.momentum, c->sgd.weight_decay, c->sgd.grad_scale);
+        for (size_t i = 0; i < n; i++) {
+            rm[i] = mom * rm[i] + gs * g[i] + wd * rp[i];
+            rp[i] -= lr * rm[i];
+        }
+    }
+    expect_rel("params after 3 steps", host_of(gp, n), rp, n, TOL_FINE);
+    expect_rel("momentum after 3 steps", host_of(gm, n), rm, n, TOL_FINE);
+}
+
+/* ---- the asynchronous copies ---- */
+
+/* upload_async -> compute_wait -> relu_forward -> download_async -> event_wait, with the
+ * host buffers from host_alloc; plus a bytes-0 download_async that only marks a point. */
+static void run_copy(const struct op_case *c) {
+    size_t n = (size_t)c->n, bytes = n * sizeof(float);
+    name_case(c, "async copies n %zu", n);
+    float *x = hfill(n, -1, 1);
+    double *ref = dnew(n);
+    for (size_t i = 0; i < n; i++) ref[i] = x[i] > 0 ? x[i] : 0.0;
+    float *hin = B->host_alloc(bytes), *hout = B->host_alloc(bytes), *gx = dev_nan(n), *gy = dev_nan(n);
+    memcpy(hin, x, bytes);
+    memset(hout, 0xff, bytes);
+    struct kernels_event *up = B->event_create(), *down = B->event_create(), *mark = B->event_create();
+    B->upload_async(gx, hin, bytes, up);
+    B->compute_wait(up);
+    B->relu_forward(gx, gy, n);
+    B->download_async(hout, gy, bytes, down);
+    B->download_async(hout, gy, 0, mark);
+    B->event_wait(down);
+    B->event_wait(mark);
+    EXPECT(B->event_done(up) && B->event_done(down) && B->event_done(mark), "%s: %s: event_done 0 after the wait",
+           where, what);
+    expect_abs("downloaded y", hout, ref, n, 0);
+    B->event_destroy(up), B->event_destroy(down), B->event_destroy(mark);
+    B->host_free(hin), B->host_free(hout);
+}
+
+/* ---- The runner ---- */
+
+typedef void run_fn(const struct op_case *c);
+static run_fn *const runners[] = {
+    [OP_INPUT] = run_input, [OP_CONV] = run_conv,   [OP_RELU] = run_relu,     [OP_GELU] = run_gelu,
+    [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm, [OP_LINEAR] = run_linear,
+    [OP_XENT] = run_xent,   [OP_SGD] = run_sgd,     [OP_COPY] = run_copy,
+};
+_Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
+
+/* The table on backend B (only the conv and linear cases when per_isa_only), as column `where`. */
+static void run_cases(int per_isa_only) {
+    double t0 = omp_get_wtime();
+    int ran = 0;
+    for (size_t i = 0; i < NCASES; i++) {
+        const struct op_case *c = &cases[i];
+        if (per_isa_only && c->op != OP_CONV && c->op != OP_LINEAR) continue;
+        seed = 1000u * (unsigned)i + 1;
+        runners[c->op](c);
+        release_case();
+        ran++;
+    }
+    printf("test_ops: %s: %d cases in %.2f s\n", where, ran, omp_get_wtime() - t0);
+    fflush(stdout);
+}
+
+static void print_table(void) {
+    int count[OP_COUNT] = {0};
+    for (size_t i = 0; i < NCASES; i++) count[cases[i].op]++;
+    printf("test_ops: %zu cases:", NCASES);
+    for (int op = 0; op < OP_COUNT; op++)
+        printf(" %s %d%s", op_names[op], count[op], op + 1 < OP_COUNT ? "," : "\n");
+}
+
+/* ---- kernels_check ---- */
+
+static void expect_complete(const struct kernels *k) {
+    struct err e = {""};
+    EXPECT(kernels_check(k, &e) == 0, "%s: kernels_check: %s", k->name, e.msg);
+}
+
+/* A copy of the CPU table with one op NULL: kernels_check must refuse it, naming the op. */
+static void expect_check_names(const struct kernels *t, const char *op) {
+    struct err e = {""};
+    int rc = kernels_check(t, &e);
+    EXPECT(rc == -1 && strstr(e.msg, op), "kernels_check with %s NULL: %d \"%s\"", op, rc, e.msg);
+}
+
+static void check_catches_null(void) {
+    struct kernels t = *kernels_cpu();
+    t.input_prepare = NULL;
+    expect_check_names(&t, "input_prepare");
+    t = *kernels_cpu();
+    t.gelu_backward = NULL;
+    expect_check_names(&t, "gelu_backward");
+    t = *kernels_cpu();
+    t.sgd_update = NULL;
+    expect_check_names(&t, "sgd_update");
+}
+
+/* ---- The columns ---- */
+
+static void cpu_column(void) {
+    static const char *const isas[] = {"generic", "avx2", "avx512"};
+    B = kernels_cpu();
+    expect_complete(B);
+    check_catches_null();
+    const char *best = gemm_isa();
+    int threads = omp_get_max_threads();
+    for (int t = 1; t <= 3; t += 2) {
+        omp_set_num_threads(t);
+        snprintf(where, sizeof where, "cpu %s (default), %d thread%s", best, t, t > 1 ? "s" : "");
+        run_cases(0);
+    }
+    omp_set_num_threads(2);
+    for (int i = 0; i < 3; i++) {
+        if (gemm_select(isas[i]) != 0) {
+            printf("test_ops: cpu %s: skipped: this CPU lacks it\n", isas[i]);
+            continue;
+        }
+        snprintf(where, sizeof where, "cpu %s, 2 threads, conv and linear", isas[i]);
+        run_cases(1);
+    }
+    gemm_select(best);
+    omp_set_num_threads(threads);
+}
+
+static void cuda_column(void) {
+#if CIFAR10_CUDA
+    struct err why = {""};
+    if (kernels_cuda_devices(&why) == 0) {
+        printf("test_ops: cuda: skipped: no GPU (%s)\n", why.msg);
+        return;
+    }
+    B = kernels_cuda(0);
+    char name[256];
+    kernels_cuda_describe(name, sizeof name);
+    printf("test_ops: cuda: GPU 0: %s\n", name);
+    expect_complete(B);
+    snprintf(where, sizeof where, "cuda");
+    run_cases(0);
+#else
+    printf("test_ops: cuda: skipped: this build has no CUDA backend\n");
+#endif
+}
+
+/* ---- CPU internals: the GEMM on every ISA path ---- */
+
+/* C = alpha op(A) op(B) + beta C in double, for the strides gemm() takes. */
+static void gemm_reference(int M, int N, int Kd, double alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+                           const float *Bm, ptrdiff_t rsb, ptrdiff_t csb, double beta, const float *C, double *R) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < Kd; k++) acc += (double)A[i * rsa + k * csa] * Bm[k * rsb + j * csb];
+            R[(size_t)i * N + j] = alpha * acc + (beta == 0 ? 0.0 : beta * C[(size_t)i * N + j]);
+        }
+}
+
+/* One size, both operands transposed or not; beta 0 on odd sizes, with C full of NaN (it must
+ * not be read); size 3 through gemm_parallel. */
+static void gemm_case(const char *isa, int s, int M, int N, int Kd, float *ws) {
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            float *A = hfill((size_t)M * Kd, -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
+            float *C = hfill((size_t)M * N, -1, 1);
+            double *R = dnew((size_t)M * N);
+            ptrdiff_t rsa = ta ? 1 : Kd, csa = ta ? M : 1, rsb = tb ? 1 : N, csb = tb ? Kd : 1;
+            float alpha = 0.75f, beta = s % 2 ? 0.0f : 0.5f;
+            gemm_reference(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, R);
+            if (beta == 0.0f) memset(C, 0xff, (size_t)M * N * sizeof(float));
+            if (s == 3) gemm_parallel(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
+            else gemm(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
+            double e = check_rel_l2(C, R, (size_t)M * N);
+            EXPECT(e <= TOL, "gemm %s %dx%dx%d ta=%d tb=%d: rel err %.3g", isa, M, N, Kd, ta, tb, e);
+        }
+}
+
+static void test_gemm_path(const char *isa) {
+    if (gemm_select(isa) != 0) {
+        printf("test_ops: cpu internals: gemm %s: skipped: this CPU lacks it\n", isa);
+        return;
+    }
+    /* Sizes straddle every blocking edge: MC=96, KC=256, NC=512 and the MR/NR tiles. */
+    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {5, 600, 70}};
+    float *ws = XALLOC(gemm_workspace_floats() * sizeof(float) * (size_t)omp_get_max_threads());
+    for (int s = 0; s < 5; s++) {
+        seed = 100u * (unsigned)s + 7;
+        gemm_case(isa, s, sizes[s][0], sizes[s][1], sizes[s][2], ws);
+        while (n_host) free(host_bufs[--n_host]);
+    }
+    free(ws);
+    printf("test_ops: cpu internals: gemm %s: done\n", isa);
+}
+
+static void cpu_internals(void) {
+    const char *best = gemm_isa();
+    test_gemm_path("generic");
+    test_gemm_path("avx2");
+    test_gemm_path("avx512");
+    gemm_select(best);
+}
+
+int main(void) {
+    setenv("NVIDIA_TF32_OVERRIDE", "0", 1); /* before CUDA starts: FP32 everywhere */
+    print_table();
+    cpu_column();
+    cuda_column();
+    cpu_internals();
+    return check_summary("test_ops");
+}
