@@ -34,6 +34,8 @@ static void plan_shapes(struct model *m) {
         struct model_layer *L = &m->layers[i];
         const struct layer_def *d = L->def = &net->layers[i];
         L->in_c = c, L->in_h = h, L->in_w = w;
+        if ((unsigned)d->kind >= LAYER_KINDS) bad_net(net, i, "unknown layer kind %d", (int)d->kind);
+        if (d->flags & ~layer_kind_props(d->kind)->flags) bad_net(net, i, "flags 0x%x do not apply to a %s layer", d->flags, props_of(L)->name);
         switch (d->kind) {
         case LAYER_CONV:
             if (d->k < 1 || d->k > 5 || d->pad < 0 || d->pad >= d->k) bad_net(net, i, "kernel %d, padding %d", d->k, d->pad);
@@ -74,8 +76,7 @@ static void add_tensor(struct model *m, int i, const struct tensor_spec *ts, enu
     if (ts->shape == SHAPE_SCALAR) t->ndim = 0;
     else if (ts->shape == SHAPE_CHANNELS) t->ndim = 1, t->shape[0] = ch;
     else if (d->kind == LAYER_CONV) t->ndim = 4, memcpy(t->shape, (int[]){L->out_c, L->in_c, d->k, d->k}, sizeof(int[4]));
-    else if (d->kind == LAYER_LINEAR) t->ndim = 2, t->shape[0] = L->out_c, t->shape[1] = L->in_c;
-    else t->ndim = 1, t->shape[0] = ch;
+    else CHECK(d->kind == LAYER_LINEAR), t->ndim = 2, t->shape[0] = L->out_c, t->shape[1] = L->in_c;
     t->numel = 1;
     for (int k = 0; k < t->ndim; k++) t->numel *= (size_t)t->shape[k];
     size_t *counter = home == HOME_PARAMS ? &m->nparams : &m->nbuffers;

@@ -66,7 +66,7 @@ enum tensor_init {
 enum tensor_home { HOME_PARAMS, HOME_BUFFERS, HOME_COUNTER };
 
 enum tensor_shape {
-    SHAPE_WEIGHT,   /* conv [out][in][k][k], linear [out][in], batch norm [channels] */
+    SHAPE_WEIGHT,   /* conv [out][in][k][k], linear [out][in] */
     SHAPE_CHANNELS, /* [out] (batch norm: [channels]) */
     SHAPE_SCALAR,   /* [] */
 };
@@ -90,6 +90,7 @@ struct layer_kind_props {
     int needs_output;  /* backward reads the layer's output (else its input) */
     int backward_in_place; /* backward: the input gradient overwrites the output gradient */
     int weighted;      /* a matrix product (FLOP accounting) */
+    unsigned flags;    /* the layer flags that apply to this kind */
     int ntensors;
     struct tensor_spec tensors[LAYER_MAX_TENSORS];
 };

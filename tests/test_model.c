@@ -1,7 +1,7 @@
 /* The interpreter on the CPU backend: the plans model_init builds from network definitions
  * (shapes, tensor table, homes, fusion decisions, ready ranges), training of the test network
  * through the same code path as the workshop CNN (frozen tensors stay put, the loss falls),
- * FLOP accounting, and a bad definition refused with one line. Per-step agreement with
+ * FLOP accounting, and inconsistent definitions refused with one line. Per-step agreement with
  * PyTorch is tests/torch_reference.py's job. */
 #include "../app/model.h"
 #include "../common/err.h"
@@ -130,11 +130,8 @@ static void test_test_net(void) {
     model_free(&m);
 }
 
-/* A definition whose linear layer gets an unflattened input: one line naming it, exit 1. */
-static void test_bad_definition(void) {
-    static const struct layer_def layers[] = {{LAYER_CONV, "c", 4, 3, 1, 0, 0, 0, 0},
-                                              {LAYER_LINEAR, "l", 10, 0, 0, 0, 0, 0, 0}};
-    static const struct net_def bad = {"bad-net", 10, 2, layers};
+/* model_init on `net` in a child process: it must exit 1 with `want` in its one line. */
+static void expect_refused(const struct net_def *net, const char *want) {
     fflush(stdout), fflush(stderr);
     int fds[2];
     CHECK(pipe(fds) == 0);
@@ -142,19 +139,38 @@ static void test_bad_definition(void) {
     if (pid == 0) {
         dup2(fds[1], 2);
         struct model m;
-        model_init(&m, &bad, kernels_cpu(), 1, 0);
+        model_init(&m, net, kernels_cpu(), 1, 0);
         _exit(0);
     }
     close(fds[1]);
     char msg[512] = "";
-    ssize_t got = read(fds[0], msg, sizeof msg - 1);
-    msg[got > 0 ? got : 0] = '\0';
+    size_t len = 0;
+    for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;) len += (size_t)got;
+    msg[len] = '\0';
     close(fds[0]);
     int status;
     waitpid(pid, &status, 0);
-    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
-               strstr(msg, "network bad-net, layer 1: linear layer on a 4x32x32 input (flatten first)"),
-           "bad definition: status %d, '%s'", status, msg);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, want) && strchr(msg, '\n') == msg + strlen(msg) - 1,
+           "%s: status %d, '%s' (want '%s')", net->name, status, msg, want);
+}
+
+/* Inconsistent definitions are refused with one line naming the network and the layer. */
+static void test_bad_definitions(void) {
+    static const struct layer_def unflattened[] = {{.kind = LAYER_CONV, .name = "c", .out = 4, .k = 3, .pad = 1},
+                                                   {.kind = LAYER_LINEAR, .name = "l", .out = 10}};
+    static const struct layer_def frozen_linear[] = {{.kind = LAYER_FLATTEN},
+                                                     {.kind = LAYER_LINEAR, .name = "l", .out = 10, .flags = LAYER_FROZEN}};
+    static const struct layer_def big_kernel[] = {{.kind = LAYER_CONV, .name = "c", .out = 4, .k = 7, .pad = 3}};
+    static const struct layer_def wrong_classes[] = {{.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .name = "l", .out = 7}};
+    static const struct layer_def unnamed[] = {{.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .out = 10}};
+    static const struct net_def nets[] = {{"unflattened", 10, 2, unflattened}, {"frozen-linear", 10, 2, frozen_linear},
+                                          {"big-kernel", 10, 1, big_kernel},   {"wrong-classes", 10, 2, wrong_classes},
+                                          {"unnamed", 10, 2, unnamed}};
+    expect_refused(&nets[0], "internal error: network unflattened, layer 1: linear layer on a 4x32x32 input (flatten first)");
+    expect_refused(&nets[1], "network frozen-linear, layer 1: flags 0x2 do not apply to a linear layer");
+    expect_refused(&nets[2], "network big-kernel, layer 0: kernel 7, padding 3");
+    expect_refused(&nets[3], "network wrong-classes, layer 1: output 7x1x1, not 10 logits");
+    expect_refused(&nets[4], "network unnamed, layer 1: a linear layer needs a name");
 }
 
 int main(void) {
@@ -162,6 +178,6 @@ int main(void) {
     omp_set_num_threads(2);
     test_workshop_plan();
     test_test_net();
-    test_bad_definition();
+    test_bad_definitions();
     return check_summary("test_model");
 }
