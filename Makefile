@@ -111,7 +111,7 @@ LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench
 TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
-             $(BUILD)/tests/test_cuda
+             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged
 
 .PHONY: all test bench clean install
 all: $(BINS)
@@ -147,6 +147,8 @@ $(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/app/dist.o $(LIB)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
 	$(LINK)
 $(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/app/dist.o $(LIB)
+	$(LINK)
+$(BUILD)/tests/test_staged: $(BUILD)/tests/test_staged.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/app/dist.o $(LIB)
 	$(LINK)
 # test_nets.o: networks defined only in the tests (tests/test_nets.h).
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(LIB)

@@ -42,9 +42,9 @@ void batches_submit(struct batches *b, int n) {
     const struct kernels *k = b->k;
     CHECK(n >= 1 && n <= b->max_batch && b->queued < 2);
     int s = b->fill;
-    k->upload_async(b->dev_img[s], b->host[s].img, (size_t)n * 3 * 32 * 32, NULL);
-    k->upload_async(b->dev_geom[s], b->host[s].geom, (size_t)n * 3 * sizeof(int), NULL);
-    k->upload_async(b->dev_labels[s], b->host[s].labels, (size_t)n * sizeof(int), b->uploaded[s]);
+    k->input_upload_async(b->dev_img[s], b->host[s].img, (size_t)n * 3 * 32 * 32, NULL);
+    k->input_upload_async(b->dev_geom[s], b->host[s].geom, (size_t)n * 3 * sizeof(int), NULL);
+    k->input_upload_async(b->dev_labels[s], b->host[s].labels, (size_t)n * sizeof(int), b->uploaded[s]);
     b->queued_n[s] = n;
     b->queued++;
     b->fill ^= 1;

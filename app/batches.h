@@ -1,6 +1,6 @@
 /* The input batches of a model: two slots, alternating, so the host fills and uploads one
  * while the device computes on the other. Host memory comes from the backend's host_alloc
- * (page-locked on CUDA, so uploads run on the transfer queue during compute); events order
+ * (page-locked on CUDA, so uploads run on the input queue during compute); events order
  * each slot's reuse against the upload and against the compute that reads it. Any network
  * takes its input through this (a [3][32][32] uint8 image, its crop/flip and its label). */
 #ifndef APP_BATCHES_H

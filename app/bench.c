@@ -241,5 +241,6 @@ int main(int argc, char **argv) {
     dist_grads_free(grads);
     model_free(&m);
     dist_finalize();
+    k->shutdown(); /* last, after MPI_Finalize: see kernels.h */
     return 0;
 }

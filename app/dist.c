@@ -124,42 +124,73 @@ int dist_cuda_aware(void) {
 }
 
 #define MAX_BUCKETS 64
+/* Every rank's environment must hold this (=1) for DIST_GRADS_DEVICE: see dist.h. */
+#define DEVICE_OPT_IN "CIFAR10_CUDA_AWARE_MPI"
 
 struct dist_grads {
     struct model *m;
     enum dist_grads_mode mode;
     size_t bucket_floats, total; /* total = P + 2 */
-    float *host;                 /* DIST_GRADS_STAGED: [total] page-locked */
-    struct kernels_event *copied; /* staged buckets back on the device */
-    int nbuckets, started;       /* buckets closed, and with their allreduce started */
+    float *host;                 /* STAGED: [total] page-locked */
+    int nbuckets;                /* buckets closed this step */
+    int started, reduced;        /* of them: reduction started (in order), and completed */
     int last_buckets;            /* buckets of the last finished step */
     size_t open_begin, open_end; /* the bucket being filled: [open_begin, open_end) */
     struct bucket {
         size_t begin, end;
         struct kernels_event *ready; /* its gradients exist (on the host, when staged) */
+        struct kernels_event *back;  /* STAGED: its sums are back in m->grads */
     } b[MAX_BUCKETS];
-    MPI_Request req[MAX_BUCKETS]; /* bucket i's MPI_Iallreduce, once started */
+    MPI_Request req[MAX_BUCKETS]; /* bucket i's MPI_Iallreduce once started; MPI_REQUEST_NULL once
+                                   * completed (DEVICE: always) */
 };
 
 static float *bucket_buffer(struct dist_grads *g, const struct bucket *b) {
     return (g->mode == DIST_GRADS_STAGED ? g->host : g->m->grads) + b->begin;
 }
 
+/* Bucket i's sums exist (on the host, when staged): a staged bucket goes back to the device
+ * at once, on the transfer queue, behind nothing but the copies issued before it. */
+static void bucket_reduced(struct dist_grads *g, int i) {
+    const struct bucket *b = &g->b[i];
+    if (g->mode == DIST_GRADS_STAGED)
+        g->m->k->upload_async(g->m->grads + b->begin, g->host + b->begin, (b->end - b->begin) * sizeof(float), b->back);
+    g->reduced++;
+}
+
+/* The next bucket's reduction. DEVICE: blocking, since only blocking collectives are
+ * CUDA-aware; its kernels have finished (its ready event), so MPI's own synchronous copies
+ * (which the compute queue does not order) see the gradients. */
 static void bucket_start(struct dist_grads *g) {
-    const struct bucket *b = &g->b[g->started];
+    int i = g->started++;
+    const struct bucket *b = &g->b[i];
     CHECK(b->end - b->begin <= INT_MAX);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket_buffer(g, b), (int)(b->end - b->begin), MPI_FLOAT, MPI_SUM,
-                             MPI_COMM_WORLD, &g->req[g->started]));
-    g->started++;
+    int n = (int)(b->end - b->begin);
+    if (g->mode == DIST_GRADS_DEVICE) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bucket_buffer(g, b), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        g->req[i] = MPI_REQUEST_NULL;
+        bucket_reduced(g, i);
+    } else {
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket_buffer(g, b), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &g->req[i]));
+    }
+}
+
+/* Takes the reductions that have completed (block: at least one, waiting for it) and hands
+ * each to bucket_reduced; MPI progresses the others meanwhile. */
+static void buckets_complete(struct dist_grads *g, int block) {
+    if (g->reduced == g->started) return; /* none in flight */
+    int n, done[MAX_BUCKETS];
+    if (block) MPI_CHECK(MPI_Waitsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
+    else MPI_CHECK(MPI_Testsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
+    for (int j = 0; n != MPI_UNDEFINED && j < n; j++) bucket_reduced(g, done[j]);
 }
 
 /* Starts every closed bucket whose gradients are ready, in order (all ranks must start the
- * collectives in the same order), and lets MPI progress the started ones. */
+ * collectives in the same order), then takes the completed reductions. */
 static void buckets_advance(struct dist_grads *g) {
     const struct kernels *k = g->m->k;
     while (g->started < g->nbuckets && k->event_done(g->b[g->started].ready)) bucket_start(g);
-    int flag;
-    if (g->started > 0) MPI_CHECK(MPI_Testall(g->started, g->req, &flag, MPI_STATUSES_IGNORE));
+    buckets_complete(g, 0);
 }
 
 static void bucket_close(struct dist_grads *g) {
@@ -173,32 +204,49 @@ static void bucket_close(struct dist_grads *g) {
     else
         k->download_async(NULL, NULL, 0, b->ready); /* marks the point backward has reached */
     g->open_end = g->open_begin;
-    buckets_advance(g);
 }
 
+/* Called while backward is issued. DEVICE buckets wait for dist_grads_progress or finish: a
+ * blocking reduction here would hold up the issue of the rest of backward. */
 static void grads_ready(void *ctx, size_t begin, size_t end) {
     struct dist_grads *g = ctx;
     CHECK(end == g->open_begin && begin < end); /* the descending tiling model.h promises */
     g->open_begin = begin;
     if (begin == 0 || (g->bucket_floats && (g->open_end - begin) >= g->bucket_floats)) bucket_close(g);
-    else buckets_advance(g);
+    if (g->mode != DIST_GRADS_DEVICE) buckets_advance(g);
+}
+
+enum dist_grads_mode dist_grads_choose(int world, int gpu_memory, int device_opt_in, int cuda_aware) {
+    if (world == 1) return DIST_GRADS_LOCAL;
+    if (!gpu_memory) return DIST_GRADS_HOST;
+    return device_opt_in && cuda_aware ? DIST_GRADS_DEVICE : DIST_GRADS_STAGED;
 }
 
 struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int gpu_memory) {
+    const char *opt_in = getenv(DEVICE_OPT_IN);
+    int device_opt_in = opt_in && strcmp(opt_in, "1") == 0;
+    enum dist_grads_mode mode = dist_grads_choose(self.world, gpu_memory, device_opt_in, dist_cuda_aware());
+    if (self.world > 1) {
+        int device = mode == DIST_GRADS_DEVICE, all_device;
+        MPI_CHECK(MPI_Allreduce(&device, &all_device, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        if (device && !all_device) mode = DIST_GRADS_STAGED;
+    }
+    return dist_grads_attach_mode(m, bucket_bytes, mode);
+}
+
+struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, enum dist_grads_mode mode) {
     struct dist_grads *g = XALLOC(sizeof *g);
     g->m = m;
+    g->mode = mode;
     g->total = m->nparams + 2;
     g->bucket_floats = bucket_bytes / sizeof(float);
     g->open_begin = g->open_end = g->total;
-    if (self.world == 1) g->mode = DIST_GRADS_LOCAL;
-    else if (!gpu_memory) g->mode = DIST_GRADS_HOST;
-    else g->mode = dist_cuda_aware() ? DIST_GRADS_DEVICE : DIST_GRADS_STAGED;
-    if (g->mode == DIST_GRADS_LOCAL) return g;
-    if (g->mode == DIST_GRADS_STAGED) {
-        g->host = m->k->host_alloc(g->total * sizeof(float));
-        g->copied = m->k->event_create();
+    if (mode == DIST_GRADS_LOCAL) return g;
+    if (mode == DIST_GRADS_STAGED) g->host = m->k->host_alloc(g->total * sizeof(float));
+    for (int i = 0; i < MAX_BUCKETS; i++) {
+        g->b[i].ready = m->k->event_create();
+        if (mode == DIST_GRADS_STAGED) g->b[i].back = m->k->event_create();
     }
-    for (int i = 0; i < MAX_BUCKETS; i++) g->b[i].ready = m->k->event_create();
     m->grads_ready = grads_ready;
     m->grads_ready_ctx = g;
     return g;
@@ -208,12 +256,30 @@ enum dist_grads_mode dist_grads_mode(const struct dist_grads *g) { return g->mod
 
 const char *dist_grads_mode_name(enum dist_grads_mode mode) {
     static const char *names[] = {"none (1 rank)", "MPI_Iallreduce on host memory",
-                                  "MPI_Iallreduce on GPU memory (CUDA-aware MPI)",
+                                  "MPI_Allreduce on GPU memory (CUDA-aware MPI, " DEVICE_OPT_IN "=1)",
                                   "MPI_Iallreduce staged through page-locked host memory"};
     return names[mode];
 }
 
 int dist_grads_buckets(const struct dist_grads *g) { return g->last_buckets; }
+
+void dist_grads_progress(struct dist_grads *g) {
+    if (g->mode != DIST_GRADS_LOCAL) buckets_advance(g);
+}
+
+/* Until every bucket is reduced: while the device still computes some bucket, poll rather than
+ * block on its event, so MPI keeps progressing the buckets already started; then block in
+ * MPI_Waitsome, copying each bucket back as it completes. */
+static void buckets_finish(struct dist_grads *g) {
+    while (g->reduced < g->nbuckets) {
+        if (g->started < g->nbuckets) {
+            buckets_advance(g);
+            if (g->started < g->nbuckets) sched_yield();
+        } else {
+            buckets_complete(g, 1);
+        }
+    }
+}
 
 void dist_grads_finish(struct dist_grads *g, float stats[2]) {
     const struct kernels *k = g->m->k;
@@ -223,31 +289,33 @@ void dist_grads_finish(struct dist_grads *g, float stats[2]) {
         return;
     }
     CHECK(g->open_begin == 0 && g->open_end == 0); /* a whole backward went by */
-    /* Poll rather than block on the next bucket's event, so MPI keeps progressing the
-     * buckets already started while the device finishes backward. */
-    while (g->started < g->nbuckets) {
-        buckets_advance(g);
-        if (g->started < g->nbuckets) sched_yield();
-    }
-    MPI_CHECK(MPI_Waitall(g->nbuckets, g->req, MPI_STATUSES_IGNORE));
+    buckets_finish(g);
     if (g->mode == DIST_GRADS_STAGED) {
-        k->upload_async(g->m->grads, g->host, g->total * sizeof(float), g->copied);
-        k->compute_wait(g->copied); /* the SGD update sees the sums */
-        stats[0] = g->host[P], stats[1] = g->host[P + 1];
+        /* The SGD update must see every copy-back. kernels.h runs upload_async on one
+         * transfer queue in issue order, so a wait for the copy-back issued last would cover
+         * the others; the last bucket's is not that one, since reductions complete (and go
+         * back) in any order. A wait per bucket needs neither that bookkeeping nor the
+         * one-queue order (it stays right should a backend spread the transfer queue over
+         * several streams), for microseconds of host time. */
+        for (int i = 0; i < g->nbuckets; i++) k->compute_wait(g->b[i].back);
+        stats[0] = g->host[P], stats[1] = g->host[P + 1]; /* bucket 0's, reduced */
     } else {
         k->download(stats, g->m->grads + P, 2 * sizeof(float));
     }
     g->last_buckets = g->nbuckets;
-    g->nbuckets = g->started = 0;
+    g->nbuckets = g->started = g->reduced = 0;
     g->open_begin = g->open_end = g->total;
 }
 
 void dist_grads_free(struct dist_grads *g) {
     const struct kernels *k = g->m->k;
     if (g->mode != DIST_GRADS_LOCAL) {
-        for (int i = 0; i < MAX_BUCKETS; i++) k->event_destroy(g->b[i].ready);
+        for (int i = 0; i < MAX_BUCKETS; i++) {
+            k->event_destroy(g->b[i].ready);
+            if (g->b[i].back) k->event_destroy(g->b[i].back);
+        }
         g->m->grads_ready = NULL;
     }
-    if (g->host) k->host_free(g->host), k->event_destroy(g->copied);
+    if (g->host) k->host_free(g->host);
     free(g);
 }

@@ -45,22 +45,44 @@ int dist_cuda_aware(void);
 
 /* Gradient averaging overlapped with backward, in buckets as PyTorch DDP and Horovod do.
  * Attach it to a model; during model_forward_backward every range of finished gradients joins
- * the open bucket, and a bucket that reaches bucket_bytes (or holds the first layer) is closed
- * and its MPI_Iallreduce started as soon as its gradients exist:
- *   - host memory (CPU backend): at once, on m->grads itself;
- *   - GPU memory with a CUDA-aware MPI: once the bucket's backward kernels have finished, on
- *     device memory;
- *   - otherwise: the bucket is copied to page-locked host memory on the transfer queue behind
- *     its kernels, reduced there, and all buckets are copied back before the SGD update.
- * dist_grads_finish() waits for every bucket and returns the summed (loss, correct) pair; with
- * one rank nothing is reduced. bucket_bytes 0: one bucket after the whole backward. */
+ * the open bucket, and a bucket that reaches bucket_bytes (or holds the first layer) is closed.
+ * Its reduction starts, in bucket order on every rank, once its gradients exist:
+ *   LOCAL  one rank: nothing is reduced.
+ *   HOST   host memory (CPU backend): MPI_Iallreduce on m->grads itself, at once.
+ *   STAGED GPU memory (the default there): the bucket is copied to page-locked host memory on
+ *          the transfer queue behind its kernels, MPI_Iallreduce'd there once that copy is
+ *          done, and copied back on its own as soon as its reduction completes; the compute
+ *          queue waits for every copy-back before the SGD update.
+ *   DEVICE GPU memory, opt-in: a blocking MPI_Allreduce straight on GPU memory, once the
+ *          bucket's kernels have finished. Open MPI is CUDA-aware for blocking collectives
+ *          only (its coll/cuda component stages them through host memory); MPI_Iallreduce goes
+ *          to coll/libnbc, which reduces over the raw pointers on the host, and the Open MPI
+ *          FAQ lists it among the calls that do not take GPU memory. So DEVICE needs both a
+ *          CUDA-aware MPI (dist_cuda_aware) and CIFAR10_CUDA_AWARE_MPI=1 in every rank's
+ *          environment (mpirun -x CIFAR10_CUDA_AWARE_MPI=1); it pays only where the MPI moves
+ *          GPU memory faster than the staging does (GPUDirect RDMA through UCX, say).
+ * bucket_bytes 0: one bucket after the whole backward. */
 enum dist_grads_mode { DIST_GRADS_LOCAL, DIST_GRADS_HOST, DIST_GRADS_DEVICE, DIST_GRADS_STAGED };
 struct model;
 struct dist_grads;
+/* The mode for `world` ranks with gradients in GPU memory or not, whether DEVICE was asked for
+ * (device_opt_in) and whether the MPI is CUDA-aware. */
+enum dist_grads_mode dist_grads_choose(int world, int gpu_memory, int device_opt_in, int cuda_aware);
+/* Collective (every rank calls it): dist_grads_choose with this job's answers; DEVICE only when
+ * every rank chose it (blocking and nonblocking collectives never match one another). */
 struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int gpu_memory);
+/* With the mode given (tests: STAGED over a fake asynchronous backend); every rank the same. */
+struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, enum dist_grads_mode mode);
 enum dist_grads_mode dist_grads_mode(const struct dist_grads *g);
 const char *dist_grads_mode_name(enum dist_grads_mode mode);
 int dist_grads_buckets(const struct dist_grads *g); /* buckets of the last step */
+/* Between model_forward_backward and dist_grads_finish (e.g. between chunks of the next batch's
+ * gather): starts the reductions of the buckets whose gradients now exist, lets MPI progress
+ * the started ones (it moves only inside MPI calls) and, STAGED, starts the copy-back of each
+ * reduced bucket. Never blocks, except DEVICE's reductions themselves. */
+void dist_grads_progress(struct dist_grads *g);
+/* Waits for every bucket and returns the summed (loss, correct) pair; the SGD update issued
+ * afterwards sees the summed gradients. */
 void dist_grads_finish(struct dist_grads *g, float stats[2]);
 void dist_grads_free(struct dist_grads *g);
 

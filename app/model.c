@@ -124,6 +124,14 @@ static struct conv_shape conv_shape_of(const struct model_layer *L, int n) {
     return (struct conv_shape){n, L->in_c, L->out_c, L->in_h, L->in_w, L->def->k, L->def->pad};
 }
 
+/* The passes layer i's convolution runs (enum conv_pass): the forward; the input gradient
+ * except in the first layer (model_forward_backward gives it no dx); the filter gradient when
+ * the filter trains. Naming only these, conv_workspace never plans a pass that never runs. */
+static unsigned conv_passes(const struct model *m, int i) {
+    return CONV_FORWARD | (i > 0 ? CONV_BACKWARD_DATA : 0u) |
+           (tensor_grad(m, m->layers[i].weight) ? CONV_BACKWARD_FILTER : 0u);
+}
+
 static float linear_scale(const struct layer_def *d) { return d->scale != 0.0f ? d->scale : 1.0f; }
 
 /* PyTorch's defaults, drawn on the host, one stream per tensor (its table index). */
@@ -157,7 +165,7 @@ static void alloc_activations(struct model *m) {
         size_t need = 0, out = (size_t)L->out_c * L->out_h * L->out_w;
         if (L->def->kind == LAYER_CONV) {
             struct conv_shape s = conv_shape_of(L, m->max_batch);
-            need = k->conv_workspace(&s);
+            need = k->conv_workspace(&s, conv_passes(m, i));
         }
         if (L->def->kind == LAYER_LINEAR) need = k->linear_workspace(m->max_batch, L->in_c, L->out_c);
         if (L->def->kind == LAYER_BATCHNORM) L->saved = saved, saved += 2 * (size_t)L->in_c;
@@ -170,6 +178,7 @@ static void alloc_activations(struct model *m) {
     m->grad_a = k->alloc(B * max_act * sizeof(float));
     m->grad_b = k->alloc(B * max_act * sizeof(float));
     m->ws = k->alloc(ws);
+    m->ws_bytes = ws;
 }
 
 void model_init(struct model *m, const struct net_def *net, const struct kernels *k, int max_batch, uint64_t seed) {
@@ -237,7 +246,7 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
     switch (d->kind) {
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
-        k->conv_forward(&s, x, w, b, y, L->relu_fused, m->ws);
+        k->conv_forward(&s, x, w, b, y, L->relu_fused, m->ws, m->ws_bytes);
         break;
     }
     case LAYER_RELU:
@@ -256,7 +265,7 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
         break;
     }
     case LAYER_FLATTEN: case LAYER_KINDS: break;
-    case LAYER_LINEAR: k->linear_forward(x, w, b, y, n, L->in_c, L->out_c, linear_scale(d), m->ws); break;
+    case LAYER_LINEAR: k->linear_forward(x, w, b, y, n, L->in_c, L->out_c, linear_scale(d), m->ws, m->ws_bytes); break;
     }
 }
 
@@ -288,7 +297,7 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
     case LAYER_GELU: k->gelu_backward(x, dy, dy, count); break;
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
-        k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws);
+        k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws, m->ws_bytes);
         break;
     }
     case LAYER_MAXPOOL: k->maxpool_backward(x, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu); break;
@@ -297,7 +306,9 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
         k->batchnorm_backward(x, dy, w, mean, invstd, dx, dw, db, n, L->in_c, L->in_h * L->in_w);
         break;
     }
-    case LAYER_LINEAR: k->linear_backward(x, w, dy, dx, dw, db, n, L->in_c, L->out_c, linear_scale(def), m->ws); break;
+    case LAYER_LINEAR:
+        k->linear_backward(x, w, dy, dx, dw, db, n, L->in_c, L->out_c, linear_scale(def), m->ws, m->ws_bytes);
+        break;
     case LAYER_FLATTEN: case LAYER_KINDS: break;
     }
 }

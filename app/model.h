@@ -72,7 +72,8 @@ struct model {
     struct batches batches;
     float *bn_saved;  /* per batch-norm layer: batch mean [C] then invstd [C] */
     float *grad_a, *grad_b; /* [max_batch * largest activation] ping-pong for backward */
-    void *ws;         /* kernel scratch */
+    void *ws;         /* kernel scratch: ws_bytes, the largest any layer needs */
+    size_t ws_bytes;
     float *host_logits; /* [max_batch][classes] host memory for model_predict */
 };
 

@@ -138,6 +138,7 @@ int main(int argc, char **argv) {
     checkpoint_state_free(&st);
     model_free(&m);
     cifar_free(&data);
+    k->shutdown();
     if (min_accuracy >= 0 && accuracy < min_accuracy) {
         fprintf(stderr, "cifar10-test: accuracy %.2f%% is below --min-accuracy %g\n", accuracy, min_accuracy);
         return 3;

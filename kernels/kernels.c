@@ -12,12 +12,13 @@ static const struct {
     size_t offset;
 } ops[] = {
     OP(alloc), OP(free), OP(upload), OP(download), OP(host_alloc), OP(host_free),
-    OP(event_create), OP(event_destroy), OP(upload_async), OP(download_async), OP(compute_wait),
-    OP(event_done), OP(event_wait), OP(input_prepare), OP(conv_workspace), OP(linear_workspace),
-    OP(conv_forward), OP(conv_backward), OP(relu_forward), OP(relu_backward), OP(gelu_forward),
-    OP(gelu_backward), OP(maxpool_forward), OP(maxpool_backward), OP(batchnorm_forward_train),
+    OP(event_create), OP(event_destroy), OP(input_upload_async), OP(upload_async),
+    OP(download_async), OP(compute_wait), OP(event_done), OP(event_wait), OP(input_prepare),
+    OP(conv_workspace), OP(linear_workspace), OP(conv_forward), OP(conv_backward),
+    OP(relu_forward), OP(relu_backward), OP(gelu_forward), OP(gelu_backward),
+    OP(maxpool_forward), OP(maxpool_backward), OP(batchnorm_forward_train),
     OP(batchnorm_forward_eval), OP(batchnorm_backward), OP(linear_forward), OP(linear_backward),
-    OP(softmax_xent), OP(sgd_update),
+    OP(softmax_xent), OP(sgd_update), OP(shutdown),
 };
 #undef OP
 

@@ -5,8 +5,14 @@
  *
  * Ordering: ops run in call order on one compute queue and may return before they finish (the
  * CUDA backend; the CPU backend finishes each op before returning). download() waits for
- * everything before it. The asynchronous copies run on a separate transfer queue and are tied
- * to the compute queue with events, so input uploads and gradient downloads overlap compute.
+ * everything before it. The asynchronous copies run on two queues of their own, tied to the
+ * compute queue with events, so they overlap compute: input_upload_async on the input queue
+ * (input batches), upload_async and download_async on the transfer queue (staged gradients).
+ * Two queues, so an input upload never waits behind megabytes of gradient traffic; the two are
+ * not ordered against each other.
+ *
+ * Lifetime: the table is usable from its constructor (kernels_cpu(), kernels_cuda()) until
+ * shutdown(); afterwards it must not be used, and only the constructor may be called again.
  *
  * Layouts are PyTorch's: activations NCHW, conv weights [K][C][k][k], linear weights [O][I].
  * Backward functions overwrite (never accumulate into) their gradient outputs. */
@@ -19,6 +25,9 @@
 
 /* An event on a backend's queues (opaque; the CPU backend's are always complete). */
 struct kernels_event;
+
+/* The passes of a convolution, as bits, for conv_workspace. */
+enum conv_pass { CONV_FORWARD = 1, CONV_BACKWARD_DATA = 2, CONV_BACKWARD_FILTER = 4 };
 
 /* A stride-1 convolution: x[N][C][H][W], w[K][C][k][k] (1 <= k <= 5), zero padding `pad` on
  * every side (0 <= pad < k), y[N][K][Ho][Wo] with Ho = H + 2 pad - k + 1, Wo likewise
@@ -42,13 +51,16 @@ struct kernels {
     void (*host_free)(void *p);
     struct kernels_event *(*event_create)(void);
     void (*event_destroy)(struct kernels_event *e);
-    /* Transfer queue, asynchronous to the host: copies host_src (from host_alloc, unchanged
-     * until done completes) to dst, then marks done. Compute does not wait for it unless told to
-     * with compute_wait. */
+    /* Input queue (input batches, app/batches.c), asynchronous to the host: copies host_src
+     * (from host_alloc, unchanged until done completes) to dst, then marks done (when not
+     * NULL). Compute does not wait for it unless told to with compute_wait. */
+    void (*input_upload_async)(void *dst, const void *host_src, size_t bytes,
+                               struct kernels_event *done);
+    /* Transfer queue (staged gradients, app/dist.c), otherwise as input_upload_async. */
     void (*upload_async)(void *dst, const void *host_src, size_t bytes, struct kernels_event *done);
     /* Once the compute queue has finished everything issued before this call: copies src to
      * host_dst (from host_alloc) on the transfer queue, then marks done. With bytes 0, done only
-     * marks that point of the compute queue. */
+     * marks that point of the compute queue (no queue but the compute queue is involved). */
     void (*download_async)(void *host_dst, const void *src, size_t bytes, struct kernels_event *done);
     /* Compute work issued after this call starts only once e is complete. */
     void (*compute_wait)(struct kernels_event *e);
@@ -64,23 +76,41 @@ struct kernels {
     void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N,
                           const float *scale, const float *shift);
 
-    /* Scratch needed by conv_* for this shape (bytes), and by linear_* (bytes). */
-    size_t (*conv_workspace)(const struct conv_shape *s);
+    /* Scratch (bytes) that conv_forward and conv_backward need for this shape, for the passes
+     * named (enum conv_pass: the forward, the backward with dx, the backward with dw), and that
+     * linear_forward and linear_backward need. A caller allocates one buffer of the largest
+     * size over its layers and hands it, with its size, to every such op.
+     * On CUDA this is where the passes named are planned: cuDNN's algorithms are timed and the
+     * fastest deterministic one within 1 GiB of workspace kept (exits naming the layer when
+     * none is). Name only the passes that will run: one never named (the input gradient of a
+     * first layer, the filter gradient of a frozen one) is never searched, so a missing
+     * algorithm there cannot stop a run; a pass first run unnamed is planned then, within the
+     * ws_bytes that call is given. The CPU's size does not depend on passes. */
+    size_t (*conv_workspace)(const struct conv_shape *s, unsigned passes);
     size_t (*linear_workspace)(int N, int I, int O);
+
+    /* The four ops below take scratch ws[ws_bytes] from alloc(). Enough is what conv_workspace
+     * / linear_workspace say for the call's shape and passes. The CPU backend needs that much
+     * (its size does not depend on N, only on the OpenMP thread count) and stops at a CHECK
+     * when ws_bytes is short. The CUDA backend takes the fastest deterministic algorithm that
+     * fits ws_bytes, so a buffer sized for another shape (the model's, for max_batch, also
+     * serves a smaller last batch) works unless none fits, which exits naming the layer and
+     * the bytes. */
 
     /* y[N][K][Ho][Wo] = conv(x[N][C][H][W], w[K][C][k][k], zero padding s->pad, stride 1)
      * + b[K] (no bias when b is NULL), then max(y, 0) when relu is non-zero (a fused ReLU
-     * layer). Shapes: struct conv_shape. */
+     * layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
     void (*conv_forward)(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                         float *y, int relu, void *ws);
-    /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: the first layer),
-     * dw[K][C][k][k] (skipped when NULL: a frozen filter), db[K] (skipped when NULL: no bias);
-     * dw and db are summed over the batch. When dx_mask[N][C][H][W] is not NULL (the output of
-     * a ReLU that fed this convolution, i.e. x itself), dx is also taken through that ReLU's
-     * backward: dx = dx_mask > 0 ? dx : 0. */
+                         float *y, int relu, void *ws, size_t ws_bytes);
+    /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: the first layer; pass
+     * CONV_BACKWARD_DATA), dw[K][C][k][k] (skipped when NULL: a frozen filter; pass
+     * CONV_BACKWARD_FILTER), db[K] (skipped when NULL: no bias); dw and db are summed over the
+     * batch. When dx_mask[N][C][H][W] is not NULL (the output of a ReLU that fed this
+     * convolution, i.e. x itself), dx is also taken through that ReLU's backward:
+     * dx = dx_mask > 0 ? dx : 0. */
     void (*conv_backward)(const struct conv_shape *s, const float *x, const float *w,
                           const float *dy, float *dx, float *dw, float *db, const float *dx_mask,
-                          void *ws);
+                          void *ws, size_t ws_bytes);
 
     /* y[n] = max(x[n], 0); y may equal x. */
     void (*relu_forward)(const float *x, float *y, size_t n);
@@ -126,11 +156,12 @@ struct kernels {
     /* y[N][O] = scale * (x[N][I] w[O][I]^T + b[O]) (no bias when b is NULL): nn.Linear
      * followed by a constant multiplication. */
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I,
-                           int O, float scale, void *ws);
+                           int O, float scale, void *ws, size_t ws_bytes);
     /* dx[N][I] = scale * dy w (skipped when dx is NULL), dw[O][I] = scale * dy^T x,
      * db[O] = scale * sum over n of dy (skipped when db is NULL). */
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                            float *db, int N, int I, int O, float scale, void *ws);
+                            float *db, int N, int I, int O, float scale, void *ws,
+                            size_t ws_bytes);
 
     /* Mean softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend
      * memory). out[0] = mean loss, out[1] = count of argmax == label (first maximum wins).
@@ -144,6 +175,15 @@ struct kernels {
      * (m starts at zero, which equals PyTorch's "m = g on the first step" since dampening is 0). */
     void (*sgd_update)(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                        float weight_decay, float grad_scale);
+
+    /* Waits for everything issued, then releases everything the backend created (CUDA: the
+     * convolution plans, scratch, cuDNN and cuBLAS handles, queues) and ends with
+     * cudaDeviceReset, so a leak checker (compute-sanitizer --leak-check full) sees the whole
+     * picture; nothing on the CPU. Call it last, once everything from alloc, host_alloc and
+     * event_create has been freed (a reset frees the rest without saying so), and after
+     * MPI_Finalize where MPI is used: a CUDA-aware MPI releases CUDA resources of its own in
+     * MPI_Finalize, which must still find the device's context. */
+    void (*shutdown)(void);
 };
 
 /* 0 when every op of the table is present; else -1 with e naming the first missing one
@@ -158,7 +198,8 @@ const struct kernels *kernels_cpu(void);
  * builds have none of these three). kernels_cuda_devices: the GPUs this process can use, or 0
  * with the reason in e (no driver, no GPU, CUDA_VISIBLE_DEVICES hides them all).
  * kernels_cuda(device): makes that GPU current, creates the streams and the cuDNN and cuBLAS
- * handles (first call only; one GPU per process) and returns the table.
+ * handles (first call only; one GPU per process: later calls must name the same device) and
+ * returns the table; after its shutdown(), a call starts afresh on any device.
  * kernels_cuda_describe: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, PCI 0000:1b:00.0)". */
 int kernels_cuda_devices(struct err *e);
 const struct kernels *kernels_cuda(int device);

@@ -1,32 +1,41 @@
 #!/usr/bin/env bash
-# Checks of the CUDA backend on a GPU machine, one step per call (each fits in 10 minutes):
+# Checks of the CUDA backend on a GPU machine, one step per call (each fits in 10 minutes on an
+# H100); every check prints one line, "check: NAME: PASS|FAIL|TIMEOUT (S s)", and its log goes
+# to NAME.log:
 #
 #   scripts/gpu-check.sh prepare   here (with ../shared): fills .gpu-carry/ with the CIFAR-10
 #                                  JPEG copy and its converter, and Debian's Open MPI packages
 #                                  unpacked (dpkg -x) for a GPU machine that has no Open MPI
-#   scripts/gpu-check.sh test      build; GPU tests (tests/test_ops: every op case on the GPU
-#                                  against double precision; tests/test_cuda, for every network: a
-#                                  training step, 200 steps, bit-identical repeat, cross-device
-#                                  checkpoints); 1 and 2 ranks training on one GPU; a GPU-trained
-#                                  model scored on the CPU; compute-sanitizer memcheck, racecheck
-#                                  and synccheck on a short run
+#   scripts/gpu-check.sh test      build; tests/test_ops (every op case on the GPU against double
+#                                  precision); tests/test_cuda with TF32 off and on (for every
+#                                  network against the CPU: steps at batch 1, 32, 127 and 512,
+#                                  200 steps, the input pipeline overlapping compute, partial
+#                                  batches, cross-device checkpoints, GPU 1 when there is one);
+#                                  tests/test_dist on the GPU with 1 and 2 ranks, TF32 off and on,
+#                                  its files compared by tests/check_dist_files.py; 1 and 2 ranks
+#                                  training on one GPU; a GPU-trained model scored on the CPU
+#   scripts/gpu-check.sh sanitize  compute-sanitizer memcheck (with leak check), racecheck and
+#                                  synccheck on a 10-step training run, and memcheck on 2 ranks
+#                                  of test_dist through the staged path (each within 2 minutes)
 #   scripts/gpu-check.sh bench     images/s at batch 128 and 512: cifar10-bench --device=cuda
 #                                  against PyTorch eager and torch.compile on the same GPU
 #   scripts/gpu-check.sh train     the default 10 epochs on the real images, then cifar10-test:
 #                                  accuracy and wall time
 #
 # With the repository's device tool: run "scripts/gpu-check.sh STEP" with carry [".gpu-carry"].
-# Logs and a summary go to $OUT (the tool's output folder) or to ./gpu-check-out.
+# Logs and summary.txt (the check lines) go to $OUT (the tool's output folder) or to
+# ./gpu-check-out. Needs python3 for the test step's file checks.
 # Exit: 0 when the step's checks passed, 1 when one failed, 2 bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "gpu-check.sh: $*" >&2; exit 1; }
-[[ $# == 1 ]] || { sed -n '2,21s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[[ $# == 1 ]] || { sed -n '2,/^set /s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 step=$1
 carry=$PWD/.gpu-carry
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
+: >"$out/summary.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 prepare() {
@@ -65,39 +74,99 @@ build() {
   grep '^CUDA:' "$out/build.log"
 }
 
-synthetic() { # synthetic DIR N: a small dataset of N training images
+synthetic() { # synthetic DIR N: a small dataset, 5 x N training images and 200 test images
   [[ -d $1 ]] || build/tests/make_synthetic "$1" "$2" 200 >/dev/null
 }
 
-check_test() {
-  build build/tests/test_ops build/tests/test_cuda build/tests/make_synthetic
-  local fails=0 d=/tmp/gpu-check-data
-  build/tests/test_ops | tee "$out/test_ops.log" || fails=$((fails + 1))
-  grep -q '^test_ops: cuda: skipped' "$out/test_ops.log" && { echo "FAIL: test_ops skipped the GPU"; fails=$((fails + 1)); }
-  build/tests/test_cuda | tee "$out/test_cuda.log" || fails=$((fails + 1))
-  synthetic $d 2048
-  for np in 1 2; do
-    echo "== training, $np rank(s) on one GPU"
-    mpirun -np "$np" build/cifar10-train --device=cuda --epochs 2 --batch-size 64 --model-file /tmp/m$np.safetensors \
-      --resume never $d 2>&1 | tee "$out/train-np$np.log" || fails=$((fails + 1))
-  done
-  echo "== the 2-rank GPU model scored on the CPU and on the GPU"
-  for dev in cpu cuda; do
-    build/cifar10-test --device=$dev --model-file /tmp/m2.safetensors $d | tee "$out/test-$dev.log" || fails=$((fails + 1))
-  done
-  cmp <(grep '^Accuracy' "$out/test-cpu.log") <(grep '^Accuracy' "$out/test-cuda.log") ||
-    { echo "FAIL: CPU and GPU scores of one model differ"; fails=$((fails + 1)); }
-  for tool in memcheck racecheck synccheck; do
-    echo "== compute-sanitizer --tool $tool"
-    local extra=()
-    [[ $tool == memcheck ]] && extra=(--leak-check full)
-    compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 9 build/cifar10-train --device=cuda --epochs 1 \
-      --batch-size 32 --no-eval --print-freq 10 --model-file /tmp/san.safetensors --resume never $d \
-      >"$out/sanitizer-$tool.log" 2>&1 || { fails=$((fails + 1)); echo "FAIL: $tool"; }
-    tail -n 3 "$out/sanitizer-$tool.log"
-  done
-  echo "gpu-check test: $fails failure(s)" | tee "$out/summary.txt"
+fails=0
+# check NAME COMMAND...: runs COMMAND with its output in $out/NAME.log (spaces as -) and prints
+# "check: NAME: PASS|FAIL|TIMEOUT (S s)" (TIMEOUT: exit status 124, timeout's), also to
+# summary.txt; on anything but PASS, the log's tail too.
+check() {
+  local name=$1 t0=$SECONDS verdict=PASS status=0
+  shift
+  local log=$out/${name// /-}.log
+  "$@" >"$log" 2>&1 || status=$?
+  ((status == 0)) || verdict=FAIL
+  ((status != 124)) || verdict=TIMEOUT
+  echo "check: $name: $verdict ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+  [[ $verdict == PASS ]] || { tail -n 20 "$log"; fails=$((fails + 1)); }
+}
+
+# step_done STEP: the step's last line; its exit status.
+step_done() {
+  echo "gpu-check $1: $fails check(s) failed" | tee -a "$out/summary.txt"
   ((fails == 0))
+}
+
+# on_gpu COMMAND...: runs it; fails when it fails or says it skipped the GPU.
+on_gpu() {
+  local o status=0
+  o=$("$@" 2>&1) || status=$?
+  printf '%s\n' "$o"
+  ((status == 0)) && ! grep -Eq 'skipped: (no GPU|this build has no CUDA)' <<<"$o"
+}
+
+# dist_gpu NP TF32: test_dist's steps on NP ranks sharing the GPU(s), TF32 off or on, then the
+# files they wrote (the same-batch step of every rank against its one-process step) checked.
+dist_gpu() {
+  local np=$1 tf32=$2 dir=/tmp/gpu-check-dist
+  local env=(NVIDIA_TF32_OVERRIDE=0)
+  [[ $tf32 == on ]] && env=(-u NVIDIA_TF32_OVERRIDE)
+  rm -rf "$dir" && mkdir -p "$dir" &&
+    env "${env[@]}" mpirun -np "$np" build/tests/test_dist --device cuda --out "$dir" &&
+    python3 tests/check_dist_files.py "$dir"
+}
+
+# train_ranks NP: 2 epochs of the synthetic set on NP ranks sharing one GPU.
+train_ranks() {
+  mpirun -np "$1" build/cifar10-train --device=cuda --epochs 2 --batch-size 64 --model-file "/tmp/m$1.safetensors" \
+    --resume never /tmp/gpu-check-data
+}
+
+# same_scores: the 2-rank GPU model scored on the CPU and on the GPU: the same accuracy lines.
+same_scores() {
+  local dev
+  for dev in cpu cuda; do
+    build/cifar10-test --device=$dev --model-file /tmp/m2.safetensors /tmp/gpu-check-data >"$out/test-$dev.log" 2>&1 ||
+      { cat "$out/test-$dev.log"; return 1; }
+  done
+  grep '^Accuracy' "$out/test-cpu.log" && cmp <(grep '^Accuracy' "$out/test-cpu.log") <(grep '^Accuracy' "$out/test-cuda.log")
+}
+
+check_test() {
+  build build/tests/test_ops build/tests/test_cuda build/tests/test_dist build/tests/make_synthetic
+  check test_ops on_gpu build/tests/test_ops
+  check "test_cuda tf32=off" on_gpu build/tests/test_cuda
+  check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
+  local np tf32
+  for np in 1 2; do
+    for tf32 in off on; do check "test_dist np=$np tf32=$tf32" dist_gpu "$np" "$tf32"; done
+  done
+  synthetic /tmp/gpu-check-data 2048
+  for np in 1 2; do check "train np=$np" train_ranks "$np"; done
+  check "scores cpu=cuda" same_scores
+  step_done test
+}
+
+# sanitized SECONDS TOOL ARGS...: 10 steps of training (160 images, batch 16) under
+# compute-sanitizer, stopped after SECONDS (the step must end within 10 minutes).
+sanitized() {
+  local limit=$1 tool=$2
+  shift 2
+  timeout "$limit" compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 build/cifar10-train --device=cuda \
+    --epochs 1 --batch-size 16 --no-eval --print-freq 5 --model-file /tmp/san.safetensors --resume never /tmp/gpu-check-small
+}
+
+check_sanitize() {
+  build build/tests/test_dist build/tests/make_synthetic
+  synthetic /tmp/gpu-check-small 32
+  check "memcheck train" sanitized 120 memcheck --leak-check full
+  check "racecheck train" sanitized 120 racecheck
+  check "synccheck train" sanitized 90 synccheck
+  check "memcheck test_dist np=2" timeout 90 mpirun -np 2 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    build/tests/test_dist --device cuda
+  step_done sanitize
 }
 
 check_bench() {
@@ -138,7 +207,8 @@ check_train() {
 case $step in
   prepare) prepare ;;
   test) check_test ;;
+  sanitize) check_sanitize ;;
   bench) check_bench ;;
   train) check_train ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, bench or train)" >&2; exit 2 ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, sanitize, bench or train)" >&2; exit 2 ;;
 esac

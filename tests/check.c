@@ -89,3 +89,11 @@ struct cifar_set check_learnable_set(int n, uint8_t **raw) {
     }
     return set;
 }
+
+struct cifar_set check_random_set(int n, uint32_t seed, uint8_t **raw) {
+    *raw = XALLOC((size_t)n * CIFAR_RECORD_BYTES);
+    for (size_t i = 0; i < (size_t)n * CIFAR_RECORD_BYTES; i++) seed = seed * 1664525u + 1013904223u, (*raw)[i] = (uint8_t)(seed >> 24);
+    struct cifar_set set = {.n = n, .records = XALLOC((size_t)n * sizeof(uint8_t *))};
+    for (int i = 0; i < n; i++) (*raw)[(size_t)i * CIFAR_RECORD_BYTES] %= 10, set.records[i] = *raw + (size_t)i * CIFAR_RECORD_BYTES;
+    return set;
+}

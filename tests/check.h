@@ -28,6 +28,9 @@ void check_rmdir(const char *dir);
  * whose label is a function of the image, so training on it lowers the loss. */
 struct cifar_set check_learnable_set(int n, uint8_t **raw);
 
+/* n records of random pixels and random labels (an LCG from seed); caller frees as above. */
+struct cifar_set check_random_set(int n, uint32_t seed, uint8_t **raw);
+
 int check_summary(const char *suite);
 
 #endif

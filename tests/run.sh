@@ -48,6 +48,18 @@ suite data "$B/tests/test_data"
 suite checkpoint "$B/tests/test_checkpoint"
 suite "dist, 1 process" "$B/tests/test_dist"
 suite "dist, mpirun -np 2" mpirun -np 2 "$B/tests/test_dist"
+dist_files() { # the files of a 2-rank test_dist through dist_grads, judged by the GPU checker
+  local d status
+  d=$(mktemp -d /tmp/cifar10-dist.XXXXXX)
+  mpirun -np 2 "$B/tests/test_dist" --device cpu --out "$d" && "$PY" tests/check_dist_files.py "$d"
+  status=$?
+  rm -rf "$d"
+  return $status
+}
+
+suite "dist files, mpirun -np 2, checked as on a GPU" dist_files
+suite "staged allreduce, 1 process" "$B/tests/test_staged"
+suite "staged allreduce, mpirun -np 2" mpirun -np 2 "$B/tests/test_staged"
 suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
 suite train tests/test_train.sh

@@ -2,7 +2,25 @@
  *  - the shards of an epoch are disjoint across ranks and cover all but the dropped remainder;
  *  - gradients are averaged, not summed: every rank fed the same batch makes exactly the step
  *    one process makes (bit for bit: the sum of 2^k equal floats scaled by 2^-k is exact);
- *  - after steps on different shards every rank holds identical weights. */
+ *  - after steps on different shards every rank holds identical weights.
+ *
+ * Usage: test_dist [--device cpu|cuda|auto] [--out DIR]. Without --device everything runs on the
+ * CPU backend and the steps on different shards reduce with one blocking allreduce each. With
+ * it, on that backend (a rank's GPU: its node-local rank mod the GPUs visible, as in training),
+ * every step reduces through dist_grads in the mode the job chooses for that memory (GPU
+ * memory: STAGED through page-locked host memory, or DEVICE where opted in). On a GPU each
+ * process times its own cuDNN algorithms, so the ranks' own gradients of one batch may differ in
+ * their last bits (TF32: in more); the distributed step then matches the one-process step only
+ * up to those differences, which tests/check_dist_files.py works out from the files --out
+ * writes (raw float32 in the machine's byte order, little-endian on x86-64):
+ *   DIR/meta.txt              "key value" lines: world, device, tf32, mode, lr, weight_decay,
+ *                             nets (rank 0)
+ *   DIR/NET.init.f32          the weights [P] before the same-batch step (rank 0)
+ *   DIR/NET.dist.rankR.f32    rank R's weights after its distributed same-batch step
+ *   DIR/NET.one.rankR.f32     rank R's weights after its one-process step on that batch
+ *   DIR/NET.grads.rankR.f32   rank R's one-process gradients [P], then (loss, correct)
+ *   DIR/NET.shards.rankR.f32  rank R's weights after the steps on different shards */
+#include "../app/device.h"
 #include "../app/dist.h"
 #include "../app/model.h"
 #include "../common/err.h"
@@ -11,6 +29,8 @@
 #include "check.h"
 #include "test_nets.h"
 
+#include <errno.h>
+#include <math.h>
 #include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
@@ -18,7 +38,16 @@
 #include <string.h>
 #include <zlib.h>
 
+#define LR 0.05f
+#define WEIGHT_DECAY 5e-4f
+
 static struct dist d;
+static const struct kernels *K;  /* the backend */
+static int device_mode, on_gpu;  /* --device given; the backend's memory is a GPU's */
+static const char *out_dir;      /* --out, or NULL */
+static enum dist_grads_mode mode_seen;
+
+static float *fnew(size_t n) { return XALLOC(n * sizeof(float)); }
 
 static uint32_t crc_of(const float *p, size_t n) { return (uint32_t)crc32(0, (const Bytef *)p, (uInt)(n * sizeof(float))); }
 
@@ -29,6 +58,38 @@ static int all_equal_u32(uint32_t v) {
     for (int r = 0; r < d.world; r++) eq &= all[r] == all[0];
     free(all);
     return eq;
+}
+
+/* out_dir/NET.KIND.f32 (rank < 0) or out_dir/NET.KIND.rankR.f32: x[n], raw. */
+static void write_floats(const char *net, const char *kind, int rank, const float *x, size_t n) {
+    if (!out_dir) return;
+    char path[1024];
+    if (rank < 0) snprintf(path, sizeof path, "%s/%s.%s.f32", out_dir, net, kind);
+    else snprintf(path, sizeof path, "%s/%s.%s.rank%d.f32", out_dir, net, kind, rank);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(x, sizeof(float), n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s: %s", path, strerror(errno));
+        dist_fail(1, msg);
+    }
+}
+
+static void write_meta(const char *const *nets, int nnets) {
+    static const char *const modes[] = {[DIST_GRADS_LOCAL] = "local", [DIST_GRADS_HOST] = "host",
+                                        [DIST_GRADS_DEVICE] = "device", [DIST_GRADS_STAGED] = "staged"};
+    const char *override = getenv("NVIDIA_TF32_OVERRIDE");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/meta.txt", out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) dist_fail(1, "cannot write meta.txt in the --out directory");
+    fprintf(f, "world %d\ndevice %s\ntf32 %s\nmode %s\nlr %.9g\nweight_decay %.9g\nnets", d.world, K->name,
+            !on_gpu ? "n/a" : override && strcmp(override, "0") == 0 ? "off" : "on", modes[mode_seen], (double)LR,
+            (double)WEIGHT_DECAY);
+    for (int i = 0; i < nnets; i++) fprintf(f, " %s", nets[i]);
+    fprintf(f, "\n");
+    if (fclose(f) != 0) dist_fail(1, "cannot write meta.txt in the --out directory");
 }
 
 static void test_shards(void) {
@@ -60,36 +121,62 @@ static void submit(struct model *m, const struct cifar_set *set, const int *idx,
     model_batch_submit(m, B);
 }
 
+/* Same batch on every rank: the distributed step (bucketed reduction overlapped with backward,
+ * small buckets) on dm against the single-process step on lm. Both start from the same weights
+ * and run the same plans, so lm's gradients are the ones dm contributed. */
+static void same_batch_step(struct model *dm, struct model *lm, struct dist_grads *g, const struct cifar_set *set, int B) {
+    const char *name = dm->net->name;
+    size_t P = dm->nparams;
+    float *init = fnew(P), *dist_w = fnew(P), *one_w = fnew(P), *local = fnew(P + 2), stats[2];
+    model_get_state(dm, init, NULL, NULL);
+    int same[4] = {0, 9, 17, 33};
+    submit(dm, set, same, B);
+    model_forward_backward(dm);
+    dist_grads_finish(g, stats);
+    EXPECT(d.world == 1 || dist_grads_buckets(g) > 3, "%s: %d buckets", name, dist_grads_buckets(g));
+    model_sgd_step(dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
+    submit(lm, set, same, B);
+    model_forward_backward(lm);
+    K->download(local, lm->grads, (P + 2) * sizeof(float));
+    model_sgd_step(lm, LR, 0.9f, WEIGHT_DECAY, 1.0f);
+    model_get_state(dm, dist_w, NULL, NULL);
+    model_get_state(lm, one_w, NULL, NULL);
+    /* The CPU computes the same in every process; a GPU may not (see the top). */
+    int pow2 = (d.world & (d.world - 1)) == 0, same_grads = all_equal_u32(crc_of(local, P));
+    EXPECT(same_grads || on_gpu, "%s: the ranks' gradients of one batch differ on the CPU", name);
+    EXPECT(!pow2 || !same_grads || memcmp(dist_w, one_w, P * 4) == 0, "%s, rank %d: averaged step differs from the one-process step",
+           name, d.rank);
+    if (!same_grads && d.rank == 0)
+        printf("test_dist: %s: the ranks' own gradients of the batch differ in rounding; tests/check_dist_files.py compares "
+               "the steps in the --out files\n", name);
+    float sum[2] = {local[P], local[P + 1]};
+    dist_allreduce_sum(sum, 2);
+    EXPECT(fabsf(stats[0] - sum[0]) <= 1e-6f * sum[0] && stats[1] == sum[1], "%s: loss, correct: %g, %g; summed over ranks %g, %g",
+           name, stats[0], stats[1], sum[0], sum[1]);
+    if (d.rank == 0) write_floats(name, "init", -1, init, P);
+    write_floats(name, "dist", d.rank, dist_w, P);
+    write_floats(name, "one", d.rank, one_w, P);
+    write_floats(name, "grads", d.rank, local, P + 2);
+    free(init), free(dist_w), free(one_w), free(local);
+}
+
 /* Data-parallel steps of `net` on `set`, batches of B, gradient buckets of `bucket` bytes. */
 static void test_steps(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
     int n = set->n;
-    /* Same batch on every rank: the distributed step (bucketed allreduce overlapped with
-     * backward, small buckets) equals the single-process step. */
     struct model dm, lm;
-    model_init(&dm, net, kernels_cpu(), B, 5);
-    model_init(&lm, net, kernels_cpu(), B, 5);
+    model_init(&dm, net, K, B, 5);
+    model_init(&lm, net, K, B, 5);
     size_t P = dm.nparams;
-    struct dist_grads *g = dist_grads_attach(&dm, bucket, 0);
-    EXPECT(dist_grads_mode(g) == (d.world == 1 ? DIST_GRADS_LOCAL : DIST_GRADS_HOST), "mode %d", dist_grads_mode(g));
-    int same[4] = {0, 9, 17, 33};
-    submit(&dm, set, same, B);
-    model_forward_backward(&dm);
-    float stats[2], local[2];
-    dist_grads_finish(g, stats);
-    EXPECT(d.world == 1 || dist_grads_buckets(g) > 3, "%s: %d buckets of %zu bytes", net->name, dist_grads_buckets(g), bucket);
-    model_sgd_step(&dm, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-    submit(&lm, set, same, B);
-    model_forward_backward(&lm);
-    memcpy(local, lm.grads + P, sizeof local);
-    model_sgd_step(&lm, 0.05f, 0.9f, 5e-4f, 1.0f);
-    int pow2 = (d.world & (d.world - 1)) == 0;
-    EXPECT(!pow2 || memcmp(dm.params, lm.params, P * 4) == 0, "%s, rank %d: averaged step differs from the one-process step", net->name, d.rank);
-    EXPECT(stats[0] == local[0] * d.world && stats[1] == local[1] * d.world, "loss, correct summed over ranks: %g, %g vs %g, %g x %d",
-           stats[0], stats[1], local[0], local[1], d.world);
+    struct dist_grads *g = dist_grads_attach(&dm, bucket, on_gpu);
+    mode_seen = dist_grads_mode(g);
+    enum dist_grads_mode want = d.world == 1 ? DIST_GRADS_LOCAL : on_gpu ? DIST_GRADS_STAGED : DIST_GRADS_HOST;
+    EXPECT(mode_seen == want || (want == DIST_GRADS_STAGED && mode_seen == DIST_GRADS_DEVICE), "mode %s",
+           dist_grads_mode_name(mode_seen));
+    same_batch_step(&dm, &lm, g, set, B);
 
     /* Different shards per rank for 3 steps: local gradients differ, weights stay identical;
      * the next batch is submitted while the step runs, as in training. */
-    dist_grads_free(g);
+    if (!device_mode) dist_grads_free(g), g = NULL;
     int *perm = XALLOC((size_t)n * sizeof(int));
     shard_permutation(5, 0, n, perm);
     int grads_differ = 0;
@@ -97,33 +184,68 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     for (int step = 0; step < 3; step++) {
         model_forward_backward(&dm);
         if (step < 2) submit(&dm, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
-        grads_differ |= !all_equal_u32(crc_of(dm.grads, P));
-        dist_allreduce_sum(dm.grads, P + 2);
-        model_sgd_step(&dm, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        float stats[2];
+        if (g) {
+            dist_grads_finish(g, stats);
+        } else {
+            grads_differ |= !all_equal_u32(crc_of(dm.grads, P));
+            dist_allreduce_sum(dm.grads, P + 2);
+        }
+        model_sgd_step(&dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
     }
-    EXPECT(d.world == 1 || grads_differ, "ranks saw identical gradients: the shards were not different");
-    EXPECT(all_equal_u32(crc_of(dm.params, P)) && all_equal_u32(crc_of(dm.momentum, P)), "%s: ranks hold different weights", net->name);
-    EXPECT(memcmp(dm.params, lm.params, P * 4) != 0, "weights did not change");
+    EXPECT(g || d.world == 1 || grads_differ, "ranks saw identical gradients: the shards were not different");
+    float *w = fnew(P), *mom = fnew(P), *one_w = fnew(P);
+    model_get_state(&dm, w, mom, NULL);
+    model_get_state(&lm, one_w, NULL, NULL);
+    EXPECT(all_equal_u32(crc_of(w, P)) && all_equal_u32(crc_of(mom, P)), "%s: ranks hold different weights", net->name);
+    EXPECT(memcmp(w, one_w, P * 4) != 0, "weights did not change");
+    write_floats(net->name, "shards", d.rank, w, P);
 
-    free(perm);
+    if (g) dist_grads_free(g);
+    free(perm), free(w), free(mom), free(one_w);
     model_free(&dm), model_free(&lm);
+}
+
+/* --device and --out; the backend in K. Exits every rank with one message on a bad argument
+ * or an unusable device. */
+static void parse_args(int argc, char **argv) {
+    enum device_kind want = DEVICE_CPU;
+    int bad = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            device_mode = 1;
+            bad |= device_parse(argv[++i], &want) != 0;
+        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            out_dir = argv[++i];
+        } else {
+            bad = 1;
+        }
+    }
+    dist_agree(bad ? 2 : 0, "usage: test_dist [--device cpu|cuda|auto] [--out DIR]");
+    char desc[512];
+    struct err e = {""};
+    K = device_select(want, d.local_rank, desc, sizeof desc, &e);
+    dist_agree(K ? 0 : 1, e.msg);
+    on_gpu = strcmp(K->name, "cpu") != 0;
+    if (device_mode) dist_print_all(desc);
 }
 
 int main(int argc, char **argv) {
     err_set_progname("test_dist");
     dist_init(&argc, &argv, 0, &d);
+    parse_args(argc, argv);
     omp_set_num_threads(1);
     test_shards();
 
     /* A small in-memory dataset of random images. */
     int n = 64, B = 4;
-    uint8_t *raw = XALLOC((size_t)n * CIFAR_RECORD_BYTES);
-    uint32_t s = 12345;
-    for (size_t i = 0; i < (size_t)n * CIFAR_RECORD_BYTES; i++) s = s * 1664525u + 1013904223u, raw[i] = (uint8_t)(s >> 24);
-    struct cifar_set set = {.n = n, .records = XALLOC((size_t)n * sizeof(uint8_t *))};
-    for (int i = 0; i < n; i++) raw[(size_t)i * CIFAR_RECORD_BYTES] %= 10, set.records[i] = raw + (size_t)i * CIFAR_RECORD_BYTES;
+    uint8_t *raw;
+    struct cifar_set set = check_random_set(n, 12345, &raw);
     test_steps(&net_workshop_cnn, &set, B, 65536);
     test_steps(&test_net, &set, B, 2048); /* frozen tensors: the ready ranges skip them */
+    const char *nets[] = {net_workshop_cnn.name, test_net.name};
+    if (out_dir && d.rank == 0) write_meta(nets, 2);
+    free(set.records), free(raw);
 
     /* The job's verdict: any failure on any rank fails every rank. */
     char label[32];
@@ -131,5 +253,6 @@ int main(int argc, char **argv) {
     int bad = check_summary(label), any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     dist_finalize();
+    K->shutdown(); /* after MPI_Finalize: see kernels.h */
     return any;
 }

@@ -8,9 +8,11 @@
  *   cpu   the whole table on the default ISA path with 1 and 3 OpenMP threads (3: more threads
  *         than cores, and than the images of some cases), then the conv and linear cases (the
  *         code that differs per ISA: the GEMM and the Winograd convolution) on every ISA path
- *         this CPU has, with 2 threads;
+ *         this CPU has, with 2 threads; and, in child processes, that the conv and linear ops
+ *         stop at their CHECK when given a workspace one byte short;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
- *         (TF32 off, so the GPU computes in FP32 like the CPU).
+ *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
+ *         table again on the backend kernels_cuda() makes afresh after it.
  *
  * Tolerances, backend result against the double reference:
  *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
@@ -35,6 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define TOL 1e-5       /* float arithmetic ops */
 #define TOL_FINE 1e-6  /* softmax cross-entropy, SGD */
@@ -328,14 +333,15 @@ static void conv_reference(const struct conv_shape *s, const float *x, const flo
 /* The backward again with the outputs the case names set to NULL: the others bit for bit as
  * in the run with all of them (dx, dw, db). */
 static void conv_skipped(const struct op_case *c, const float *x, const float *w, const float *dy,
-                         const float *mask, void *ws, const float *dx, const float *dw, const float *db) {
+                         const float *mask, void *ws, size_t ws_bytes, const float *dx, const float *dw,
+                         const float *db) {
     unsigned f = c->flags;
     if (!(f & (F_NO_DX | F_NO_DW | F_NO_DB))) return;
     size_t nx, nw, ny;
     conv_sizes(&c->conv, &nx, &nw, &ny);
     float *vdx = f & F_NO_DX ? NULL : dev_nan(nx), *vdw = f & F_NO_DW ? NULL : dev_nan(nw);
     float *vdb = f & F_NO_DB ? NULL : dev_nan(c->conv.K);
-    B->conv_backward(&c->conv, x, w, dy, vdx, vdw, vdb, mask, ws);
+    B->conv_backward(&c->conv, x, w, dy, vdx, vdw, vdb, mask, ws, ws_bytes);
     if (vdx) expect_same("dx with other outputs NULL", vdx, dx, nx);
     if (vdw) expect_same("dw with other outputs NULL", vdw, dw, nw);
     if (vdb) expect_same("db with other outputs NULL", vdb, db, c->conv.K);
@@ -356,15 +362,16 @@ static void run_conv(const struct op_case *c) {
 
     float *gx = dev_of(x, nx), *gw = dev_of(w, nw), *gdy = dev_of(dy, ny), *gb = b ? dev_of(b, s->K) : NULL;
     const float *mask = c->flags & F_MASK ? gx : NULL;
-    void *ws = dev_alloc(B->conv_workspace(s));
+    size_t ws_bytes = B->conv_workspace(s, CONV_FORWARD | CONV_BACKWARD_DATA | CONV_BACKWARD_FILTER);
+    void *ws = dev_alloc(ws_bytes);
     float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
-    B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws);
+    B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws, ws_bytes);
     expect_rel("y", host_of(gy, ny), ry, ny, TOL);
-    B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws);
+    B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws, ws_bytes);
     expect_rel("dx", host_of(gdx, nx), rdx, nx, TOL);
     expect_rel("dw", host_of(gdw, nw), rdw, nw, TOL);
     expect_rel("db", host_of(gdb, s->K), rdb, s->K, TOL);
-    conv_skipped(c, gx, gw, gdy, mask, ws, gdx, gdw, gdb);
+    conv_skipped(c, gx, gw, gdy, mask, ws, ws_bytes, gdx, gdw, gdb);
 }
 
 /* ---- relu, gelu ---- */
@@ -566,18 +573,19 @@ static void run_linear(const struct op_case *c) {
     double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(O);
     linear_reference(c, x, w, b, dy, ry, rdx, rdw, rdb);
     float *gx = dev_of(x, nx), *gw = dev_of(w, nw), *gdy = dev_of(dy, ny), *gb = b ? dev_of(b, O) : NULL;
-    void *ws = dev_alloc(B->linear_workspace(N, I, O));
+    size_t ws_bytes = B->linear_workspace(N, I, O);
+    void *ws = dev_alloc(ws_bytes);
     float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(O);
-    B->linear_forward(gx, gw, gb, gy, N, I, O, sc, ws);
+    B->linear_forward(gx, gw, gb, gy, N, I, O, sc, ws, ws_bytes);
     expect_rel("y", host_of(gy, ny), ry, ny, TOL);
-    B->linear_backward(gx, gw, gdy, gdx, gdw, gdb, N, I, O, sc, ws);
+    B->linear_backward(gx, gw, gdy, gdx, gdw, gdb, N, I, O, sc, ws, ws_bytes);
     expect_rel("dx", host_of(gdx, nx), rdx, nx, TOL);
     expect_rel("dw", host_of(gdw, nw), rdw, nw, TOL);
     expect_rel("db", host_of(gdb, O), rdb, O, TOL);
     if (!(c->flags & (F_NO_DX | F_NO_DB))) return;
     float *vdx = c->flags & F_NO_DX ? NULL : dev_nan(nx), *vdw = dev_nan(nw);
     float *vdb = c->flags & F_NO_DB ? NULL : dev_nan(O);
-    B->linear_backward(gx, gw, gdy, vdx, vdw, vdb, N, I, O, sc, ws);
+    B->linear_backward(gx, gw, gdy, vdx, vdw, vdb, N, I, O, sc, ws, ws_bytes);
     expect_same("dw with other outputs NULL", vdw, gdw, nw);
     if (vdx) expect_same("dx with db NULL", vdx, gdx, nx);
     if (vdb) expect_same("db with dx NULL", vdb, gdb, O);
@@ -664,7 +672,8 @@ static void run_sgd(const struct op_case *c) {
 
 /* ---- the asynchronous copies ---- */
 
-/* upload_async -> compute_wait -> relu_forward -> download_async -> event_wait, with the
+/* The first half of x by input_upload_async (input queue), the rest by upload_async (transfer
+ * queue) -> compute_wait on both -> relu_forward -> download_async -> event_wait, with the
  * host buffers from host_alloc; plus a bytes-0 download_async that only marks a point. */
 static void run_copy(const struct op_case *c) {
     size_t n = (size_t)c->n, bytes = n * sizeof(float);
@@ -675,18 +684,22 @@ static void run_copy(const struct op_case *c) {
     float *hin = B->host_alloc(bytes), *hout = B->host_alloc(bytes), *gx = dev_nan(n), *gy = dev_nan(n);
     memcpy(hin, x, bytes);
     memset(hout, 0xff, bytes);
-    struct kernels_event *up = B->event_create(), *down = B->event_create(), *mark = B->event_create();
-    B->upload_async(gx, hin, bytes, up);
+    struct kernels_event *in = B->event_create(), *up = B->event_create(), *down = B->event_create();
+    struct kernels_event *mark = B->event_create();
+    size_t half = n / 2;
+    B->input_upload_async(gx, hin, half * sizeof(float), in);
+    B->upload_async(gx + half, hin + half, (n - half) * sizeof(float), up);
+    B->compute_wait(in);
     B->compute_wait(up);
     B->relu_forward(gx, gy, n);
     B->download_async(hout, gy, bytes, down);
     B->download_async(hout, gy, 0, mark);
     B->event_wait(down);
     B->event_wait(mark);
-    EXPECT(B->event_done(up) && B->event_done(down) && B->event_done(mark), "%s: %s: event_done 0 after the wait",
-           where, what);
+    EXPECT(B->event_done(in) && B->event_done(up) && B->event_done(down) && B->event_done(mark),
+           "%s: %s: event_done 0 after the wait", where, what);
     expect_abs("downloaded y", hout, ref, n, 0);
-    B->event_destroy(up), B->event_destroy(down), B->event_destroy(mark);
+    B->event_destroy(in), B->event_destroy(up), B->event_destroy(down), B->event_destroy(mark);
     B->host_free(hin), B->host_free(hout);
 }
 
@@ -748,6 +761,60 @@ static void check_catches_null(void) {
     t = *kernels_cpu();
     t.sgd_update = NULL;
     expect_check_names(&t, "sgd_update");
+    t = *kernels_cpu();
+    t.shutdown = NULL;
+    expect_check_names(&t, "shutdown");
+}
+
+/* ---- The CPU's workspace check ---- */
+
+/* In a child process with one thread: op (0 conv_forward, 1 conv_backward, 2 linear_forward,
+ * 3 linear_backward) given a workspace one byte shorter than conv_workspace / linear_workspace
+ * say; it must stop at its CHECK before touching anything. One thread: should the check be
+ * missing, the op runs without an OpenMP team, which a forked child cannot safely start. */
+static void short_workspace_child(int op) {
+    omp_set_num_threads(1);
+    static const struct conv_shape s = {2, 3, 4, 6, 6, 3, 1};
+    size_t need = op < 2 ? B->conv_workspace(&s, CONV_FORWARD | CONV_BACKWARD_DATA | CONV_BACKWARD_FILTER)
+                         : B->linear_workspace(2, 5, 3);
+    float *x = B->alloc(4096), *w = B->alloc(4096), *y = B->alloc(4096), *dx = B->alloc(4096), *dw = B->alloc(4096);
+    void *ws = B->alloc(need);
+    switch (op) {
+    case 0: B->conv_forward(&s, x, w, NULL, y, 0, ws, need - 1); break;
+    case 1: B->conv_backward(&s, x, w, y, dx, dw, NULL, NULL, ws, need - 1); break;
+    case 2: B->linear_forward(x, w, NULL, y, 2, 5, 3, 1.0f, ws, need - 1); break;
+    default: B->linear_backward(x, w, y, dx, dw, NULL, 2, 5, 3, 1.0f, ws, need - 1); break;
+    }
+}
+
+/* Each op with too little workspace: the child must die (CHECK aborts) with the check's line. */
+static void check_catches_short_workspace(void) {
+    static const char *const ops[] = {"conv_forward", "conv_backward", "linear_forward", "linear_backward"};
+    for (int op = 0; op < 4; op++) {
+        fflush(stdout), fflush(stderr);
+        int fds[2];
+        CHECK(pipe(fds) == 0);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}); /* the abort: no core file */
+            dup2(fds[1], 2);
+            short_workspace_child(op);
+            _exit(0);
+        }
+        close(fds[1]);
+        char msg[512] = "";
+        size_t len = 0;
+        for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;)
+            len += (size_t)got;
+        msg[len] = '\0';
+        close(fds[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        EXPECT(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(msg, "check failed: ws_bytes >="),
+               "cpu: %s with a workspace one byte short: status %d, stderr '%s' (want the CHECK on ws_bytes)", ops[op],
+               status, msg);
+    }
 }
 
 /* ---- The columns ---- */
@@ -757,6 +824,7 @@ static void cpu_column(void) {
     B = kernels_cpu();
     expect_complete(B);
     check_catches_null();
+    check_catches_short_workspace();
     const char *best = gemm_isa();
     int threads = omp_get_max_threads();
     for (int t = 1; t <= 3; t += 2) {
@@ -775,6 +843,7 @@ static void cpu_column(void) {
     }
     gemm_select(best);
     omp_set_num_threads(threads);
+    B->shutdown(); /* nothing to release; it must be there and callable */
 }
 
 static void cuda_column(void) {
@@ -791,6 +860,11 @@ static void cuda_column(void) {
     expect_complete(B);
     snprintf(where, sizeof where, "cuda");
     run_cases(0);
+    B->shutdown();
+    B = kernels_cuda(0);
+    snprintf(where, sizeof where, "cuda after shutdown and kernels_cuda(0) again");
+    run_cases(0);
+    B->shutdown();
 #else
     printf("test_ops: cuda: skipped: this build has no CUDA backend\n");
 #endif

@@ -23,6 +23,8 @@ static void cpu_copy_async(void *dst, const void *src, size_t bytes, struct kern
 }
 static void cpu_event_nothing(struct kernels_event *e) { (void)e; }
 static int cpu_event_done(struct kernels_event *e) { return (void)e, 1; }
+/* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
+static void cpu_shutdown(void) {}
 
 static const struct kernels cpu_kernels = {
     .name = "cpu",
@@ -34,6 +36,7 @@ static const struct kernels cpu_kernels = {
     .host_free = cpu_free,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
+    .input_upload_async = cpu_copy_async,
     .upload_async = cpu_copy_async,
     .download_async = cpu_copy_async,
     .compute_wait = cpu_event_nothing,
@@ -57,6 +60,7 @@ static const struct kernels cpu_kernels = {
     .linear_backward = cpu_linear_backward,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
+    .shutdown = cpu_shutdown,
 };
 
 /* The table is constant, so one check decides for every call; a missing op is a bug in this

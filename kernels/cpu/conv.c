@@ -36,7 +36,10 @@ static int use_winograd(const struct conv_shape *s, int in, int out) {
     return s->k == 3 && s->pad == 1 && winograd_applies(in, out, s->H, s->W);
 }
 
-size_t cpu_conv_workspace(const struct conv_shape *s) {
+/* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
+ * size, the largest, serves them all. It depends on the thread count: the ops check it against
+ * the team they are about to start. */
+static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
     size_t floats = per_thread_floats(s) * (size_t)threads;
     if (use_winograd(s, s->C, s->K)) { /* forward */
@@ -48,6 +51,11 @@ size_t cpu_conv_workspace(const struct conv_shape *s) {
         if (f > floats) floats = f;
     }
     return floats * sizeof(float);
+}
+
+size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes) {
+    (void)passes;
+    return workspace_bytes(s);
 }
 
 /* The output columns [*lo, *hi) whose input column ox + kx - pad lies inside 0..W-1. */
@@ -158,7 +166,8 @@ static void col2im(const float *col, float *dx, const struct conv_shape *s) {
 }
 
 void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                      float *y, int relu, void *ws) {
+                      float *y, int relu, void *ws, size_t ws_bytes) {
+    CHECK(ws_bytes >= workspace_bytes(s));
     int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W;
     if (use_winograd(s, C, K)) {
         winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, ws);
@@ -250,7 +259,9 @@ static void backward_im2col(const struct conv_shape *s, const float *x, const fl
 }
 
 void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                       float *dx, float *dw, float *db, const float *dx_mask, void *ws) {
+                       float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                       size_t ws_bytes) {
+    CHECK(ws_bytes >= workspace_bytes(s));
     int winograd_dx = dx && use_winograd(s, s->K, s->C);
     float *im2col_dx = winograd_dx ? NULL : dx;
     if (dw || db || im2col_dx) backward_im2col(s, x, w, dy, im2col_dx, dw, db, dx_mask, ws);

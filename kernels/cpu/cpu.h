@@ -11,11 +11,12 @@
 
 void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
                        const float *shift);
-size_t cpu_conv_workspace(const struct conv_shape *s);
+size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);
 void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                      float *y, int relu, void *ws);
+                      float *y, int relu, void *ws, size_t ws_bytes);
 void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                       float *dx, float *dw, float *db, const float *dx_mask, void *ws);
+                       float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                       size_t ws_bytes);
 void cpu_relu_forward(const float *x, float *y, size_t n);
 void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cpu_gelu_forward(const float *x, float *y, size_t n);
@@ -35,9 +36,9 @@ void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
                             float *dgamma, float *dbeta, int N, int C, int HW);
 size_t cpu_linear_workspace(int N, int I, int O);
 void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                        int O, float scale, void *ws);
+                        int O, float scale, void *ws, size_t ws_bytes);
 void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         float *db, int N, int I, int O, float scale, void *ws);
+                         float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
                       int classes);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,

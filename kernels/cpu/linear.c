@@ -11,7 +11,8 @@ size_t cpu_linear_workspace(int N, int I, int O) {
 }
 
 void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                        int O, float scale, void *ws) {
+                        int O, float scale, void *ws, size_t ws_bytes) {
+    CHECK(ws_bytes >= cpu_linear_workspace(N, I, O));
     /* y[N][O] = scale x[N][I] w^T[I][O] */
     gemm_parallel(N, O, I, scale, x, I, 1, w, 1, I, 0.0f, y, O, ws);
     if (!b) return;
@@ -22,7 +23,8 @@ void cpu_linear_forward(const float *x, const float *w, const float *b, float *y
 }
 
 void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         float *db, int N, int I, int O, float scale, void *ws) {
+                         float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
+    CHECK(ws_bytes >= cpu_linear_workspace(N, I, O));
     /* dw[O][I] = scale dy^T[O][N] x[N][I] */
     gemm_parallel(O, I, N, scale, dy, 1, O, x, I, 1, 0.0f, dw, I, ws);
     /* dx[N][I] = scale dy[N][O] w[O][I] */

@@ -1,5 +1,10 @@
 /* The CUDA backend's table, memory, queues and events. One GPU per process: the first
- * kernels_cuda(device) call selects it and creates everything; ops live in their own files. */
+ * kernels_cuda(device) call selects it and creates everything, shutdown() releases it all (a
+ * later kernels_cuda() starts afresh); ops live in their own files.
+ *
+ * Three streams: compute (every op), input (input_upload_async: input batches) and transfer
+ * (upload_async, download_async: staged gradients), so an input upload never queues behind
+ * gradient copies. */
 extern "C" {
 #include "../../common/err.h"
 #include "../kernels.h"
@@ -12,7 +17,7 @@ extern "C" {
 #include <string.h>
 
 static int selected = -1;
-static cudaStream_t compute_stream, transfer_stream;
+static cudaStream_t compute_stream, input_stream, transfer_stream;
 static cudnnHandle_t cudnn;
 static cublasHandle_t cublas;
 static void *scratch;
@@ -43,7 +48,6 @@ int cuda_tf32(void) {
 }
 
 cudaStream_t cuda_stream(void) { return compute_stream; }
-cudaStream_t cuda_copy_stream(void) { return transfer_stream; }
 cudnnHandle_t cuda_cudnn(void) { return cudnn; }
 cublasHandle_t cuda_cublas(void) { return cublas; }
 
@@ -73,8 +77,8 @@ static void *cuda_alloc(size_t bytes) {
                 bytes, free_b >> 20, total_b >> 20, cudaGetErrorString(rc));
         exit(1);
     }
-    /* Zero-filled, as the contract says, and finished before return: the transfer queue may
-     * write the buffer next. */
+    /* Zero-filled, as the contract says, and finished before return: a copy queue (input,
+     * transfer) may write the buffer next. */
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, compute_stream));
     CUDA_CHECK(cudaStreamSynchronize(compute_stream));
     return p;
@@ -118,9 +122,17 @@ static void cuda_event_destroy(struct kernels_event *e) {
     if (e) CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e));
 }
 
+static void upload_on(cudaStream_t stream, void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    if (done) CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, stream));
+}
+
+static void cuda_input_upload_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    upload_on(input_stream, dst, src, bytes, done);
+}
+
 static void cuda_upload_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, transfer_stream));
-    if (done) CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, transfer_stream));
+    upload_on(transfer_stream, dst, src, bytes, done);
 }
 
 static void cuda_download_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
@@ -143,6 +155,27 @@ static int cuda_event_done(struct kernels_event *e) {
 }
 
 static void cuda_event_wait(struct kernels_event *e) { CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e)); }
+
+/* The reverse of kernels_cuda(): waits for the device, then releases the plans, the scratch,
+ * the handles and the streams, and resets the device (its primary context), which also frees
+ * anything a caller forgot; compute-sanitizer's leak check reports only once the context is
+ * gone. Afterwards nothing of the old state is valid: selected = -1 makes kernels_cuda()
+ * create it all again. */
+static void cuda_shutdown(void) {
+    CHECK(selected >= 0);
+    CUDA_CHECK(cudaSetDevice(selected)); /* the device cudaDeviceReset acts on, from any thread */
+    CUDA_CHECK(cudaDeviceSynchronize()); /* nothing below may still be in use */
+    cuda_conv_release();
+    CUDA_CHECK(cudaFree(scratch));
+    scratch = NULL, scratch_bytes = 0;
+    CUBLAS_CHECK(cublasDestroy(cublas));
+    CUDNN_CHECK(cudnnDestroy(cudnn));
+    CUDA_CHECK(cudaStreamDestroy(compute_stream));
+    CUDA_CHECK(cudaStreamDestroy(input_stream));
+    CUDA_CHECK(cudaStreamDestroy(transfer_stream));
+    CUDA_CHECK(cudaDeviceReset());
+    selected = -1;
+}
 
 static struct kernels table;
 
@@ -173,6 +206,7 @@ const struct kernels *kernels_cuda(int device) {
     }
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&compute_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&input_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream, cudaStreamNonBlocking));
     CUDNN_CHECK(cudnnCreate(&cudnn));
     CUDNN_CHECK(cudnnSetStream(cudnn, compute_stream));
@@ -190,6 +224,7 @@ const struct kernels *kernels_cuda(int device) {
     table.host_free = cuda_host_free;
     table.event_create = cuda_event_create;
     table.event_destroy = cuda_event_destroy;
+    table.input_upload_async = cuda_input_upload_async;
     table.upload_async = cuda_upload_async;
     table.download_async = cuda_download_async;
     table.compute_wait = cuda_compute_wait;
@@ -213,6 +248,7 @@ const struct kernels *kernels_cuda(int device) {
     table.linear_backward = cuda_linear_backward;
     table.softmax_xent = cuda_softmax_xent;
     table.sgd_update = cuda_sgd_update;
+    table.shutdown = cuda_shutdown;
     /* An op added to struct kernels but not filled in above: stop here, not at a NULL call. */
     struct err e;
     if (kernels_check(&table, &e) < 0) err_die(1, "internal error: %s", e.msg);

@@ -2,8 +2,8 @@
  * points are in kernels/kernels.h. Contracts of the ops are those of struct kernels.
  *
  * Every op runs on one stream (cuda_stream()), so ops are ordered among themselves and
- * asynchronous to the host; uploads of input batches and staged gradient copies use a second
- * stream (cuda_copy_stream()), ordered against the first with events.
+ * asynchronous to the host; uploads of input batches and staged gradient copies each have a
+ * stream of their own (backend.cu), ordered against the first with events.
  *
  * Every CUDA runtime, cuDNN and cuBLAS call goes through CUDA_CHECK / CUDNN_CHECK /
  * CUBLAS_CHECK, which print the failed expression, the error and file:line, then exit 1; every
@@ -55,7 +55,6 @@ int cuda_tf32(void);
 
 /* The backend's state (backend.cu), valid after kernels_cuda() succeeded. */
 cudaStream_t cuda_stream(void);
-cudaStream_t cuda_copy_stream(void);
 cudnnHandle_t cuda_cudnn(void);
 cublasHandle_t cuda_cublas(void);
 /* A device scratch buffer of at least `bytes`, owned by the backend and reused by every op
@@ -89,11 +88,14 @@ int cuda_channel_partials(enum channel_sum what, const float *a, const float *b,
 void cuda_channel_reduce(const double *part, float *out, int S, int C, float scale);
 
 /* Ops (one file each). */
-size_t cuda_conv_workspace(const struct conv_shape *s);
+size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes);
 void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                       float *y, int relu, void *ws);
+                       float *y, int relu, void *ws, size_t ws_bytes);
 void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                        float *dx, float *dw, float *db, const float *dx_mask, void *ws);
+                        float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                        size_t ws_bytes);
+/* Destroys every convolution plan (shutdown; the device must be idle). */
+void cuda_conv_release(void);
 void cuda_relu_forward(const float *x, float *y, size_t n);
 void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cuda_gelu_forward(const float *x, float *y, size_t n);
@@ -116,9 +118,9 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
                              float *dgamma, float *dbeta, int N, int C, int HW);
 size_t cuda_linear_workspace(int N, int I, int O);
 void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                         int O, float scale, void *ws);
+                         int O, float scale, void *ws, size_t ws_bytes);
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int N, int I, int O, float scale, void *ws);
+                          float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
                        int classes);
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,

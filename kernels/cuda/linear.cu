@@ -11,8 +11,8 @@ size_t cuda_linear_workspace(int N, int I, int O) {
 }
 
 void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O, float scale,
-                         void *ws) {
-    (void)ws;
+                         void *ws, size_t ws_bytes) {
+    (void)ws, (void)ws_bytes; /* cuda_linear_workspace: none */
     const float zero = 0.0f;
     /* y^T (O x N, ldc O) = scale * w (stored I x O, lda I)^T x (I x N, ldb I). */
     CUBLAS_CHECK(cublasSgemm(cuda_cublas(), CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &scale, w, I, x, I, &zero, y, O));
@@ -20,8 +20,8 @@ void cuda_linear_forward(const float *x, const float *w, const float *b, float *
 }
 
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int N,
-                          int I, int O, float scale, void *ws) {
-    (void)ws;
+                          int I, int O, float scale, void *ws, size_t ws_bytes) {
+    (void)ws, (void)ws_bytes;
     const float zero = 0.0f;
     /* dw[O][I] = scale * dy^T x: column-major I x O = x (I x N) times dy^T (N x O). */
     CUBLAS_CHECK(cublasSgemm(cuda_cublas(), CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &scale, x, I, dy, O, &zero, dw, I));
