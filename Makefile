@@ -79,7 +79,7 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            kernels/cpu/relu.c kernels/cpu/gelu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
            app/net.c app/nets.c app/model.c app/batches.c app/json.c app/safetensors.c \
-           app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c
+           app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c app/whiten.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c
 ISAS    := generic avx2 avx512
@@ -111,7 +111,7 @@ LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench
 TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
-             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged
+             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten
 
 .PHONY: all test bench clean install
 all: $(BINS)

@@ -134,7 +134,17 @@ static unsigned conv_passes(const struct model *m, int i) {
 
 static float linear_scale(const struct layer_def *d) { return d->scale != 0.0f ? d->scale : 1.0f; }
 
-/* PyTorch's defaults, drawn on the host, one stream per tensor (its table index). */
+/* torch.nn.init.dirac_(w[:in]) on a conv filter w [out][in][k][k]: output channel o < in
+ * becomes the identity on input channel o (1 at the kernel's centre k/2, k/2; 0 elsewhere). */
+static void dirac_init(float *w, const struct model_layer *L) {
+    int in = L->in_c, k = L->def->k, identities = in < L->out_c ? in : L->out_c;
+    size_t per_out = (size_t)in * k * k;
+    memset(w, 0, (size_t)identities * per_out * sizeof(float));
+    for (int o = 0; o < identities; o++) w[o * per_out + ((size_t)o * k + k / 2) * k + k / 2] = 1.0f;
+}
+
+/* PyTorch's defaults, drawn on the host, one stream per tensor (its table index); dirac_ after
+ * the draw, so a layer's flag leaves every stream as it was. */
 static void init_tensors(struct model *m, uint64_t seed) {
     float *host[2] = {XALLOC(m->nparams * sizeof(float)), XALLOC(m->nbuffers * sizeof(float))};
     for (int t = 0; t < m->ntensors; t++) {
@@ -148,6 +158,7 @@ static void init_tensors(struct model *m, uint64_t seed) {
         double bound = 1.0 / sqrt((double)L->in_c * k * k);
         for (size_t i = 0; i < mt->numel; i++)
             dst[i] = mt->init == INIT_ONES ? 1.0f : mt->init == INIT_ZEROS ? 0.0f : (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+        if (L->weight == t && (L->def->flags & LAYER_DIRAC_INIT)) dirac_init(dst, L);
     }
     m->k->upload(m->params, host[0], m->nparams * sizeof(float));
     m->k->upload(m->buffers, host[1], m->nbuffers * sizeof(float));
@@ -332,7 +343,8 @@ int model_forward_backward(struct model *m) {
     float *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
     size_t P = m->nparams, ready_end = P;
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
-    m->k->softmax_xent(m->layers[m->nlayers - 1].act, m->batches.dev_labels[slot], d, m->grads + P, n, m->net->classes);
+    m->k->softmax_xent(m->layers[m->nlayers - 1].act, m->batches.dev_labels[slot], d, m->grads + P, n, m->net->classes,
+                       0.0f, XENT_MEAN);
     batches_release(&m->batches, slot);
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + 2);
     for (int i = m->nlayers - 1; i >= 0; i--) {
@@ -371,7 +383,7 @@ int model_predict(struct model *m, int *pred_host, float *logits_host) {
 }
 
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale) {
-    m->k->sgd_update(m->params, m->grads, m->momentum, m->nparams, lr, momentum, weight_decay, grad_scale);
+    m->k->sgd_update(m->params, m->grads, m->momentum, m->nparams, lr, momentum, weight_decay, grad_scale, 0);
 }
 
 void model_get_state(const struct model *m, float *params, float *momentum, float *buffers) {

@@ -26,6 +26,8 @@ enum layer_flag {
     LAYER_BIAS = 1 << 0,        /* conv, linear: a bias tensor */
     LAYER_FROZEN = 1 << 1,      /* conv: the weight never trains (weight.requires_grad = False) */
     LAYER_FIXED_SCALE = 1 << 2, /* batch norm: the weight (scale) stays 1 and never trains */
+    LAYER_DIRAC_INIT = 1 << 3,  /* conv: after the uniform draw, the first `in` output channels
+                                 * are identities (torch.nn.init.dirac_(weight[:in])) */
 };
 
 struct layer_def {
@@ -47,6 +49,7 @@ struct net_def {
 
 /* The networks the programs know (app/nets.c). */
 extern const struct net_def net_workshop_cnn;
+extern const struct net_def net_airbench94;
 
 /* The known network called `name`, or NULL. */
 const struct net_def *net_find(const char *name);

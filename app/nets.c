@@ -27,3 +27,32 @@ static const struct layer_def workshop_layers[] = {
 
 const struct net_def net_workshop_cnn = {"workshop-cnn", 10, sizeof workshop_layers / sizeof workshop_layers[0],
                                          workshop_layers};
+
+/* airbench94 (K. Jordan, "94% on CIFAR-10 in 3.29 Seconds on a Single GPU", 2024,
+ * legacy/airbench94.py's make_net), exactly as its
+ *   nn.Sequential(0 Conv(3, 24, 2, padding=0, bias=True)  1 GELU
+ *                 2 ConvGroup(24, 64)  3 ConvGroup(64, 256)  4 ConvGroup(256, 256)
+ *                 5 MaxPool2d(3)  6 Flatten  7 Linear(256, 10, bias=False)  8 Mul(1/9))
+ * with ConvGroup = conv1 (3x3, no bias) pool (MaxPool2d(2)) norm1 activ conv2 norm2 activ
+ * (one GELU module used twice) and BatchNorm(eps 1e-12, momentum 1 - 0.6, weight frozen at 1).
+ * Layer 0 is the whitening filter: frozen (app/whiten.c computes it), its bias trains. The
+ * other convolutions start as dirac_ on their first in-channels outputs.
+ * Shapes per image: 3x32x32 -> 24x31x31 -> 64x15x15 -> 256x7x7 -> 256x3x3 -> 256x1x1 -> 10. */
+#define GELU {.kind = LAYER_GELU}
+#define GROUP_CONV(prefix, width) {.kind = LAYER_CONV, .name = prefix, .out = width, .k = 3, .pad = 1, .flags = LAYER_DIRAC_INIT}
+#define GROUP_BN(prefix) {.kind = LAYER_BATCHNORM, .name = prefix, .flags = LAYER_FIXED_SCALE, .eps = 1e-12f, .momentum = 0.4f}
+#define GROUP(n, width) GROUP_CONV(#n ".conv1", width), POOL2, GROUP_BN(#n ".norm1"), GELU, \
+                        GROUP_CONV(#n ".conv2", width), GROUP_BN(#n ".norm2"), GELU
+static const struct layer_def airbench94_layers[] = {
+    {.kind = LAYER_CONV, .name = "0", .out = 24, .k = 2, .pad = 0, .flags = LAYER_BIAS | LAYER_FROZEN},
+    GELU,
+    GROUP(2, 64),
+    GROUP(3, 256),
+    GROUP(4, 256),
+    {.kind = LAYER_MAXPOOL, .k = 3},
+    {.kind = LAYER_FLATTEN},
+    {.kind = LAYER_LINEAR, .name = "7", .out = 10, .scale = 1.0f / 9.0f},
+};
+
+const struct net_def net_airbench94 = {"airbench94", 10, sizeof airbench94_layers / sizeof airbench94_layers[0],
+                                       airbench94_layers};

@@ -18,7 +18,7 @@ static const struct {
     OP(relu_forward), OP(relu_backward), OP(gelu_forward), OP(gelu_backward),
     OP(maxpool_forward), OP(maxpool_backward), OP(batchnorm_forward_train),
     OP(batchnorm_forward_eval), OP(batchnorm_backward), OP(linear_forward), OP(linear_backward),
-    OP(softmax_xent), OP(sgd_update), OP(shutdown),
+    OP(softmax_xent), OP(sgd_update), OP(lookahead_update), OP(shutdown),
 };
 #undef OP
 

@@ -35,6 +35,9 @@ enum conv_pass { CONV_FORWARD = 1, CONV_BACKWARD_DATA = 2, CONV_BACKWARD_FILTER 
 struct conv_shape {
     int N, C, K, H, W, k, pad;
 };
+
+/* How softmax_xent reduces its per-sample losses (nn.CrossEntropyLoss's reduction). */
+enum xent_reduction { XENT_MEAN, XENT_SUM };
 int kernels_conv_out(int size, int k, int pad);
 
 struct kernels {
@@ -163,18 +166,32 @@ struct kernels {
                             float *db, int N, int I, int O, float scale, void *ws,
                             size_t ws_bytes);
 
-    /* Mean softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend
-     * memory). out[0] = mean loss, out[1] = count of argmax == label (first maximum wins).
-     * dlogits[N][classes] = (softmax - onehot) / N; skipped when dlogits is NULL. */
+    /* Softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend memory),
+     * with nn.CrossEntropyLoss's label_smoothing: the target of row n is
+     * t[j] = (1 - smoothing) * (j == labels[n]) + smoothing / classes (0 <= smoothing <= 1).
+     * out[0] = the loss sum over n of -sum_j t[j] log softmax[j], divided by N when reduction
+     * is XENT_MEAN (XENT_SUM: not divided), out[1] = count of argmax == label (first maximum
+     * wins). dlogits[N][classes] = (softmax - t), divided by N for XENT_MEAN; skipped when
+     * dlogits is NULL. Smoothing 0 with XENT_MEAN computes exactly as before smoothing existed
+     * (the same float operations), so the workshop network's results stay bit for bit. */
     void (*softmax_xent)(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                         int classes);
+                         int classes, float smoothing, enum xent_reduction reduction);
 
-    /* torch.optim.SGD (dampening 0, no Nesterov) over a flat buffer, with the gradient first
-     * multiplied by grad_scale (1/world size after a summing allreduce):
-     *   g = grad_scale * grad + weight_decay * p;  m = momentum * m + g;  p -= lr * m
-     * (m starts at zero, which equals PyTorch's "m = g on the first step" since dampening is 0). */
+    /* torch.optim.SGD (dampening 0) over a flat buffer, with the gradient first multiplied by
+     * grad_scale (1/world size after a summing allreduce):
+     *   g = grad_scale * grad + weight_decay * p;  m = momentum * m + g;
+     *   p -= lr * m                    (nesterov 0)
+     *   p -= lr * (g + momentum * m)   (nesterov non-zero: SGD(nesterov=True), with the new m)
+     * (m starts at zero, which equals PyTorch's "m = g on the first step" since dampening is 0).
+     * Parameter groups with their own lr or weight decay are calls on sub-ranges. */
     void (*sgd_update)(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                       float weight_decay, float grad_scale);
+                       float weight_decay, float grad_scale, int nesterov);
+
+    /* Lookahead (airbench's LookaheadState.update) over p[n] and its average ema[n]:
+     * ema = torch.lerp(ema, p, w) with w = 1 - decay (in float), then p = ema. The lerp is
+     * PyTorch's formula in float: ema + w * (p - ema) when |w| < 0.5, else
+     * p - (p - ema) * (1 - w), so decay 0 gives ema = p and decay 1 leaves ema exactly. */
+    void (*lookahead_update)(float *p, float *ema, size_t n, float decay);
 
     /* Waits for everything issued, then releases everything the backend created (CUDA: the
      * convolution plans, scratch, cuDNN and cuBLAS handles, queues) and ends with

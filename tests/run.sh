@@ -30,11 +30,11 @@ suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed
   rm -f "$log"
 }
 
-torch_reference() { # torch_reference NET: our steps of network NET against PyTorch float64
+torch_reference() { # torch_reference NET [STEPS]: our steps (20) of network NET against PyTorch float64
   local d
   d=$(mktemp -d /tmp/cifar10-torch.XXXXXX)
   "$B/tests/make_synthetic" "$d/data" 128 16 &&
-    "$B/tests/dump_steps" "$1" "$d/data" "$d" 20 32 0.01 &&
+    "$B/tests/dump_steps" "$1" "$d/data" "$d" "${2:-20}" 32 0.01 &&
     "$PY" tests/torch_reference.py "$d" "$d/data" 0.01
   local status=$?
   rm -rf "$d"
@@ -46,6 +46,7 @@ suite model "$B/tests/test_model"
 suite "cuda models vs cpu" "$B/tests/test_cuda"
 suite data "$B/tests/test_data"
 suite checkpoint "$B/tests/test_checkpoint"
+suite whiten "$B/tests/test_whiten"
 suite "dist, 1 process" "$B/tests/test_dist"
 suite "dist, mpirun -np 2" mpirun -np 2 "$B/tests/test_dist"
 dist_files() { # the files of a 2-rank test_dist through dist_grads, judged by the GPU checker
@@ -71,6 +72,8 @@ suite rehearse tests/test_rehearse.sh
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn
   suite "pytorch reference, test-net" torch_reference test-net
+  # 3 steps (step 3: one teacher-forced loss): the full-width float64 reference takes ~1 min on 2 cores
+  suite "pytorch reference, airbench94" torch_reference airbench94 3
 else
   echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
 fi

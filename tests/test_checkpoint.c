@@ -260,7 +260,7 @@ static void test_network_selection(void) {
             ts.momentum[t.tensors[i].offset + j] = (float)(i + j);
     snprintf(info.kind, sizeof info.kind, "checkpoint");
     EXPECT(checkpoint_write(tf, &t, &ts, &info, &e) == 0, "write test-net: %s", e.msg);
-    EXPECT(checkpoint_net(tf, &e) == NULL && strstr(e.msg, "holds model test-net, which this build does not know (known: workshop-cnn)") &&
+    EXPECT(checkpoint_net(tf, &e) == NULL && strstr(e.msg, "holds model test-net, which this build does not know (known: workshop-cnn, airbench94)") &&
                strstr(e.msg, tf),
            "unknown network: '%s'", e.msg);
     expect_read_error(tf, 0, "holds model test-net, this program runs workshop-cnn");

@@ -57,6 +57,27 @@ static void test_workshop_plan(void) {
     model_free(&m);
 }
 
+/* airbench94's table: the paper's state_dict keys (legacy/airbench94.py's nn.Sequential), the
+ * frozen whitening filter and scales, the shapes 31 -> 15 -> 7 -> 3 -> 1. */
+static void test_airbench94_plan(void) {
+    struct model m;
+    model_init(&m, net_find("airbench94"), kernels_cpu(), 1, 1);
+    static const char *params[] = {"0.bias", "2.conv1.weight", "2.norm1.bias", "2.conv2.weight", "2.norm2.bias",
+                                   "3.conv1.weight", "3.norm1.bias", "3.conv2.weight", "3.norm2.bias",
+                                   "4.conv1.weight", "4.norm1.bias", "4.conv2.weight", "4.norm2.bias", "7.weight"};
+    int bad = 0;
+    for (int i = 0; i < 14; i++) bad += strcmp(m.tensors[i].name, params[i]) != 0 || m.tensors[i].home != HOME_PARAMS;
+    int w0 = find_tensor(&m, "0.weight"), g = find_tensor(&m, "4.norm2.weight");
+    EXPECT(bad == 0 && w0 >= 0 && m.tensors[w0].home == HOME_BUFFERS && m.tensors[w0].shape[0] == 24 && g >= 0 &&
+               m.tensors[g].home == HOME_BUFFERS && m.ntensors == 14 + 1 + 6 * 3 + 6,
+           "airbench94 tensors: %d differences, %d tensors", bad, m.ntensors);
+    const struct model_layer *L = m.layers;
+    EXPECT(m.nlayers == 26 && L[0].out_h == 31 && L[3].out_h == 15 && L[10].out_h == 7 && L[17].out_h == 3 &&
+               L[23].out_h == 1 && L[24].out_c == 256 && L[25].out_c == 10,
+           "airbench94 shapes");
+    model_free(&m);
+}
+
 /* Records the ready ranges of one backward. */
 struct ranges {
     int n;
@@ -130,6 +151,46 @@ static void test_test_net(void) {
     model_free(&m);
 }
 
+/* LAYER_DIRAC_INIT: output channel o < in of the filter [out][in][k][k] is the identity on
+ * input channel o (1 at the centre k/2, k/2); every other value is the uniform draw of the same
+ * network without the flag (the init streams do not move). Both ways of min(in, out): 3 -> 4
+ * with k 3 (three identities) and 4 -> 2 with k 2 (two, centre 1, 1 as dirac_ puts it). */
+static void test_dirac_init(void) {
+    static const struct layer_def plain[] = {{.kind = LAYER_CONV, .name = "a", .out = 4, .k = 3, .pad = 1},
+                                             {.kind = LAYER_CONV, .name = "b", .out = 2, .k = 2, .pad = 0},
+                                             {.kind = LAYER_MAXPOOL, .k = 31}, {.kind = LAYER_FLATTEN},
+                                             {.kind = LAYER_LINEAR, .name = "l", .out = 10}};
+    struct layer_def dirac[5];
+    memcpy(dirac, plain, sizeof dirac);
+    dirac[0].flags = dirac[1].flags = LAYER_DIRAC_INIT;
+    const struct net_def nets[2] = {{"plain", 10, 5, plain}, {"dirac", 10, 5, dirac}};
+    struct model m[2];
+    float *p[2];
+    for (int i = 0; i < 2; i++) {
+        model_init(&m[i], &nets[i], kernels_cpu(), 1, 5);
+        p[i] = XALLOC(m[i].nparams * 4);
+        model_get_state(&m[i], p[i], NULL, NULL);
+    }
+    int bad = m[0].nparams != m[1].nparams, identities = 0;
+    for (int layer = 0; layer < 2; layer++) {
+        const struct model_layer *L = &m[1].layers[layer];
+        const struct model_tensor *t = &m[1].tensors[L->weight];
+        int in = L->in_c, k = L->def->k;
+        for (size_t j = 0; j < t->numel; j++) {
+            size_t kk = (size_t)k * k;
+            int o = (int)(j / (in * kk)), c = (int)(j / kk % in), y = (int)(j % kk) / k, x = (int)(j % kk) % k;
+            float want = o < in ? (c == o && y == k / 2 && x == k / 2) : p[0][t->offset + j];
+            identities += want == 1.0f;
+            bad += p[1][t->offset + j] != want;
+        }
+    }
+    for (int t = 0; t < m[1].ntensors; t++) /* the other tensors: the same draw */
+        if (t != m[1].layers[0].weight && t != m[1].layers[1].weight)
+            bad += memcmp(p[0] + m[1].tensors[t].offset, p[1] + m[1].tensors[t].offset, m[1].tensors[t].numel * 4) != 0;
+    EXPECT(bad == 0 && identities == 3 + 2, "dirac init: %d differences, %d identities", bad, identities);
+    for (int i = 0; i < 2; i++) free(p[i]), model_free(&m[i]);
+}
+
 /* model_init on `net` in a child process: it must exit 1 with `want` in its one line. */
 static void expect_refused(const struct net_def *net, const char *want) {
     fflush(stdout), fflush(stderr);
@@ -178,6 +239,8 @@ int main(void) {
     omp_set_num_threads(2);
     test_workshop_plan();
     test_test_net();
+    test_airbench94_plan();
+    test_dirac_init();
     test_bad_definitions();
     return check_summary("test_model");
 }

@@ -17,9 +17,11 @@
  * Tolerances, backend result against the double reference:
  *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
  *       gradients), GELU: float arithmetic that differs only in summation order and rounding;
- *   relative L2 error <= 1e-6: softmax cross-entropy (mean loss, dlogits), SGD (3 steps);
+ *   relative L2 error <= 1e-6: softmax cross-entropy (loss, dlogits), SGD (3 steps),
+ *       lookahead;
  *   exact (==): ReLU, max pool (values, and the gradient's routing to the first maximum on
- *       ties), the argmax count of softmax cross-entropy, the asynchronous copies;
+ *       ties), the argmax count of softmax cross-entropy, the asynchronous copies, lookahead
+ *       with decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema;
  *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
  *       pixel from the wrong place is off by a multiple of the scale, about 0.017).
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
@@ -42,17 +44,18 @@
 #include <unistd.h>
 
 #define TOL 1e-5       /* float arithmetic ops */
-#define TOL_FINE 1e-6  /* softmax cross-entropy, SGD */
+#define TOL_FINE 1e-6  /* softmax cross-entropy, SGD, lookahead */
 #define TOL_INPUT 1e-6 /* input_prepare, per element */
 
 /* ---- The case table ---- */
 
 enum op {
-    OP_INPUT, OP_CONV, OP_RELU, OP_GELU, OP_MAXPOOL, OP_BATCHNORM, OP_LINEAR, OP_XENT, OP_SGD, OP_COPY,
-    OP_COUNT
+    OP_INPUT, OP_CONV, OP_RELU, OP_GELU, OP_MAXPOOL, OP_BATCHNORM, OP_LINEAR, OP_XENT, OP_SGD, OP_LOOKAHEAD,
+    OP_COPY, OP_COUNT
 };
-static const char *const op_names[OP_COUNT] = {"input_prepare", "conv", "relu", "gelu", "maxpool", "batchnorm",
-                                               "linear", "softmax_xent", "sgd_update", "async copies"};
+static const char *const op_names[OP_COUNT] = {"input_prepare", "conv",         "relu",       "gelu",
+                                               "maxpool",       "batchnorm",    "linear",     "softmax_xent",
+                                               "sgd_update",    "lookahead_update", "async copies"};
 
 enum {
     F_BIAS = 1 << 0,      /* conv, linear: with a bias */
@@ -78,9 +81,10 @@ struct op_case {
         struct { int N, C, H, W, k; } pool;
         struct { int N, C, HW; float eps, momentum, offset; } bn;
         struct { int N, I, O; float scale; } lin;
-        struct { int N, classes; } xent;
+        struct { int N, classes; float smoothing; enum xent_reduction reduction; } xent;
         struct { int N, first; } input; /* images; geometry combination of the first */
-        struct { int n; float lr, momentum, weight_decay, grad_scale; int resume; } sgd;
+        struct { int n; float lr, momentum, weight_decay, grad_scale; int resume, nesterov; } sgd;
+        struct { int n; float decay; } lookahead;
         int n; /* relu, gelu, async copies */
     };
 };
@@ -161,17 +165,31 @@ static const struct op_case cases[] = {
     LIN(64, 512, 10, 0.125f, F_BIAS),        /* a classifier head */
     LIN(3, 1, 2, 2.0f, F_BIAS | F_NO_DX | F_NO_DB),
 
-    /* softmax_xent: mean loss, argmax count (first maximum wins), dlogits */
-    {OP_XENT, F_CONFIDENT | F_TIES, .xent = {7, 10}},
-    {OP_XENT, F_NO_GRAD, .xent = {300, 10}}, /* more rows than threads */
-    {OP_XENT, 0, .xent = {1, 3}},
-    {OP_XENT, F_TIES | F_NO_GRAD | F_CONFIDENT, .xent = {33, 100}},
+    /* softmax_xent: loss, argmax count (first maximum wins), dlogits; unsmoothed mean (the
+     * workshop's), then airbench's label smoothing 0.2 with the sum and with the mean */
+    {OP_XENT, F_CONFIDENT | F_TIES, .xent = {7, 10, 0, XENT_MEAN}},
+    {OP_XENT, F_NO_GRAD, .xent = {300, 10, 0, XENT_MEAN}}, /* more rows than threads */
+    {OP_XENT, 0, .xent = {1, 3, 0, XENT_MEAN}},
+    {OP_XENT, F_TIES | F_NO_GRAD | F_CONFIDENT, .xent = {33, 100, 0, XENT_MEAN}},
+    {OP_XENT, F_NO_GRAD, .xent = {300, 10, 0.2f, XENT_SUM}},
+    {OP_XENT, F_CONFIDENT | F_TIES, .xent = {300, 10, 0.2f, XENT_MEAN}},
+    {OP_XENT, F_TIES | F_CONFIDENT, .xent = {300, 100, 0.2f, XENT_SUM}},
+    {OP_XENT, F_NO_GRAD, .xent = {300, 100, 0.2f, XENT_MEAN}},
+    {OP_XENT, 0, .xent = {300, 10, 0, XENT_SUM}},
 
     /* sgd_update: 3 steps */
     {OP_SGD, 0, .sgd = {5, 0.1f, 0.9f, 5e-4f, 0.5f, 0}},
     {OP_SGD, 0, .sgd = {1001, 0.05f, 0.9f, 5e-4f, 0.5f, 0}},
     {OP_SGD, 0, .sgd = {1, 0.2f, 0.0f, 0.0f, 1.0f, 0}},      /* plain SGD */
     {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1}}, /* resumed: momentum not zero */
+    {OP_SGD, 0, .sgd = {1001, 0.05f, 0.85f, 5e-4f, 0.5f, 0, 1}},  /* Nesterov (airbench) */
+    {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1, 1}},  /* Nesterov, resumed */
+
+    /* lookahead_update: airbench's decay 0.95^5, and the ends (ema = p, ema kept) */
+    {OP_LOOKAHEAD, 0, .lookahead = {1001, 0.7737809375f}},
+    {OP_LOOKAHEAD, 0, .lookahead = {4099, 0.0f}},
+    {OP_LOOKAHEAD, 0, .lookahead = {7, 1.0f}},
+    {OP_LOOKAHEAD, 0, .lookahead = {4099, 0.3f}}, /* weight 0.7: lerp from the p end */
 
     /* the asynchronous copies around an op */
     {OP_COPY, 0, .n = 1001},
@@ -606,9 +624,12 @@ static void xent_inputs(const struct op_case *c, float *z, int *labels) {
     if (c->flags & F_CONFIDENT && N > 5) z[3 * K + labels[3]] = 100.0f, z[5 * K + (labels[5] + 1) % K] = 100.0f;
 }
 
-/* Mean loss; dz = (softmax - onehot) / N; *correct: rows whose first maximum is the label. */
-static double xent_reference(const float *z, const int *labels, int N, int K, double *dz, int *correct) {
-    double loss = 0;
+/* With target t[j] = (1 - smoothing) onehot + smoothing / K: loss = sum over rows of
+ * -sum_j t[j] log softmax[j], dz = softmax - t, both divided by N for the mean; *correct: rows
+ * whose first maximum is the label. */
+static double xent_reference(const struct op_case *c, const float *z, const int *labels, double *dz, int *correct) {
+    int N = c->xent.N, K = c->xent.classes;
+    double sm = c->xent.smoothing, div = c->xent.reduction == XENT_MEAN ? N : 1, loss = 0;
     *correct = 0;
     for (int n = 0; n < N; n++) {
         const float *zn = z + (size_t)n * K;
@@ -616,25 +637,28 @@ static double xent_reference(const float *z, const int *labels, int N, int K, do
         for (int j = 1; j < K; j++) arg = zn[j] > zn[arg] ? j : arg;
         double s = 0;
         for (int j = 0; j < K; j++) s += exp((double)zn[j] - zn[arg]);
-        loss += zn[arg] + log(s) - zn[labels[n]];
         *correct += arg == labels[n];
-        for (int j = 0; j < K; j++)
-            dz[(size_t)n * K + j] = (exp((double)zn[j] - zn[arg]) / s - (j == labels[n])) / N;
+        for (int j = 0; j < K; j++) {
+            double t = (1 - sm) * (j == labels[n]) + sm / K, logp = zn[j] - zn[arg] - log(s);
+            loss -= t * logp;
+            dz[(size_t)n * K + j] = (exp(logp) - t) / div;
+        }
     }
-    return loss / N;
+    return loss / div;
 }
 
 static void run_xent(const struct op_case *c) {
     int N = c->xent.N, K = c->xent.classes, correct;
     size_t nz = (size_t)N * K;
-    name_case(c, "softmax_xent N%d classes %d", N, K);
+    name_case(c, "softmax_xent N%d classes %d smoothing %g %s", N, K, c->xent.smoothing,
+              c->xent.reduction == XENT_MEAN ? "mean" : "sum");
     float *z = hfill(nz, -5, 5);
     int *labels = hnew((size_t)N * sizeof(int));
     xent_inputs(c, z, labels);
-    double *rdz = dnew(nz), loss = xent_reference(z, labels, N, K, rdz, &correct);
+    double *rdz = dnew(nz), loss = xent_reference(c, z, labels, rdz, &correct);
     float *gz = dev_of(z, nz), *gdz = dev_nan(nz), *gout = dev_nan(2);
     int *glab = dev_copy(labels, (size_t)N * sizeof(int));
-    B->softmax_xent(gz, glab, gdz, gout, N, K);
+    B->softmax_xent(gz, glab, gdz, gout, N, K, c->xent.smoothing, c->xent.reduction);
     float *out = host_of(gout, 2);
     EXPECT(fabs(out[0] - loss) <= TOL_FINE * fabs(loss), "%s: %s: loss %.9g, want %.9g", where, what, out[0],
            loss);
@@ -642,7 +666,7 @@ static void run_xent(const struct op_case *c) {
     expect_rel("dlogits", host_of(gdz, nz), rdz, nz, TOL_FINE);
     if (!(c->flags & F_NO_GRAD)) return;
     float *vout = dev_nan(2);
-    B->softmax_xent(gz, glab, NULL, vout, N, K);
+    B->softmax_xent(gz, glab, NULL, vout, N, K, c->xent.smoothing, c->xent.reduction);
     expect_same("out with dlogits NULL", vout, gout, 2);
 }
 
@@ -651,8 +675,8 @@ static void run_xent(const struct op_case *c) {
 static void run_sgd(const struct op_case *c) {
     size_t n = (size_t)c->sgd.n;
     double lr = c->sgd.lr, mom = c->sgd.momentum, wd = c->sgd.weight_decay, gs = c->sgd.grad_scale;
-    name_case(c, "sgd_update n %zu lr %g momentum %g weight decay %g grad scale %g%s", n, lr, mom, wd, gs,
-              c->sgd.resume ? " resumed" : "");
+    name_case(c, "sgd_update n %zu lr %g momentum %g weight decay %g grad scale %g%s%s", n, lr, mom, wd, gs,
+              c->sgd.resume ? " resumed" : "", c->sgd.nesterov ? " nesterov" : "");
     float *p = hfill(n, -1, 1), *m = c->sgd.resume ? hfill(n, -0.5f, 0.5f) : hnew(n * sizeof(float));
     double *rp = dnew(n), *rm = dnew(n);
     for (size_t i = 0; i < n; i++) rp[i] = p[i], rm[i] = m[i];
@@ -660,14 +684,39 @@ static void run_sgd(const struct op_case *c) {
     for (int step = 0; step < 3; step++) {
         float *g = hfill(n, -1, 1);
         B->upload(gg, g, n * sizeof(float));
-        B->sgd_update(gp, gg, gm, n, c->sgd.lr, c->sgd.momentum, c->sgd.weight_decay, c->sgd.grad_scale);
+        B->sgd_update(gp, gg, gm, n, c->sgd.lr, c->sgd.momentum, c->sgd.weight_decay, c->sgd.grad_scale,
+                      c->sgd.nesterov);
         for (size_t i = 0; i < n; i++) {
-            rm[i] = mom * rm[i] + gs * g[i] + wd * rp[i];
-            rp[i] -= lr * rm[i];
+            double gi = gs * g[i] + wd * rp[i];
+            rm[i] = mom * rm[i] + gi;
+            rp[i] -= lr * (c->sgd.nesterov ? gi + mom * rm[i] : rm[i]);
         }
     }
     expect_rel("params after 3 steps", host_of(gp, n), rp, n, TOL_FINE);
     expect_rel("momentum after 3 steps", host_of(gm, n), rm, n, TOL_FINE);
+}
+
+/* ---- lookahead_update ---- */
+
+/* ema += (1 - decay) (p - ema), p = ema: the weight as the op takes it (1 - decay in float), the
+ * rest in double. At the ends torch.lerp's formula is exact: weight 1 gives p, weight 0 the old
+ * ema, bit for bit. ema is drawn on another scale than p, so that p - ema rounds and the naive
+ * ema + w (p - ema) misses those exact ends (on hfill's common grid it would hit them). */
+static void run_lookahead(const struct op_case *c) {
+    size_t n = (size_t)c->lookahead.n;
+    float decay = c->lookahead.decay;
+    name_case(c, "lookahead_update n %zu decay %.9g", n, decay);
+    float *p = hfill(n, -1, 1), *ema = hfill(n, -0.01f, 0.01f);
+    double w = 1.0f - decay, *ref = dnew(n);
+    for (size_t i = 0; i < n; i++) ref[i] = ema[i] + w * ((double)p[i] - ema[i]);
+    const float *exact = decay == 0.0f ? p : decay == 1.0f ? ema : NULL;
+    float *gp = dev_of(p, n), *gema = dev_of(ema, n);
+    B->lookahead_update(gp, gema, n, decay);
+    float *hema = host_of(gema, n);
+    expect_rel("ema", hema, ref, n, TOL_FINE);
+    EXPECT(!exact || memcmp(hema, exact, n * sizeof(float)) == 0, "%s: %s: ema is not exactly %s", where, what,
+           exact == p ? "p" : "the old ema");
+    EXPECT(memcmp(host_of(gp, n), hema, n * sizeof(float)) == 0, "%s: %s: p differs from ema", where, what);
 }
 
 /* ---- the asynchronous copies ---- */
@@ -709,7 +758,7 @@ typedef void run_fn(const struct op_case *c);
 static run_fn *const runners[] = {
     [OP_INPUT] = run_input, [OP_CONV] = run_conv,   [OP_RELU] = run_relu,     [OP_GELU] = run_gelu,
     [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm, [OP_LINEAR] = run_linear,
-    [OP_XENT] = run_xent,   [OP_SGD] = run_sgd,     [OP_COPY] = run_copy,
+    [OP_XENT] = run_xent,   [OP_SGD] = run_sgd,     [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 

@@ -13,6 +13,8 @@ independently of the C code (NETWORKS below):
                 (its bias trains), exact GELU, 3x3 convs without bias, 2x2 and 3x3 max-pools,
                 BatchNorm (eps 1e-12, momentum 0.4) whose scale is frozen at 1, Linear(400, 10)
                 without bias, and a final x * 1/9
+  airbench94    airbench94's network (legacy/airbench94.py, state_dict keys 0.*, 2.conv1.* ..
+                4.norm2.*, 7.weight): test-net's ops at full width (24, 64, 256, 256)
 An unknown name fails. PyTorch loads our model file strictly into that network, reproduces our
 input tensors from the raw dataset bytes with the normalisation recorded in the file's metadata,
 and trains with torch.optim.SGD over the trainable tensors only. Frozen tensors have no grad.* in
@@ -47,7 +49,8 @@ and max-pool index taken from our forward, so it measures our arithmetic, not th
 near-ties; the same comparison against PyTorch's own float64 decisions is printed. dump_steps
 writes act.S.L, our output of layer L in steps S = 0 and 1, for every ReLU layer L (its mask)
 and every layer L followed by a max-pool (the pool's input, whatever kind of layer L is, from
-which the window indices are taken): workshop-cnn layers 1 3 7 9 13 15 20, test-net 2 8.
+which the window indices are taken): workshop-cnn layers 1 3 7 9 13 15 20, test-net 2 8,
+airbench94 2 9 16 22.
 Why teacher-forced: free-running trajectories of these networks diverge chaotically (a ReLU or
 max-pool switch decided differently by float32 rounding reroutes a gradient), so PyTorch
 float32 itself drifts ~1e-2 from PyTorch float64 within 20 steps at lr 1e-2 (workshop-cnn). The
@@ -160,7 +163,33 @@ def test_net():
     ])
 
 
-NETWORKS = {"workshop-cnn": workshop_cnn, "test-net": test_net}
+def airbench94():
+    """legacy/airbench94.py's make_net: nn.Sequential(0 whitening Conv, 1 GELU, 2..4 ConvGroup,
+    5 MaxPool2d(3), 6 Flatten, 7 Linear, 8 Mul). A ConvGroup calls its one GELU module
+    `activ` twice; as leaves (which are unique) the two calls are "activ" and "activ2", neither
+    with tensors, so the state_dict is the paper's."""
+    def bn(c):
+        return frozen_weight(nn.BatchNorm2d(c, eps=1e-12, momentum=1 - 0.6))
+
+    def group(n, cin, cout):
+        return [(f"{n}.conv1", nn.Conv2d(cin, cout, kernel_size=3, padding=1, bias=False)),
+                (f"{n}.pool", nn.MaxPool2d(2)), (f"{n}.norm1", bn(cout)), (f"{n}.activ", nn.GELU()),
+                (f"{n}.conv2", nn.Conv2d(cout, cout, kernel_size=3, padding=1, bias=False)),
+                (f"{n}.norm2", bn(cout)), (f"{n}.activ2", nn.GELU())]
+    return Net([
+        ("0", frozen_weight(nn.Conv2d(3, 24, kernel_size=2, padding=0, bias=True))),  # 32 -> 31
+        ("1", nn.GELU()),
+        *group(2, 24, 64),  # 31 -> 15
+        *group(3, 64, 256),  # 15 -> 7
+        *group(4, 256, 256),  # 7 -> 3
+        ("5", nn.MaxPool2d(3)),  # 3 -> 1
+        ("6", nn.Flatten()),
+        ("7", nn.Linear(256, 10, bias=False)),
+        ("8", Mul(1 / 9)),
+    ])
+
+
+NETWORKS = {"workshop-cnn": workshop_cnn, "test-net": test_net, "airbench94": airbench94}
 
 
 def decision_layers(model):

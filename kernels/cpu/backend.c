@@ -60,6 +60,7 @@ static const struct kernels cpu_kernels = {
     .linear_backward = cpu_linear_backward,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
+    .lookahead_update = cpu_lookahead_update,
     .shutdown = cpu_shutdown,
 };
 

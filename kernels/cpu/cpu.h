@@ -1,7 +1,8 @@
 /* CPU implementations of the ops in kernels/kernels.h, one file per op (input.c, conv.c, relu.c,
- * gelu.c, maxpool.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c), gathered into the table by
- * backend.c. Contracts are those of struct kernels. Multi-threaded with OpenMP over the
- * current team size; static schedules, so results are reproducible for a given thread count. */
+ * gelu.c, maxpool.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c: the SGD and lookahead
+ * updates), gathered into the table by backend.c. Contracts are those of struct kernels.
+ * Multi-threaded with OpenMP over the current team size; static schedules, so results are
+ * reproducible for a given thread count. */
 #ifndef KERNELS_CPU_CPU_H
 #define KERNELS_CPU_CPU_H
 
@@ -40,9 +41,10 @@ void cpu_linear_forward(const float *x, const float *w, const float *b, float *y
 void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                          float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                      int classes);
+                      int classes, float smoothing, enum xent_reduction reduction);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                    float weight_decay, float grad_scale);
+                    float weight_decay, float grad_scale, int nesterov);
+void cpu_lookahead_update(float *p, float *ema, size_t n, float decay);
 
 /* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there). */
 int winograd_applies(int in, int out, int H, int W);

@@ -248,6 +248,7 @@ const struct kernels *kernels_cuda(int device) {
     table.linear_backward = cuda_linear_backward;
     table.softmax_xent = cuda_softmax_xent;
     table.sgd_update = cuda_sgd_update;
+    table.lookahead_update = cuda_lookahead_update;
     table.shutdown = cuda_shutdown;
     /* An op added to struct kernels but not filled in above: stop here, not at a NULL call. */
     struct err e;

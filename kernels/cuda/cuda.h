@@ -122,9 +122,10 @@ void cuda_linear_forward(const float *x, const float *w, const float *b, float *
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                           float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                       int classes);
+                       int classes, float smoothing, enum xent_reduction reduction);
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                     float weight_decay, float grad_scale);
+                     float weight_decay, float grad_scale, int nesterov);
+void cuda_lookahead_update(float *p, float *ema, size_t n, float decay);
 void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N,
                         const float *scale, const float *shift);
 

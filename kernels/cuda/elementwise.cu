@@ -1,7 +1,7 @@
-/* Element-wise ops: ReLU, GELU, bias (+ ReLU) after a convolution or linear layer, the SGD
- * update over the flat parameter buffer, and the input pipeline (crop/flip + normalisation of
- * uint8 images). One thread per element, grid-stride loops, size_t indices (batches of
- * 512 x 64 x 32 x 32 pass 2^25; a grid may be capped). */
+/* Element-wise ops: ReLU, GELU, bias (+ ReLU) after a convolution or linear layer, the SGD and
+ * lookahead updates over flat parameter buffers, and the input pipeline (crop/flip +
+ * normalisation of uint8 images). One thread per element, grid-stride loops, size_t indices
+ * (batches of 512 x 64 x 32 x 32 pass 2^25; a grid may be capped). */
 #include "cuda.h"
 
 __global__ static void relu_forward_kernel(const float *x, float *y, size_t n) {
@@ -41,12 +41,22 @@ __global__ static void bias_act_kernel(float *y, const float *b, float scale, si
 
 /* torch.optim.SGD as in cpu/sgd.c, the same operation order (so only FMA contraction differs). */
 __global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t n, float lr,
-                                  float momentum, float weight_decay, float grad_scale) {
+                                  float momentum, float weight_decay, float grad_scale, int nesterov) {
     GRID_STRIDE(i, n) {
         float g = grad[i] * grad_scale + weight_decay * p[i];
         float v = momentum * m[i] + g;
         m[i] = v;
-        p[i] -= lr * v;
+        p[i] -= lr * (nesterov ? g + momentum * v : v);
+    }
+}
+
+/* Lookahead as cpu/sgd.c: ema = torch.lerp(ema, p, w) by its float formula (from the nearer end,
+ * chosen by the caller as small = |w| < 0.5), then p = ema. */
+__global__ static void lookahead_kernel(float *p, float *ema, size_t n, float w, int small) {
+    GRID_STRIDE(i, n) {
+        float e = small ? ema[i] + w * (p[i] - ema[i]) : p[i] - (p[i] - ema[i]) * (1.0f - w);
+        ema[i] = e;
+        p[i] = e;
     }
 }
 
@@ -97,9 +107,15 @@ void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, 
 }
 
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                     float weight_decay, float grad_scale) {
+                     float weight_decay, float grad_scale, int nesterov) {
     sgd_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, grad, m, n, lr, momentum, weight_decay,
-                                                                   grad_scale);
+                                                                   grad_scale, nesterov);
+    LAUNCH_CHECK();
+}
+
+void cuda_lookahead_update(float *p, float *ema, size_t n, float decay) {
+    float w = 1.0f - decay;
+    lookahead_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, ema, n, w, fabsf(w) < 0.5f);
     LAUNCH_CHECK();
 }
 
