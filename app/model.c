@@ -143,8 +143,8 @@ static void dirac_init(float *w, const struct model_layer *L) {
     for (int o = 0; o < identities; o++) w[o * per_out + ((size_t)o * k + k / 2) * k + k / 2] = 1.0f;
 }
 
-/* PyTorch's defaults, drawn on the host, one stream per tensor (its table index); dirac_ after
- * the draw, so a layer's flag leaves every stream as it was. */
+/* PyTorch's defaults, drawn on the host, one stream per tensor (its table index); dirac_ and
+ * zeroed biases after the draw, so a layer's flag leaves every stream as it was. */
 static void init_tensors(struct model *m, uint64_t seed) {
     float *host[2] = {XALLOC(m->nparams * sizeof(float)), XALLOC(m->nbuffers * sizeof(float))};
     for (int t = 0; t < m->ntensors; t++) {
@@ -159,6 +159,7 @@ static void init_tensors(struct model *m, uint64_t seed) {
         for (size_t i = 0; i < mt->numel; i++)
             dst[i] = mt->init == INIT_ONES ? 1.0f : mt->init == INIT_ZEROS ? 0.0f : (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
         if (L->weight == t && (L->def->flags & LAYER_DIRAC_INIT)) dirac_init(dst, L);
+        if (L->bias == t && (L->def->flags & LAYER_ZERO_BIAS)) memset(dst, 0, mt->numel * sizeof(float));
     }
     m->k->upload(m->params, host[0], m->nparams * sizeof(float));
     m->k->upload(m->buffers, host[1], m->nbuffers * sizeof(float));

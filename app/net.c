@@ -9,7 +9,7 @@
 #define T(what, shape, init, home, only_with, frozen_by) {what, shape, init, home, only_with, frozen_by, 0}
 #define RUNNING(what, init) {what, SHAPE_CHANNELS, init, HOME_BUFFERS, 0, 0, 1}
 static const struct layer_kind_props props[LAYER_KINDS] = {
-    [LAYER_CONV] = {.name = "conv", .weighted = 1, .flags = LAYER_BIAS | LAYER_FROZEN | LAYER_DIRAC_INIT, .ntensors = 2,
+    [LAYER_CONV] = {.name = "conv", .weighted = 1, .flags = LAYER_BIAS | LAYER_FROZEN | LAYER_DIRAC_INIT | LAYER_ZERO_BIAS, .ntensors = 2,
                     .tensors = {T("weight", SHAPE_WEIGHT, INIT_FAN_IN, HOME_PARAMS, 0, LAYER_FROZEN),
                                 T("bias", SHAPE_CHANNELS, INIT_FAN_IN, HOME_PARAMS, LAYER_BIAS, 0)}},
     [LAYER_RELU] = {.name = "relu", .in_place = 1, .needs_output = 1, .backward_in_place = 1},

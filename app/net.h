@@ -28,6 +28,7 @@ enum layer_flag {
     LAYER_FIXED_SCALE = 1 << 2, /* batch norm: the weight (scale) stays 1 and never trains */
     LAYER_DIRAC_INIT = 1 << 3,  /* conv: after the uniform draw, the first `in` output channels
                                  * are identities (torch.nn.init.dirac_(weight[:in])) */
+    LAYER_ZERO_BIAS = 1 << 4,   /* conv: the bias starts at 0 (airbench's Conv), not uniform */
 };
 
 struct layer_def {

@@ -75,6 +75,10 @@ static void test_airbench94_plan(void) {
     EXPECT(m.nlayers == 26 && L[0].out_h == 31 && L[3].out_h == 15 && L[10].out_h == 7 && L[17].out_h == 3 &&
                L[23].out_h == 1 && L[24].out_c == 256 && L[25].out_c == 10,
            "airbench94 shapes");
+    const struct model_tensor *b0 = &m.tensors[find_tensor(&m, "0.bias")];
+    int nonzero = 0;
+    for (size_t i = 0; i < b0->numel; i++) nonzero += m.params[b0->offset + i] != 0.0f;
+    EXPECT(nonzero == 0, "airbench94's whitening bias: %d of %zu values not 0", nonzero, b0->numel);
     model_free(&m);
 }
 
