@@ -370,7 +370,7 @@ int main(int argc, char **argv) {
            tol->loss, tol->logits, tol->grads, tol->weights, tol->course);
     uint8_t *raw;
     struct cifar_set set = check_learnable_set(512, &raw);
-    /* 6 batch sizes (32, 1, 127, 512, 100, 27) x 9 convolutions: 54 plans, within conv.cu's 64. */
+    /* 6 batch sizes (32, 1, 127, 512, 100, 27) x 9 convolutions: 54 plans, within conv.cu's 256. */
     const struct net_def *nets[] = {&net_workshop_cnn, &test_net};
     for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
         printf("test_cuda: %s\n", nets[i]->name);
