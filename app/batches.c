@@ -46,15 +46,17 @@ void batches_submit(struct batches *b, int n) {
     k->input_upload_async(b->dev_geom[s], b->host[s].geom, (size_t)n * 3 * sizeof(int), NULL);
     k->input_upload_async(b->dev_labels[s], b->host[s].labels, (size_t)n * sizeof(int), b->uploaded[s]);
     b->queued_n[s] = n;
+    b->queued_reflect[s] = b->host[s].reflect;
     b->queued++;
     b->fill ^= 1;
 }
 
-int batches_take(struct batches *b, int *n) {
+int batches_take(struct batches *b, int *n, int *reflect) {
     CHECK(b->queued > 0);
     int s = b->queued == 2 ? b->fill : b->fill ^ 1;
     b->queued--;
     *n = b->queued_n[s];
+    *reflect = b->queued_reflect[s];
     b->k->compute_wait(b->uploaded[s]);
     return s;
 }

@@ -13,6 +13,7 @@ struct batch {
     unsigned char *img; /* [max_batch][3][32][32] raw pixels */
     int *geom;          /* [max_batch][3] crop/flip per image (struct kernels input_prepare) */
     int *labels;        /* [max_batch] */
+    int reflect;        /* the crops read reflect padding (augment_reflects), not zeros */
 };
 
 struct batches {
@@ -24,6 +25,7 @@ struct batches {
     struct kernels_event *uploaded[2];   /* slot's upload finished */
     struct kernels_event *consumed[2];   /* compute has finished reading slot's device copy */
     int fill, queued, queued_n[2];       /* next slot to fill; submitted, unconsumed batches */
+    int queued_reflect[2];               /* the submitted batches' padding mode */
 };
 
 void batches_init(struct batches *b, const struct kernels *k, int max_batch);
@@ -34,9 +36,9 @@ void batches_free(struct batches *b);
 struct batch *batches_next(struct batches *b);
 /* Starts the upload of the filled slot's first n <= max_batch images; returns at once. */
 void batches_submit(struct batches *b, int n);
-/* The oldest submitted batch: returns its slot (device copies dev_*[slot]) and its size in *n;
- * compute issued afterwards waits for its upload. */
-int batches_take(struct batches *b, int *n);
+/* The oldest submitted batch: returns its slot (device copies dev_*[slot]), its size in *n and
+ * its padding mode in *reflect; compute issued afterwards waits for its upload. */
+int batches_take(struct batches *b, int *n, int *reflect);
 /* Ends the use of slot's device copy (after everything issued so far that reads it). */
 void batches_release(struct batches *b, int slot);
 

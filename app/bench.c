@@ -28,8 +28,9 @@
 static const char usage[] =
     "usage: [mpirun -np N] cifar10-bench [flags]\n"
     "\n"
-    "Times full training steps (forward, backward, allreduce, SGD update) of the workshop CNN.\n"
+    "Times full training steps (forward, backward, allreduce, SGD update) of a network.\n"
     "\n"
+    "  --model NAME     the network: workshop-cnn (default) or airbench94\n"
     "  --batch-size N   images per rank per step (default 128)\n"
     "  --threads N      threads per rank (default: this process's CPUs / ranks sharing them)\n"
     "  --warmup N       untimed steps first (default 3)\n"
@@ -42,20 +43,21 @@ static const char usage[] =
 
 struct bench_config {
     int batch, threads, warmup, steps, runs;
-    const char *isa;
+    const char *isa, *model;
     enum device_kind device;
     double bucket_mb;
 };
 
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum { OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_DEVICE, OPT_BUCKET, OPT_HELP };
+    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_DEVICE, OPT_BUCKET, OPT_HELP };
     static const struct option long_options[] = {
         {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
         {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
         {"runs", required_argument, 0, OPT_RUNS},        {"isa", required_argument, 0, OPT_ISA},
         {"device", required_argument, 0, OPT_DEVICE},    {"bucket-mb", required_argument, 0, OPT_BUCKET},
-        {"help", no_argument, 0, OPT_HELP},              {0, 0, 0, 0}};
-    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0};
+        {"model", required_argument, 0, OPT_MODEL},      {"help", no_argument, 0, OPT_HELP},
+        {0, 0, 0, 0}};
+    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0, .model = "workshop-cnn"};
     opterr = 0;
     int opt, rc = 0;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
@@ -67,6 +69,14 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
         case OPT_STEPS: rc = options_int("--steps", optarg, 1, 1000000, &c->steps, e); break;
         case OPT_RUNS: rc = options_int("--runs", optarg, 1, 1000, &c->runs, e); break;
         case OPT_ISA: c->isa = optarg; break;
+        case OPT_MODEL:
+            c->model = optarg;
+            if (!net_find(optarg)) {
+                char known[256];
+                net_known_names(known, sizeof known);
+                rc = err_set(e, "--model: '%s' is not a network this build knows (%s)", optarg, known);
+            }
+            break;
         case OPT_DEVICE:
             if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "--device: '%s' is not cpu, cuda or auto", optarg);
             break;
@@ -137,7 +147,7 @@ int main(int argc, char **argv) {
         if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
 
     struct model m;
-    model_init(&m, &net_workshop_cnn, k, c.batch, 1);
+    model_init(&m, net_find(c.model), k, c.batch, 1);
     struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
     /* Random images and labels, different per rank: two batches, which then alternate. */
     struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);
@@ -185,8 +195,8 @@ int main(int argc, char **argv) {
     double rss_max = dist_max_double((double)ru.ru_maxrss / 1024.0); /* ru_maxrss: KiB */
 
     if (d.rank == 0) {
-        printf("cifar10-bench %s: %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
-               CIFAR10_DP_VERSION, d.world, threads, c.batch, k->name, isa);
+        printf("cifar10-bench %s: %s, %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
+               CIFAR10_DP_VERSION, c.model, d.world, threads, c.batch, k->name, isa);
         printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(grads)),
                dist_grads_buckets(grads));
         double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0, step = median / c.steps;

@@ -11,25 +11,40 @@
 #include <string.h>
 
 #define MOMENTUM_PREFIX "optimizer.momentum."
+#define LOOKAHEAD_PREFIX "optimizer.lookahead."
 #define MAX_TENSORS 256
 
-struct model_state checkpoint_state_alloc(const struct model *m, int with_momentum) {
-    return (struct model_state){XALLOC(m->nparams * sizeof(float)),
-                                with_momentum ? XALLOC(m->nparams * sizeof(float)) : NULL,
-                                XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float)), 0};
+struct model_state checkpoint_state_alloc(const struct model *m, unsigned what) {
+    size_t P = m->nparams * sizeof(float), S = (m->nbuffers ? m->nbuffers : 1) * sizeof(float);
+    int la = (what & STATE_LOOKAHEAD) != 0;
+    return (struct model_state){XALLOC(P), what & STATE_MOMENTUM ? XALLOC(P) : NULL, XALLOC(S), 0,
+                                la ? XALLOC(P) : NULL, la ? XALLOC(S) : NULL};
 }
 
 void checkpoint_state_free(struct model_state *s) {
-    free(s->params), free(s->momentum), free(s->buffers);
+    free(s->params), free(s->momentum), free(s->buffers), free(s->ema_params), free(s->ema_buffers);
     memset(s, 0, sizeof *s);
 }
 
-/* Where tensor t of m lives in state: its momentum when `momentum`, else its value. */
-static void *state_data(const struct model_state *state, const struct model_tensor *t, int momentum) {
-    if (momentum) return state->momentum + t->offset;
+/* Which copy of a tensor: its value, its momentum, its lookahead average. */
+enum part { PART_VALUE, PART_MOMENTUM, PART_LOOKAHEAD };
+
+/* Where tensor t of m lives in state, for that part. */
+static void *state_data(const struct model_state *state, const struct model_tensor *t, enum part part) {
+    if (part == PART_MOMENTUM) return state->momentum + t->offset;
     if (t->home == HOME_COUNTER) return (void *)&state->batches_tracked;
+    if (part == PART_LOOKAHEAD) return (t->home == HOME_PARAMS ? state->ema_params : state->ema_buffers) + t->offset;
     return (t->home == HOME_PARAMS ? state->params : state->buffers) + t->offset;
 }
+
+/* Whether a checkpoint of state holds that part of tensor t (file or state). */
+static int has_part(const struct model_state *state, const struct model_tensor *t, enum part part) {
+    if (part == PART_MOMENTUM) return state->momentum && t->home == HOME_PARAMS;
+    if (part == PART_LOOKAHEAD) return state->ema_params && t->home != HOME_COUNTER;
+    return 1;
+}
+
+static const char *const part_prefix[] = {"", MOMENTUM_PREFIX, LOOKAHEAD_PREFIX};
 
 static struct st_tensor st_of(const struct model_tensor *t, const char *name, const void *data) {
     struct st_tensor s = {.name = name, .dtype = t->home == HOME_COUNTER ? ST_I64 : ST_F32, .ndim = t->ndim, .data = data};
@@ -40,18 +55,18 @@ static struct st_tensor st_of(const struct model_tensor *t, const char *name, co
 int checkpoint_write(const char *path, const struct model *m, const struct model_state *state,
                      const struct run_info *info, struct err *e) {
     int full = strcmp(info->kind, "checkpoint") == 0;
-    CHECK(2 * m->ntensors <= MAX_TENSORS);
+    CHECK(3 * m->ntensors <= MAX_TENSORS);
     struct st_tensor t[MAX_TENSORS];
     char names[MAX_TENSORS][96];
     int nt = 0;
-    for (int i = 0; i < m->ntensors; i++, nt++) t[nt] = st_of(&m->tensors[i], m->tensors[i].name, state_data(state, &m->tensors[i], 0));
-    for (int i = 0; full && i < m->ntensors; i++) {
-        const struct model_tensor *mt = &m->tensors[i];
-        if (mt->home != HOME_PARAMS) continue;
-        snprintf(names[nt], sizeof names[nt], MOMENTUM_PREFIX "%s", mt->name);
-        t[nt] = st_of(mt, names[nt], state_data(state, mt, 1));
-        nt++;
-    }
+    for (enum part part = PART_VALUE; part <= (full ? PART_LOOKAHEAD : PART_VALUE); part++)
+        for (int i = 0; i < m->ntensors; i++) {
+            const struct model_tensor *mt = &m->tensors[i];
+            if (!has_part(state, mt, part)) continue;
+            snprintf(names[nt], sizeof names[nt], "%s%s", part_prefix[part], mt->name);
+            t[nt] = st_of(mt, names[nt], state_data(state, mt, part));
+            nt++;
+        }
     char mean[96], std[96], classes[256] = "[", epochs[16], step[32];
     snprintf(mean, sizeof mean, "[%.4f,%.4f,%.4f]", augment_mean[0], augment_mean[1], augment_mean[2]);
     snprintf(std, sizeof std, "[%.4f,%.4f,%.4f]", augment_std[0], augment_std[1], augment_std[2]);
@@ -151,15 +166,14 @@ int checkpoint_read(const char *path, const struct model *m, struct model_state 
     if (!rc && strcmp(model, m->net->name) != 0)
         rc = err_set(e, "%s: holds model %s, this program runs %s", path, model, m->net->name);
     if (!rc) rc = read_info(&st, path, state, info, e);
-    for (int i = 0; i < m->ntensors && !rc; i++) {
-        const struct model_tensor *mt = &m->tensors[i];
-        rc = copy_tensor(&st, mt->name, mt, state_data(state, mt, 0), e);
-        if (!rc && state->momentum && mt->home == HOME_PARAMS) {
+    for (enum part part = PART_VALUE; part <= PART_LOOKAHEAD; part++)
+        for (int i = 0; i < m->ntensors && !rc; i++) {
+            const struct model_tensor *mt = &m->tensors[i];
+            if (!has_part(state, mt, part)) continue;
             char name[128];
-            snprintf(name, sizeof name, MOMENTUM_PREFIX "%s", mt->name);
-            rc = copy_tensor(&st, name, mt, state_data(state, mt, 1), e);
+            snprintf(name, sizeof name, "%s%s", part_prefix[part], mt->name);
+            rc = copy_tensor(&st, name, mt, state_data(state, mt, part), e);
         }
-    }
     safetensors_free(&st);
     return rc;
 }

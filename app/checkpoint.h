@@ -5,7 +5,8 @@
  * Tensor names are the state_dict keys of the network's PyTorch module, as the model's tensor
  * table has them (workshop-cnn: "network.0.weight", ..., "network.5.running_mean",
  * "network.5.num_batches_tracked" as I64). A checkpoint holds the same tensors plus the SGD
- * momentum buffers of the trainable ones ("optimizer.momentum.network.0.weight", ...).
+ * momentum buffers of the trainable ones ("optimizer.momentum.network.0.weight", ...) and, for
+ * recipes with lookahead, its average of every float tensor ("optimizer.lookahead.0.weight").
  *
  * __metadata__ (all strings): format "cifar10-dp", format_version "1", kind "model" or
  * "checkpoint", model (the network's name, which selects its definition on load), input (how
@@ -30,10 +31,15 @@ struct model_state {
     float *momentum; /* NULL: not written (model file) / not wanted (reading) */
     float *buffers;
     int64_t batches_tracked;
+    float *ema_params, *ema_buffers; /* lookahead averages; NULL as momentum */
 };
 
-/* Host buffers sized for m (momentum only when with_momentum), and their release. */
-struct model_state checkpoint_state_alloc(const struct model *m, int with_momentum);
+/* What checkpoint_state_alloc allocates besides params and buffers. */
+enum { STATE_MOMENTUM = 1, STATE_LOOKAHEAD = 2 };
+
+/* Host buffers sized for m (momentum and the lookahead averages as `what` says), and their
+ * release. */
+struct model_state checkpoint_state_alloc(const struct model *m, unsigned what);
 void checkpoint_state_free(struct model_state *s);
 
 struct run_info {
@@ -50,8 +56,9 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
                      const struct run_info *info, struct err *e);
 
 /* Reads a file written by checkpoint_write for a model like m: validates the format, the model
- * name (m->net's) and every tensor's dtype and shape; fills state (momentum only when
- * state->momentum is not NULL, which needs a checkpoint) and info. */
+ * name (m->net's) and every tensor's dtype and shape; fills state (momentum and lookahead
+ * averages only when state has room for them, which needs a checkpoint holding them) and
+ * info. */
 int checkpoint_read(const char *path, const struct model *m, struct model_state *state,
                     struct run_info *info, struct err *e);
 

@@ -1,28 +1,52 @@
-/* The training configuration: defaults, the learning-rate schedule, and the record of the
- * settings that define a run (stored in checkpoints; a resume must match them). */
+/* The training configuration: each network's recipe (its default settings), the
+ * learning-rate schedule and optimizer settings per step, and the record of the settings that
+ * define a run (stored in checkpoints; a resume must match them). */
 #ifndef APP_CONFIG_H
 #define APP_CONFIG_H
 
+#include "../data/augment.h"
+#include "../kernels/kernels.h"
 #include "device.h"
 #include "json.h"
 
 #include <stdint.h>
 
 enum resume_mode { RESUME_AUTO, RESUME_NEVER, RESUME_REQUIRE };
-enum lr_schedule { LR_COSINE, LR_CONSTANT };
+/* cosine: linear warm-up from lr/10 over warmup_epochs, then cosine decay to 0.
+ * triangle (airbench94): a factor linear from 0.2 to 1 over the first 23% of the steps, then
+ * linear to 0.07 at the last (np.interp over [0, int(0.23 total), total]), stepped per step as
+ * LambdaLR does (the first step takes factor(0)). constant: lr throughout. */
+enum lr_schedule { LR_COSINE, LR_CONSTANT, LR_TRIANGLE };
+/* How --learning-rate and --weight-decay read: torch.optim.SGD's lr and weight_decay for the
+ * global batch (workshop), or airbench's decoupled values per 1024 images (lr 11.5, decay
+ * 0.0153), converted as its code does (config_sgd_at). */
+enum lr_units { UNITS_TORCH, UNITS_AIRBENCH };
+/* Whether --batch-size counts the images of one rank (the global batch grows with the ranks)
+ * or of the whole step (each rank takes 1/ranks of it: the recipe keeps its global batch). */
+enum batch_scope { BATCH_PER_RANK, BATCH_GLOBAL };
 
 struct train_config {
     /* Settings that define the run (must match to resume). */
-    const char *model;     /* the network's name (app/net.h) */
-    int epochs;            /* >= 1 */
-    int batch_size;        /* per rank, >= 1 */
-    double learning_rate;  /* peak, for the global batch (gradients are averaged) */
+    const char *model;     /* the network's name (app/net.h); it chooses the recipe */
+    double epochs;         /* > 0; a fraction cuts the last epoch (ceil(steps x epochs) steps) */
+    int batch_size;        /* >= 1, as batch_scope says */
+    enum batch_scope batch_scope;
+    double learning_rate;  /* peak, in lr_units */
+    enum lr_units units;
     enum lr_schedule schedule;
     double warmup_epochs;  /* linear warm-up from lr/10 (cosine schedule only) */
     double momentum, weight_decay;
+    int nesterov;
+    double norm_lr_scale;  /* batch-norm tensors: lr x this, weight decay / this (1: one group) */
+    double label_smoothing;
+    enum xent_reduction loss; /* XENT_MEAN: gradients averaged; XENT_SUM: summed over the global batch */
+    int lookahead;         /* lookahead every this many steps (0: none), see config_lookahead_weight */
+    int whiten_images;     /* > 0: the first layer is the whitening filter of that many images */
+    int first_bias_epochs; /* > 0: the first layer's bias trains for this many epochs only */
     uint64_t seed;
-    int augment;
+    enum augment_kind augment;
     /* Settings that may change between a run and its resume. */
+    int tta;               /* test-time augmentation of the final score: 0, 1 or 2 (evaluate.h) */
     int print_freq;
     int threads;           /* 0: the CPUs this process may use */
     int eval;              /* score test_batch.bin after every epoch when present */
@@ -32,10 +56,22 @@ struct train_config {
     const char *model_file, *checkpoint_file, *data;
 };
 
+/* The workshop network's recipe and the program's defaults. */
 void config_defaults(struct train_config *c);
+/* The recipe of network `model` (a known name) over c's run-independent settings (files,
+ * threads, device...): model, epochs, batch, optimizer, schedule, loss, augmentation, TTA. */
+void config_recipe(struct train_config *c, const char *model);
 
-/* Learning rate at `progress` epochs into the run (epoch + fraction of it done). */
-double config_lr_at(const struct train_config *c, double progress);
+/* The optimizer settings of global step `step` (0-based) of a run of total_steps steps with
+ * steps_per_epoch steps per epoch and global_batch images per step, over `world` ranks. */
+struct sgd_settings;
+void config_sgd_at(const struct train_config *c, long step, long total_steps, int steps_per_epoch,
+                   int global_batch, int world, struct sgd_settings *out);
+
+/* Lookahead after `step` steps done: the lerp weight 1 - 0.95^5 (step / total)^3, computed in
+ * double as airbench does, or -1 when no update is due (not a multiple of c->lookahead). The
+ * run's end then applies weight 0 (the full lookahead: the weights become the average). */
+double config_lookahead_weight(const struct train_config *c, long step, long total_steps);
 
 const char *config_schedule_name(enum lr_schedule s);
 int config_schedule_parse(const char *s, enum lr_schedule *out);

@@ -1,15 +1,24 @@
-/* Eval-mode scoring of a range of a dataset, shared by cifar10-train (per-epoch test accuracy,
- * each rank a slice) and cifar10-test. */
+/* Eval-mode scoring of a range of a dataset, shared by cifar10-train (per-epoch and final test
+ * accuracy, each rank a slice) and cifar10-test, with airbench's test-time augmentation:
+ *   level 0: the image as it is;
+ *   level 1: the mean of the logits of the image and its mirror image;
+ *   level 2: 1/2 of level 1, plus 1/4 each of level 1 on the image translated by one pixel
+ *            up-left and by one pixel down-right (reflect padding: F.pad(x, (1,)*4, 'reflect')
+ *            cropped at [0:32, 0:32] and [2:34, 2:34]), i.e. six views weighted
+ *            1/4, 1/4, 1/8, 1/8, 1/8, 1/8 (legacy/airbench94.py's infer_mirror_translate).
+ * The prediction is the argmax of the weighted logits (the first maximum on ties). */
 #ifndef APP_EVALUATE_H
 #define APP_EVALUATE_H
 
 #include "../data/cifar.h"
 #include "model.h"
 
-/* Adds to confusion[true][predicted] the predictions for images [begin, end) of set, in
- * batches of up to min(m->max_batch, 1024); pred: [max_batch] ints of host scratch. Needs no
- * batch of m submitted and leaves none. */
-void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int *pred,
+#define EVALUATE_TTA_MAX 2
+
+/* Adds to confusion[true][predicted] the predictions for images [begin, end) of set at TTA
+ * level tta (0..EVALUATE_TTA_MAX), in batches of up to min(m->max_batch, 1024); pred:
+ * [max_batch] ints of host scratch. Needs no batch of m submitted and leaves none. */
+void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta, int *pred,
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 
 #endif

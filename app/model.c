@@ -115,9 +115,9 @@ static float *tensor_data(const struct model *m, int t) {
     return (mt->home == HOME_PARAMS ? m->params : m->buffers) + mt->offset;
 }
 
-/* The gradient of tensor t, or NULL when it does not train. */
+/* The gradient of tensor t, or NULL when it does not train (or no longer does). */
 static float *tensor_grad(const struct model *m, int t) {
-    return t >= 0 && m->tensors[t].home == HOME_PARAMS ? m->grads + m->tensors[t].offset : NULL;
+    return t >= 0 && m->tensors[t].home == HOME_PARAMS && !m->tensors[t].stopped ? m->grads + m->tensors[t].offset : NULL;
 }
 
 static struct conv_shape conv_shape_of(const struct model_layer *L, int n) {
@@ -219,6 +219,7 @@ void model_free(struct model *m) {
         if (!props_of(&m->layers[i])->in_place) k->free(m->layers[i].act);
     void *bufs[] = {m->params, m->grads, m->momentum, m->buffers, m->input, m->bn_saved, m->grad_a, m->grad_b, m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
+    if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
     batches_free(&m->batches);
     free(m->host_logits), free(m->layers), free(m->tensors);
     memset(m, 0, sizeof *m);
@@ -330,10 +331,10 @@ void model_batch_submit(struct model *m, int n) { batches_submit(&m->batches, n)
 
 /* The oldest submitted batch becomes m->input (normalised, augmented); returns its slot. */
 static int take_batch(struct model *m, int *n) {
-    int s = batches_take(&m->batches, n);
+    int reflect, s = batches_take(&m->batches, n, &reflect);
     float scale[3], shift[3];
     augment_scale_shift(scale, shift);
-    m->k->input_prepare(m->batches.dev_img[s], m->batches.dev_geom[s], m->input, *n, scale, shift);
+    m->k->input_prepare(m->batches.dev_img[s], m->batches.dev_geom[s], m->input, *n, scale, shift, reflect);
     return s;
 }
 
@@ -345,7 +346,7 @@ int model_forward_backward(struct model *m) {
     size_t P = m->nparams, ready_end = P;
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
     m->k->softmax_xent(m->layers[m->nlayers - 1].act, m->batches.dev_labels[slot], d, m->grads + P, n, m->net->classes,
-                       0.0f, XENT_MEAN);
+                       m->label_smoothing, m->loss_reduction);
     batches_release(&m->batches, slot);
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + 2);
     for (int i = m->nlayers - 1; i >= 0; i--) {
@@ -384,7 +385,60 @@ int model_predict(struct model *m, int *pred_host, float *logits_host) {
 }
 
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale) {
-    m->k->sgd_update(m->params, m->grads, m->momentum, m->nparams, lr, momentum, weight_decay, grad_scale, 0);
+    model_optimizer_step(m, &(struct sgd_settings){lr, momentum, weight_decay, grad_scale, 1.0f, 0});
+}
+
+void model_optimizer_step(struct model *m, const struct sgd_settings *s) {
+    int whole = s->norm_lr_scale == 1.0f;
+    for (int t = 0; whole && t < m->ntensors; t++) whole = !m->tensors[t].stopped;
+    if (whole) { /* one call over the buffer, alignment padding included (its gradients are 0) */
+        m->k->sgd_update(m->params, m->grads, m->momentum, m->nparams, s->lr, s->momentum, s->weight_decay,
+                         s->grad_scale, s->nesterov);
+        return;
+    }
+    for (int t = 0; t < m->ntensors; t++) {
+        const struct model_tensor *mt = &m->tensors[t];
+        if (mt->home != HOME_PARAMS || mt->stopped) continue;
+        float f = m->layers[mt->layer].def->kind == LAYER_BATCHNORM ? s->norm_lr_scale : 1.0f;
+        size_t o = mt->offset;
+        m->k->sgd_update(m->params + o, m->grads + o, m->momentum + o, mt->numel, s->lr * f, s->momentum,
+                         s->weight_decay / f, s->grad_scale, s->nesterov);
+    }
+}
+
+void model_stop_training(struct model *m, int t) {
+    CHECK(t >= 0 && t < m->ntensors && m->tensors[t].home == HOME_PARAMS);
+    m->tensors[t].stopped = 1;
+}
+
+void model_lookahead_init(struct model *m) {
+    const struct kernels *k = m->k;
+    if (!m->ema_params) {
+        m->ema_params = k->alloc(m->nparams * sizeof(float));
+        m->ema_buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
+    }
+    float *p = XALLOC(m->nparams * sizeof(float)), *b = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
+    model_get_state(m, p, NULL, b); /* through the host: once per run */
+    model_set_lookahead(m, p, b);
+    free(p), free(b);
+}
+
+void model_lookahead_update(struct model *m, float weight) {
+    CHECK(m->ema_params);
+    m->k->lookahead_update(m->params, m->ema_params, m->nparams, weight);
+    m->k->lookahead_update(m->buffers, m->ema_buffers, m->nbuffers, weight);
+}
+
+void model_get_lookahead(const struct model *m, float *params, float *buffers) {
+    CHECK(m->ema_params);
+    m->k->download(params, m->ema_params, m->nparams * sizeof(float));
+    m->k->download(buffers, m->ema_buffers, m->nbuffers * sizeof(float));
+}
+
+void model_set_lookahead(struct model *m, const float *params, const float *buffers) {
+    CHECK(m->ema_params);
+    m->k->upload(m->ema_params, params, m->nparams * sizeof(float));
+    m->k->upload(m->ema_buffers, buffers, m->nbuffers * sizeof(float));
 }
 
 void model_get_state(const struct model *m, float *params, float *momentum, float *buffers) {

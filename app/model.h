@@ -28,6 +28,7 @@ struct model_tensor {
     int layer;              /* index of its layer */
     enum tensor_init init;
     int running;            /* a running statistic (per rank until averaged) */
+    int stopped;            /* trainable, but no longer updated (model_stop_training) */
 };
 
 /* The plan of one layer. Shapes are one image's, [c][h][w] (linear: [features][1][1]). */
@@ -75,6 +76,20 @@ struct model {
     void *ws;         /* kernel scratch: ws_bytes, the largest any layer needs */
     size_t ws_bytes;
     float *host_logits; /* [max_batch][classes] host memory for model_predict */
+    /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
+    float label_smoothing;
+    enum xent_reduction loss_reduction;
+    /* Lookahead averages of params [P] and buffers [S]; NULL until model_lookahead_init. */
+    float *ema_params, *ema_buffers;
+};
+
+/* One optimizer step's settings: torch.optim.SGD (see struct kernels sgd_update) with the
+ * gradients scaled by grad_scale. Batch-norm tensors form a group with lr * norm_lr_scale and
+ * weight_decay / norm_lr_scale (airbench's bias group: a larger step, the same decay per
+ * step); 1 puts every tensor in one group. Stopped tensors take no update of any kind. */
+struct sgd_settings {
+    float lr, momentum, weight_decay, grad_scale, norm_lr_scale;
+    int nesterov;
 };
 
 /* Builds the plan of `net` (exits naming the layer if the definition is inconsistent: an
@@ -104,6 +119,20 @@ int model_predict(struct model *m, int *pred_host, float *logits_host);
 
 /* One torch.optim.SGD step over the trainable tensors with m->grads scaled by grad_scale. */
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale);
+/* The same with groups, Nesterov and stopped tensors (struct sgd_settings). */
+void model_optimizer_step(struct model *m, const struct sgd_settings *s);
+
+/* Tensor t (trainable) takes no further updates and no gradient: PyTorch's
+ * requires_grad = False mid-run (airbench's whitening bias after its epochs). */
+void model_stop_training(struct model *m, int t);
+
+/* Lookahead (airbench's LookaheadState) over every float tensor, params and buffers:
+ * init copies the current state into the averages (allocating them); update does
+ * lookahead_update(weight) on both. Get/set copy the averages from/to host memory. */
+void model_lookahead_init(struct model *m);
+void model_lookahead_update(struct model *m, float weight);
+void model_get_lookahead(const struct model *m, float *params, float *buffers);
+void model_set_lookahead(struct model *m, const float *params, const float *buffers);
 
 /* Host copies of the state, for files (NULL: not wanted): params[P], momentum[P], buffers[S]. */
 void model_get_state(const struct model *m, float *params, float *momentum, float *buffers);

@@ -4,6 +4,7 @@
 #include "../common/err.h"
 #include "../data/cifar.h"
 #include "checkpoint.h"
+#include "config.h"
 #include "device.h"
 #include "evaluate.h"
 #include "model.h"
@@ -16,8 +17,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--device D] [--threads N]\n"
-    "                    --model-file FILE DATA\n"
+    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--tta L] [--device D]\n"
+    "                    [--threads N] --model-file FILE DATA\n"
     "\n"
     "Scores a model file (or checkpoint) written by cifar10-train on test_batch.bin.\n"
     "DATA: a directory with test_batch.bin, a directory containing cifar-10-batches-bin/, or\n"
@@ -26,6 +27,8 @@ static const char usage[] =
     "  --model-file FILE     model to score (default cifar10-model.safetensors)\n"
     "  --batch-size N        images per forward pass (default 250)\n"
     "  --min-accuracy PCT    exit 3 when the overall accuracy (percent) is below PCT\n"
+    "  --tta L               test-time augmentation: 0 none, 1 mirror, 2 mirror and 1-pixel\n"
+    "                        translations (default: the model's recipe: airbench94 2, else 0)\n"
     "  --device D            cpu, cuda (GPU 0 of those visible) or auto (default: cuda when a\n"
     "                        GPU is visible, else cpu); any model file works on either\n"
     "  --threads N           threads (default: the CPUs this process may use)\n"
@@ -35,12 +38,12 @@ static const char usage[] =
     "--device=cuda without a GPU),\n"
     "2 bad command line, 3 accuracy below --min-accuracy.\n";
 
-enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_DEVICE, OPT_HELP, OPT_VERSION };
+enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_DEVICE, OPT_TTA, OPT_HELP, OPT_VERSION };
 static const struct option long_options[] = {
     {"batch-size", required_argument, 0, OPT_BATCH}, {"min-accuracy", required_argument, 0, OPT_MIN},
     {"model-file", required_argument, 0, OPT_MODEL}, {"threads", required_argument, 0, OPT_THREADS},
     {"device", required_argument, 0, OPT_DEVICE},    {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},
+    {"version", no_argument, 0, OPT_VERSION},       {"tta", required_argument, 0, OPT_TTA},
     {0, 0, 0, 0},
 };
 
@@ -49,7 +52,7 @@ static void usage_error(const struct err *e) { err_die(2, "%s (try --help)", e->
 int main(int argc, char **argv) {
     err_set_progname("cifar10-test");
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int batch = 250, threads = 0;
+    int batch = 250, threads = 0, tta = -1;
     enum device_kind device = DEVICE_AUTO;
     double min_accuracy = -1;
     const char *model_file = "cifar10-model.safetensors";
@@ -66,6 +69,9 @@ int main(int argc, char **argv) {
             if (min_accuracy > 100) err_set(&e, "--min-accuracy: %s is above 100", optarg), usage_error(&e);
             break;
         case OPT_MODEL: model_file = optarg; break;
+        case OPT_TTA:
+            if (options_int("--tta", optarg, 0, EVALUATE_TTA_MAX, &tta, &e)) usage_error(&e);
+            break;
         case OPT_THREADS:
             if (options_int("--threads", optarg, 1, 4096, &threads, &e)) usage_error(&e);
             break;
@@ -108,9 +114,15 @@ int main(int argc, char **argv) {
     model_set_state(&m, st.params, NULL, st.buffers);
     printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id, info.epochs_completed, info.config);
 
+    if (tta < 0) { /* the level of the network's recipe */
+        struct train_config recipe;
+        config_defaults(&recipe);
+        config_recipe(&recipe, net->name);
+        tta = recipe.tta;
+    }
     int *pred = XALLOC((size_t)batch * sizeof(int));
     long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
-    evaluate_range(&m, &data.test, 0, data.test.n, pred, conf);
+    evaluate_range(&m, &data.test, 0, data.test.n, tta, pred, conf);
     long correct = 0, total = data.test.n, per_class[CIFAR_CLASSES] = {0};
     for (int t = 0; t < CIFAR_CLASSES; t++)
         for (int p = 0; p < CIFAR_CLASSES; p++) {
@@ -118,6 +130,8 @@ int main(int argc, char **argv) {
             if (t == p) correct += conf[t][p];
         }
     printf("Accuracy of the network on the %ld test images: %ld %%\n", total, 100 * correct / total);
+    printf("Overall accuracy: %.2f%% (%ld of %ld; test-time augmentation level %d)\n", 100.0 * correct / total, correct,
+           total, tta);
     for (int t = 0; t < CIFAR_CLASSES; t++) {
         if (per_class[t])
             printf("Accuracy for class: %-5s is %.1f %%\n", cifar_short_names[t], 100.0 * conf[t][t] / per_class[t]);

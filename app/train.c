@@ -1,4 +1,5 @@
-/* cifar10-train: data-parallel training of the workshop CNN on CIFAR-10.
+/* cifar10-train: data-parallel training of a network (the workshop CNN, airbench94) on CIFAR-10
+ * with its recipe (app/config.h).
  *
  *   [mpirun -np N] cifar10-train [flags] DATA
  *
@@ -20,6 +21,7 @@
 #include "evaluate.h"
 #include "model.h"
 #include "options.h"
+#include "whiten.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -35,17 +37,36 @@
 static const char usage[] =
     "usage: [mpirun -np N] cifar10-train [flags] DATA\n"
     "\n"
-    "Trains the workshop CNN on CIFAR-10 with data-parallel SGD over MPI ranks.\n"
+    "Trains a network on CIFAR-10 with data-parallel SGD over MPI ranks, with its recipe.\n"
     "DATA: a directory with data_batch_1..5.bin (and test_batch.bin), a directory containing\n"
     "cifar-10-batches-bin/, or cifar-10-binary.tar.gz itself.\n"
     "\n"
-    "  --epochs N            epochs to train (default 10)\n"
-    "  --batch-size N        images per rank per step (default 128); global batch = ranks x N\n"
-    "  --learning-rate LR    peak learning rate for the global batch (default 0.05)\n"
-    "  --lr-schedule S       cosine (linear warm-up, then cosine decay to 0; default) or constant\n"
-    "  --warmup-epochs E     warm-up length for cosine, from LR/10 (default 1)\n"
-    "  --momentum M          SGD momentum (default 0.9)\n"
-    "  --weight-decay WD     L2 weight decay, as torch.optim.SGD (default 5e-4)\n"
+    "  --model NAME          workshop-cnn (default) or airbench94; the recipe's defaults follow:\n"
+    "                                          workshop-cnn          airbench94\n"
+    "  --epochs E            epochs (fractions cut   10                    9.9\n"
+    "                        the last epoch)\n"
+    "  --batch-size N        images per step       128 per rank (the     1024 in all (each rank\n"
+    "                                              global batch grows)   takes 1024 / ranks)\n"
+    "  --learning-rate LR    peak lr               0.05 (SGD's, for      11.5 (airbench's, per\n"
+    "                                              the global batch)     1024 images, decoupled)\n"
+    "  --lr-schedule S       cosine, triangle,     cosine                triangle (0.2 -> 1 over\n"
+    "                        constant                                    23% of steps -> 0.07)\n"
+    "  --warmup-epochs E     cosine's warm-up      1 (from LR/10)        -\n"
+    "  --momentum M          SGD momentum          0.9                   0.85, Nesterov\n"
+    "  --weight-decay WD     L2 weight decay       5e-4 (SGD's)          0.0153 (airbench's, per\n"
+    "                                                                    1024 images, decoupled)\n"
+    "  --label-smoothing S   cross-entropy         0 (mean loss)         0.2 (summed loss)\n"
+    "  --lookahead N         lookahead every N     0 (none)              5 (and a final one)\n"
+    "                        steps\n"
+    "  --tta L               test-time augment-    0                     2 (mirror, 1-pixel\n"
+    "                        ation of the final                          translations)\n"
+    "                        score: 0, 1, 2\n"
+    "  recipe only:          augmentation          crop (zero pad 4)     crop (reflect pad 2),\n"
+    "                                              + random flip         alternating flip\n"
+    "  --whiten-images N     first layer           trains                whitening filter of the\n"
+    "                                                                    first 5000 images; its\n"
+    "                                                                    bias trains 3 epochs\n"
+    "                        batch-norm biases     lr as the rest        lr x 64, decay / 64\n"
     "  --seed N              seed of initialisation, data order and augmentation (default 1)\n"
     "  --no-augment          no random crop / flip\n"
     "  --no-eval             do not score test_batch.bin after every epoch\n"
@@ -65,11 +86,16 @@ static const char usage[] =
     "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
     "GPU), 2 bad command line.\n";
 
-enum { OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
+enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_RESUME,
        OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION };
 
 static const struct option long_options[] = {
+    {"model", required_argument, 0, OPT_MODEL_NAME},
+    {"label-smoothing", required_argument, 0, OPT_SMOOTHING},
+    {"lookahead", required_argument, 0, OPT_LOOKAHEAD},
+    {"tta", required_argument, 0, OPT_TTA},
+    {"whiten-images", required_argument, 0, OPT_WHITEN},
     {"epochs", required_argument, 0, OPT_EPOCHS},
     {"batch-size", required_argument, 0, OPT_BATCH},
     {"learning-rate", required_argument, 0, OPT_LR},
@@ -92,10 +118,30 @@ static const struct option long_options[] = {
     {0, 0, 0, 0},
 };
 
+/* The recipe of --model (the last one given), before the other flags override it. */
+static int parse_model(int argc, char **argv, struct train_config *c, struct err *e) {
+    config_defaults(c);
+    opterr = 0;
+    optind = 1;
+    int opt;
+    const char *model = NULL;
+    while ((opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1)
+        if (opt == OPT_MODEL_NAME) model = optarg;
+    if (!model) return 0;
+    const struct net_def *net = net_find(model);
+    if (!net) {
+        char known[256];
+        net_known_names(known, sizeof known);
+        return err_set(e, "--model: '%s' is not a network this build knows (%s)", model, known);
+    }
+    config_recipe(c, net->name);
+    return 0;
+}
+
 /* Returns 0 and fills c, or an exit status: 2 with a message in e, or -1 for --help/--version
  * (already printed by rank 0). */
 static int parse_args(int argc, char **argv, struct train_config *c, int rank, struct err *e) {
-    config_defaults(c);
+    if (parse_model(argc, argv, c, e) != 0) return 2;
     opterr = 0;
     optind = 1;
     int opt, rc = 0;
@@ -108,18 +154,32 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
             flag = name;
         }
         switch (opt) {
-        case OPT_EPOCHS: rc = options_int(flag, optarg, 1, 1000000, &c->epochs, e); break;
+        case OPT_MODEL_NAME: break; /* parse_model */
+        case OPT_SMOOTHING:
+            rc = options_double(flag, optarg, 0.0, 0, &c->label_smoothing, e);
+            if (!rc && c->label_smoothing > 1) rc = err_set(e, "%s: %s is above 1", flag, optarg);
+            break;
+        case OPT_LOOKAHEAD: rc = options_int(flag, optarg, 0, 1000000, &c->lookahead, e); break;
+        case OPT_TTA: rc = options_int(flag, optarg, 0, EVALUATE_TTA_MAX, &c->tta, e); break;
+        case OPT_WHITEN:
+            if (c->whiten_images == 0) rc = err_set(e, "%s: %s has no whitening layer", flag, c->model);
+            else rc = options_int(flag, optarg, 1, 1 << 30, &c->whiten_images, e);
+            break;
+        case OPT_EPOCHS:
+            rc = options_double(flag, optarg, 0.0, 1, &c->epochs, e);
+            if (!rc && c->epochs > 1000000) rc = err_set(e, "%s: %s is above 1000000", flag, optarg);
+            break;
         case OPT_BATCH: rc = options_int(flag, optarg, 1, 65536, &c->batch_size, e); break;
         case OPT_LR: rc = options_double(flag, optarg, 0.0, 1, &c->learning_rate, e); break;
         case OPT_SCHEDULE:
             if (config_schedule_parse(optarg, &c->schedule) != 0)
-                rc = err_set(e, "%s: '%s' is not cosine or constant", flag, optarg);
+                rc = err_set(e, "%s: '%s' is not cosine, triangle or constant", flag, optarg);
             break;
         case OPT_WARMUP: rc = options_double(flag, optarg, 0.0, 0, &c->warmup_epochs, e); break;
         case OPT_MOMENTUM: rc = options_double(flag, optarg, 0.0, 0, &c->momentum, e); break;
         case OPT_WD: rc = options_double(flag, optarg, 0.0, 0, &c->weight_decay, e); break;
         case OPT_SEED: rc = options_u64(flag, optarg, &c->seed, e); break;
-        case OPT_NO_AUGMENT: c->augment = 0; break;
+        case OPT_NO_AUGMENT: c->augment = AUGMENT_NONE; break;
         case OPT_NO_EVAL: c->eval = 0; break;
         case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
         case OPT_MODEL: c->model_file = optarg; break;
@@ -179,6 +239,7 @@ static void broadcast_state(struct model *m, struct model_state *h, int rank) {
     if (rank == 0) {
         model_get_state(m, h->params, h->momentum, h->buffers);
         h->batches_tracked = m->batches_tracked;
+        if (h->ema_params) model_get_lookahead(m, h->ema_params, h->ema_buffers);
     }
     dist_bcast(h->params, m->nparams * sizeof(float), 0);
     dist_bcast(h->momentum, m->nparams * sizeof(float), 0);
@@ -186,22 +247,36 @@ static void broadcast_state(struct model *m, struct model_state *h, int rank) {
     dist_bcast(&h->batches_tracked, sizeof h->batches_tracked, 0);
     model_set_state(m, h->params, h->momentum, h->buffers);
     m->batches_tracked = h->batches_tracked;
+    if (!h->ema_params) return;
+    dist_bcast(h->ema_params, m->nparams * sizeof(float), 0);
+    dist_bcast(h->ema_buffers, m->nbuffers * sizeof(float), 0);
+    model_set_lookahead(m, h->ema_params, h->ema_buffers);
 }
 
-/* Running statistics differ per rank (each saw its own batches): average them, so every
- * rank, every evaluation and every file sees the same values. The other buffers (frozen
- * tensors) are the same on every rank and stay as they are. sum: host scratch of S floats. */
-static void average_running_stats(struct model *m, struct model_state *h, float *sum, int world) {
-    if (world == 1) return;
-    model_get_state(m, NULL, NULL, h->buffers);
-    memcpy(sum, h->buffers, m->nbuffers * sizeof(float));
+/* buffers[S] with its running statistics replaced by their mean over the ranks. */
+static void average_running(const struct model *m, float *buffers, float *sum, int world) {
+    memcpy(sum, buffers, m->nbuffers * sizeof(float));
     dist_allreduce_sum(sum, m->nbuffers);
     for (int t = 0; t < m->ntensors; t++) {
         const struct model_tensor *mt = &m->tensors[t];
         if (!mt->running) continue;
-        for (size_t i = mt->offset; i < mt->offset + mt->numel; i++) h->buffers[i] = sum[i] / (float)world;
+        for (size_t i = mt->offset; i < mt->offset + mt->numel; i++) buffers[i] = sum[i] / (float)world;
     }
+}
+
+/* Running statistics differ per rank (each saw its own batches), and so do their lookahead
+ * averages: average both, so every rank, every evaluation and every file sees the same values.
+ * The other buffers (frozen tensors) are the same on every rank and stay as they are.
+ * sum: host scratch of S floats. */
+static void average_running_stats(struct model *m, struct model_state *h, float *sum, int world) {
+    if (world == 1) return;
+    model_get_state(m, NULL, NULL, h->buffers);
+    average_running(m, h->buffers, sum, world);
     model_set_state(m, NULL, NULL, h->buffers);
+    if (!m->ema_params) return;
+    model_get_lookahead(m, h->ema_params, h->ema_buffers);
+    average_running(m, h->ema_buffers, sum, world);
+    model_set_lookahead(m, h->ema_params, h->ema_buffers);
 }
 
 static void new_run_id(char *out, size_t n) {
@@ -224,6 +299,7 @@ static void write_file(const char *path, const struct model *m, struct model_sta
                        const struct run_info *info) {
     model_get_state(m, h->params, h->momentum, h->buffers);
     h->batches_tracked = m->batches_tracked;
+    if (h->ema_params) model_get_lookahead(m, h->ema_params, h->ema_buffers);
     struct err e;
     if (checkpoint_write(path, m, h, info, &e) != 0) dist_fail(1, e.msg);
 }
@@ -236,7 +312,10 @@ struct trainer {
     int threads;
     char *checkpoint_file;
     struct cifar_data data;
+    int batch;               /* images per rank per step */
     int steps, global_batch; /* per epoch; images per step over all ranks */
+    long total_steps;        /* ceil(steps x epochs) */
+    int epochs;              /* epochs begun: ceil(c.epochs) */
     struct model m;
     struct model_state h;     /* host copies of the state, for broadcasts and files */
     float *buffer_sums;       /* [S] host scratch for averaging running statistics */
@@ -263,23 +342,41 @@ static int try_resume(struct trainer *t, struct err *e) {
     struct err why;
     if (config_compare(&t->c, saved.config, &why) != 0)
         return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file, why.msg);
-    if (saved.epochs_completed > t->c.epochs)
-        return err_set(e, "%s: has %d epochs, more than --epochs %d", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
+    if (saved.epochs_completed > t->epochs)
+        return err_set(e, "%s: has %d epochs, more than --epochs %g", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
     model_set_state(&t->m, t->h.params, t->h.momentum, t->h.buffers);
     t->m.batches_tracked = t->h.batches_tracked;
+    if (t->h.ema_params) model_set_lookahead(&t->m, t->h.ema_params, t->h.ema_buffers);
     t->info.epochs_completed = saved.epochs_completed;
     t->info.global_step = saved.global_step;
     memcpy(t->info.run_id, saved.run_id, sizeof t->info.run_id);
     return 1;
 }
 
+/* A fresh start's first layer: the whitening filter of the first c.whiten_images training
+ * images (rank 0; the broadcast gives it to the others). */
+static int whiten_first_layer(struct trainer *t, struct err *e) {
+    const struct model_tensor *w = &t->m.tensors[t->m.layers[0].weight];
+    CHECK(w->home == HOME_BUFFERS && w->numel == WHITEN_FILTERS * WHITEN_DIM);
+    model_get_state(&t->m, NULL, NULL, t->h.buffers);
+    if (whiten_filter(&t->data.train, t->c.whiten_images, t->h.buffers + w->offset, e) != 0) {
+        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (%s)", t->data.source);
+        return -1;
+    }
+    model_set_state(&t->m, NULL, NULL, t->h.buffers);
+    return 0;
+}
+
 /* Fresh start or resume, decided by rank 0; afterwards every rank holds rank 0's state. */
 static void start_or_resume(struct trainer *t) {
     struct err e = {""};
     int resumed = 0, status = 0;
+    if (t->c.lookahead) model_lookahead_init(&t->m);
     if (t->d.rank == 0) {
         resumed = try_resume(t, &e);
         if (resumed < 0) status = 1;
+        if (resumed == 0 && t->c.whiten_images > 0 && whiten_first_layer(t, &e) != 0) status = 1;
+        if (resumed == 0 && t->c.lookahead) model_lookahead_init(&t->m); /* averages start at the weights */
         if (resumed <= 0) new_run_id(t->info.run_id, sizeof t->info.run_id);
     }
     dist_agree(status, e.msg);
@@ -288,14 +385,23 @@ static void start_or_resume(struct trainer *t) {
     broadcast_state(&t->m, &t->h, t->d.rank);
     if (t->d.rank != 0) return;
     const struct train_config *c = &t->c;
-    if (resumed)
+    if (resumed) {
         printf("resuming run %s from %s: %d of %d epochs done\n", t->info.run_id, t->checkpoint_file,
-               t->info.epochs_completed, c->epochs);
-    else
-        printf("starting run %s: %d epochs, lr %g (%s), momentum %g, weight decay %g, seed %" PRIu64
-               ", augmentation %s\n",
-               t->info.run_id, c->epochs, c->learning_rate, config_schedule_name(c->schedule), c->momentum,
-               c->weight_decay, c->seed, c->augment ? "on" : "off");
+               t->info.epochs_completed, t->epochs);
+        return;
+    }
+    printf("starting run %s: %s, %g epochs (%ld steps), lr %g (%s%s), momentum %g%s, weight decay %g, seed %" PRIu64
+           ", augmentation %s\n",
+           t->info.run_id, c->model, c->epochs, t->total_steps, c->learning_rate, config_schedule_name(c->schedule),
+           c->units == UNITS_AIRBENCH ? ", airbench's units" : "", c->momentum, c->nesterov ? " (Nesterov)" : "",
+           c->weight_decay, c->seed,
+           c->augment == AUGMENT_NONE ? "off" : c->augment == AUGMENT_CROP_FLIP ? "crop + flip" : "crop + alternating flip");
+    if (c->label_smoothing > 0 || c->loss == XENT_SUM || c->lookahead || c->norm_lr_scale != 1.0)
+        printf("recipe: label smoothing %g, %s loss, lookahead every %d steps, batch-norm lr x %g\n", c->label_smoothing,
+               c->loss == XENT_SUM ? "summed" : "mean", c->lookahead, c->norm_lr_scale);
+    if (c->whiten_images > 0)
+        printf("first layer: whitening filter of the first %d training images%s\n", c->whiten_images,
+               c->first_bias_epochs > 0 ? "; its bias trains for the first epochs only" : "");
 }
 
 /* Images gathered between two dist_grads_progress calls: about 15 us of host time each. */
@@ -307,40 +413,58 @@ static void start_or_resume(struct trainer *t) {
  * reduction then, not after the gather. */
 static void submit_step(struct trainer *t, int epoch, int step) {
     const struct train_config *c = &t->c;
-    const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, c->batch_size);
+    const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, t->batch);
     struct batch *b = model_batch_next(&t->m);
-    for (int i = 0; i < c->batch_size; i += GATHER_CHUNK) {
-        int n = c->batch_size - i < GATHER_CHUNK ? c->batch_size - i : GATHER_CHUNK;
+    for (int i = 0; i < t->batch; i += GATHER_CHUNK) {
+        int n = t->batch - i < GATHER_CHUNK ? t->batch - i : GATHER_CHUNK;
         augment_gather(&t->data.train, idx + i, n, c->seed, epoch, c->augment, b->img + (size_t)i * CIFAR_IMAGE_BYTES,
                        b->geom + 3 * i, b->labels + i);
         dist_grads_progress(t->grads);
     }
-    model_batch_submit(&t->m, c->batch_size);
+    b->reflect = augment_reflects(c->augment);
+    model_batch_submit(&t->m, t->batch);
 }
 
-/* One epoch of data-parallel SGD; returns the mean loss and adds correct predictions. While
- * the device runs a step's forward and backward, the host gathers and uploads the next batch
- * and the gradient buckets are reduced as backward produces them. */
+/* The optimizer step, then lookahead where the recipe has it due (and the final full one). */
+static void update_weights(struct trainer *t) {
+    const struct train_config *c = &t->c;
+    struct sgd_settings s;
+    config_sgd_at(c, (long)t->info.global_step, t->total_steps, t->steps, t->global_batch, t->d.world, &s);
+    model_optimizer_step(&t->m, &s);
+    t->info.global_step++;
+    double w = config_lookahead_weight(c, (long)t->info.global_step, t->total_steps);
+    if (w >= 0) model_lookahead_update(&t->m, (float)w);
+    if (c->lookahead && t->info.global_step == t->total_steps) model_lookahead_update(&t->m, 0.0f);
+}
+
+/* The steps of `epoch`: all of them, except in a last epoch cut by fractional --epochs. */
+static int epoch_steps(const struct trainer *t, int epoch) {
+    long left = t->total_steps - (long)epoch * t->steps;
+    return left < t->steps ? (int)left : t->steps;
+}
+
+/* One epoch of data-parallel SGD; returns the mean loss per image and adds correct
+ * predictions. While the device runs a step's forward and backward, the host gathers and
+ * uploads the next batch and the gradient buckets are reduced as backward produces them. */
 static double train_epoch(struct trainer *t, int epoch, double *correct) {
     const struct train_config *c = &t->c;
     double running = 0, loss_sum = 0;
+    int steps = epoch_steps(t, epoch);
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
     submit_step(t, epoch, 0);
-    for (int step = 0; step < t->steps; step++) {
+    for (int step = 0; step < steps; step++) {
         model_forward_backward(&t->m);
-        if (step + 1 < t->steps) submit_step(t, epoch, step + 1);
-        float stats[2]; /* summed over ranks: mean loss, correct count */
+        if (step + 1 < steps) submit_step(t, epoch, step + 1);
+        float stats[2]; /* summed over ranks: the loss (mean or sum per rank), correct count */
         dist_grads_finish(t->grads, stats);
-        double loss = stats[0] / t->d.world;
+        double loss = c->loss == XENT_SUM ? stats[0] / t->global_batch : stats[0] / t->d.world;
         if (!isfinite(loss)) { /* identical on every rank after the allreduce */
             char msg[200];
             snprintf(msg, sizeof msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)",
                      loss, epoch + 1, step + 1);
             dist_agree(1, msg);
         }
-        model_sgd_step(&t->m, (float)config_lr_at(c, epoch + (double)step / t->steps), (float)c->momentum,
-                       (float)c->weight_decay, 1.0f / (float)t->d.world);
-        t->info.global_step++;
+        update_weights(t);
         loss_sum += loss;
         *correct += stats[1];
         running += loss;
@@ -349,19 +473,48 @@ static double train_epoch(struct trainer *t, int epoch, double *correct) {
             running = 0;
         }
     }
-    return loss_sum / t->steps;
+    return loss_sum / steps;
 }
 
-/* Test accuracy in percent, each rank scoring its own slice of test_batch.bin. */
-static double test_accuracy(struct trainer *t) {
+/* Test accuracy in percent at TTA level tta, each rank scoring its own slice of test_batch.bin. */
+static double test_accuracy(struct trainer *t, int tta) {
     long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
     const struct cifar_set *test = &t->data.test;
     int begin = (int)((long)test->n * t->d.rank / t->d.world), end = (int)((long)test->n * (t->d.rank + 1) / t->d.world);
-    evaluate_range(&t->m, test, begin, end, t->pred, conf);
+    evaluate_range(&t->m, test, begin, end, tta, t->pred, conf);
     double right = 0;
     for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
     dist_allreduce_sum_double(&right, 1);
     return 100.0 * right / test->n;
+}
+
+/* The per-rank batch and the run's length from the data and the rank count; exits (all ranks
+ * agree) when they do not fit. */
+static void plan_steps(struct trainer *t) {
+    const struct train_config *c = &t->c;
+    struct err e = {""};
+    int bad = 0;
+    t->batch = c->batch_scope == BATCH_GLOBAL ? c->batch_size / t->d.world : c->batch_size;
+    if (c->batch_scope == BATCH_GLOBAL && c->batch_size % t->d.world != 0)
+        bad = 2, err_set(&e, "--batch-size %d (the global batch of %s) does not split evenly over %d ranks",
+                         c->batch_size, c->model, t->d.world);
+    else if (c->units == UNITS_AIRBENCH && c->momentum >= 1.0)
+        bad = 2, err_set(&e, "--momentum %g: %s's learning-rate units need a momentum below 1", c->momentum, c->model);
+    dist_agree(bad, e.msg);
+    t->global_batch = t->d.world * t->batch;
+    t->steps = shard_steps(t->data.train.n, t->d.world, t->batch);
+    if (t->steps == 0)
+        snprintf(e.msg, sizeof e.msg, "%s: %d training images, fewer than one global batch (%d ranks x %d)",
+                 t->data.source, t->data.train.n, t->d.world, t->batch);
+    dist_agree(t->steps == 0 ? 1 : 0, e.msg);
+    t->total_steps = (long)ceil(t->steps * c->epochs - 1e-9);
+    if (t->total_steps < 1) t->total_steps = 1;
+    t->epochs = (int)((t->total_steps + t->steps - 1) / t->steps);
+    if (t->d.rank == 0)
+        printf("data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), "
+               "%d dropped per epoch\n",
+               t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world, t->batch,
+               t->data.train.n - t->steps * t->global_batch);
 }
 
 /* Flags, data, model: everything before the first step. Exits on errors (all ranks agree). */
@@ -394,22 +547,14 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     }
     dist_print_all(t->device);
     if (t->d.rank == 0) printf("reading %s\n", c->data);
-    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e) ? 1 : 0;
+    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval || c->tta ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e) ? 1 : 0;
     dist_agree(status, e.msg);
-    t->global_batch = t->d.world * c->batch_size;
-    t->steps = shard_steps(t->data.train.n, t->d.world, c->batch_size);
-    if (t->steps == 0)
-        snprintf(e.msg, sizeof e.msg, "%s: %d training images, fewer than one global batch (%d ranks x --batch-size %d)",
-                 t->data.source, t->data.train.n, t->d.world, c->batch_size);
-    dist_agree(t->steps == 0 ? 1 : 0, e.msg);
-    if (t->d.rank == 0)
-        printf("data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), "
-               "%d dropped per epoch\n",
-               t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world,
-               c->batch_size, t->data.train.n - t->steps * t->global_batch);
+    plan_steps(t);
     const struct net_def *net = net_find(c->model);
-    CHECK(net && net->classes == CIFAR_CLASSES); /* config_defaults names a known network */
-    model_init(&t->m, net, k, c->batch_size, c->seed);
+    CHECK(net && net->classes == CIFAR_CLASSES); /* parse_model names a known network */
+    model_init(&t->m, net, k, t->batch, c->seed);
+    t->m.label_smoothing = (float)c->label_smoothing;
+    t->m.loss_reduction = c->loss;
     t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), strcmp(k->name, "cpu") != 0);
     if (t->d.rank == 0) {
         printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
@@ -419,7 +564,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
         }
         printf("\n");
     }
-    t->h = checkpoint_state_alloc(&t->m, 1);
+    t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));
     t->buffer_sums = XALLOC((t->m.nbuffers ? t->m.nbuffers : 1) * sizeof(float));
     snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
     struct strbuf cfg = {0};
@@ -427,7 +572,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     CHECK(cfg.len < sizeof t->info.config);
     memcpy(t->info.config, cfg.s, cfg.len + 1);
     strbuf_free(&cfg);
-    t->pred = XALLOC((size_t)c->batch_size * sizeof(int));
+    t->pred = XALLOC((size_t)t->batch * sizeof(int));
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
 }
 
@@ -440,6 +585,16 @@ static void trainer_free(struct trainer *t) {
     cifar_free(&t->data);
 }
 
+/* Before `epoch`: a first-layer bias past its epochs stops training (requires_grad = False). */
+static void begin_epoch(struct trainer *t, int epoch) {
+    const struct model_layer *first = &t->m.layers[0];
+    if (t->c.first_bias_epochs > 0 && epoch >= t->c.first_bias_epochs && first->bias >= 0 &&
+        !t->m.tensors[first->bias].stopped) {
+        model_stop_training(&t->m, first->bias);
+        if (t->d.rank == 0) printf("%s stops training after %d epochs\n", t->m.tensors[first->bias].name, t->c.first_bias_epochs);
+    }
+}
+
 int main(int argc, char **argv) {
     err_set_progname("cifar10-train");
     setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
@@ -449,28 +604,36 @@ int main(int argc, char **argv) {
     const struct train_config *c = &t.c;
     int R = t.d.rank == 0, epochs_run = 0;
     double run_start = dist_time(), epochs_time = 0;
-    for (int epoch = t.info.epochs_completed; epoch < c->epochs; epoch++) {
+    for (int epoch = t.info.epochs_completed; epoch < t.epochs; epoch++) {
         double t0 = dist_time(), correct = 0;
+        begin_epoch(&t, epoch);
         double loss = train_epoch(&t, epoch, &correct);
         double train_time = dist_time() - t0;
         average_running_stats(&t.m, &t.h, t.buffer_sums, t.d.world);
         char test_acc[64] = "";
-        if (c->eval && t.data.test.n > 0) snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", test_accuracy(&t));
+        if (c->eval && t.data.test.n > 0) snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", test_accuracy(&t, 0));
         t.info.epochs_completed = epoch + 1;
         if (R) write_file(t.checkpoint_file, &t.m, &t.h, &t.info);
         epochs_time += dist_time() - t0;
         epochs_run++;
         if (R) {
             char el[32], eta[32];
+            double images = (double)epoch_steps(&t, epoch) * t.global_batch;
             format_duration(dist_time() - run_start, el, sizeof el);
-            format_duration(epochs_time / epochs_run * (c->epochs - epoch - 1), eta, sizeof eta);
+            format_duration(epochs_time / epochs_run * (t.epochs - epoch - 1), eta, sizeof eta);
             printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1,
-                   c->epochs, loss, 100.0 * correct / ((double)t.steps * t.global_batch), test_acc,
-                   (double)t.steps * t.global_batch / train_time, el, eta);
+                   t.epochs, loss, 100.0 * correct / images, test_acc, images / train_time, el, eta);
         }
     }
+    if (c->tta > 0 && t.data.test.n > 0) {
+        double acc = test_accuracy(&t, c->tta);
+        if (R) printf("final test accuracy %.2f%% (test-time augmentation level %d)\n", acc, c->tta);
+    }
     if (R) {
-        if (epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", c->epochs);
+        if (epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", t.epochs);
+        char el[32];
+        format_duration(dist_time() - run_start, el, sizeof el);
+        printf("run time %s (%.1f s: training, evaluation, checkpoints)\n", el, dist_time() - run_start);
         printf("saving model: %s\n", c->model_file);
         struct run_info model_info = t.info;
         snprintf(model_info.kind, sizeof model_info.kind, "model");

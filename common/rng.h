@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 /* Domain tags keep streams for different purposes independent. */
-enum rng_domain { RNG_INIT = 1, RNG_PERMUTE = 2, RNG_AUGMENT = 3, RNG_RUN_ID = 4 };
+enum rng_domain { RNG_INIT = 1, RNG_PERMUTE = 2, RNG_AUGMENT = 3, RNG_RUN_ID = 4, RNG_FLIP = 5 };
 
 struct rng {
     uint64_t state; /* splitmix64 counter */

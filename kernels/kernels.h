@@ -73,11 +73,13 @@ struct kernels {
     void (*event_wait)(struct kernels_event *e);
 
     /* The input pipeline on the device: x[N][3][32][32] = crop/flip of img[N][3][32][32]
-     * (uint8) by geom[N][3] = {dx, dy, flip} (int32; offsets 0..8 into the image zero-padded by
-     * 4, 4,4 = identity; flip mirrors left-right after the crop), then x = pixel * scale[c] +
-     * shift[c] (scale/shift: host arrays of 3, the normalisation of data/augment.h). */
+     * (uint8) by geom[N][3] = {dx, dy, flip} (int32; offsets 0..8 into the image padded by 4,
+     * 4,4 = identity; flip mirrors left-right after the crop), then x = pixel * scale[c] +
+     * shift[c] (scale/shift: host arrays of 3, the normalisation of data/augment.h). The
+     * padding is zeros, or with reflect non-zero the mirror image without the edge row
+     * (F.pad(mode='reflect'): offsets up to 31 pixels out). */
     void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N,
-                          const float *scale, const float *shift);
+                          const float *scale, const float *shift, int reflect);
 
     /* Scratch (bytes) that conv_forward and conv_backward need for this shape, for the passes
      * named (enum conv_pass: the forward, the backward with dx, the backward with dw), and that
@@ -188,10 +190,11 @@ struct kernels {
                        float weight_decay, float grad_scale, int nesterov);
 
     /* Lookahead (airbench's LookaheadState.update) over p[n] and its average ema[n]:
-     * ema = torch.lerp(ema, p, w) with w = 1 - decay (in float), then p = ema. The lerp is
-     * PyTorch's formula in float: ema + w * (p - ema) when |w| < 0.5, else
-     * p - (p - ema) * (1 - w), so decay 0 gives ema = p and decay 1 leaves ema exactly. */
-    void (*lookahead_update)(float *p, float *ema, size_t n, float decay);
+     * ema = torch.lerp(ema, p, weight), then p = ema; airbench's weight is 1 - decay, computed
+     * by the caller in double as Python does. The lerp is PyTorch's formula in float:
+     * ema + w * (p - ema) when |w| < 0.5, else p - (p - ema) * (1 - w), so weight 1 gives
+     * ema = p and weight 0 leaves ema exactly. */
+    void (*lookahead_update)(float *p, float *ema, size_t n, float weight);
 
     /* Waits for everything issued, then releases everything the backend created (CUDA: the
      * convolution plans, scratch, cuDNN and cuBLAS handles, queues) and ends with

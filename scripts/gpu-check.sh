@@ -13,14 +13,17 @@
 #                                  batches, cross-device checkpoints, GPU 1 when there is one);
 #                                  tests/test_dist on the GPU with 1 and 2 ranks, TF32 off and on,
 #                                  its files compared by tests/check_dist_files.py; 1 and 2 ranks
-#                                  training on one GPU; a GPU-trained model scored on the CPU
+#                                  training on one GPU, the workshop network and airbench94's
+#                                  recipe; GPU-trained models scored on the CPU
 #   scripts/gpu-check.sh sanitize  compute-sanitizer memcheck (with leak check), racecheck and
 #                                  synccheck on a 10-step training run, and memcheck on 2 ranks
 #                                  of test_dist through the staged path (each within 2 minutes)
 #   scripts/gpu-check.sh bench     images/s at batch 128 and 512: cifar10-bench --device=cuda
-#                                  against PyTorch eager and torch.compile on the same GPU
+#                                  against PyTorch eager and torch.compile on the same GPU; and
+#                                  airbench94 at batch 1024 against PyTorch eager
 #   scripts/gpu-check.sh train     the default 10 epochs on the real images, then cifar10-test:
-#                                  accuracy and wall time
+#                                  accuracy and wall time; then airbench94's whole recipe
+#                                  (9.9 epochs, final TTA score) and its wall time
 #
 # With the repository's device tool: run "scripts/gpu-check.sh STEP" with carry [".gpu-carry"].
 # Logs and summary.txt (the check lines) go to $OUT (the tool's output folder) or to
@@ -124,14 +127,23 @@ train_ranks() {
     --resume never /tmp/gpu-check-data
 }
 
-# same_scores: the 2-rank GPU model scored on the CPU and on the GPU: the same accuracy lines.
+# airbench_ranks NP: airbench94's recipe (whitening, Nesterov, lookahead, TTA, reflect crops)
+# for 2.5 epochs of the synthetic set on NP ranks sharing one GPU, global batch 256.
+airbench_ranks() {
+  mpirun -np "$1" build/cifar10-train --device=cuda --model airbench94 --epochs 2.5 --batch-size 256 \
+    --whiten-images 2000 --model-file "/tmp/a$1.safetensors" --resume never /tmp/gpu-check-data
+}
+
+# same_scores MODEL: a 2-rank GPU model scored on the CPU and on the GPU: the same accuracy
+# lines (airbench94: at its own TTA level 2).
 same_scores() {
   local dev
   for dev in cpu cuda; do
-    build/cifar10-test --device=$dev --model-file /tmp/m2.safetensors /tmp/gpu-check-data >"$out/test-$dev.log" 2>&1 ||
+    build/cifar10-test --device=$dev --model-file "$1" /tmp/gpu-check-data >"$out/test-$dev.log" 2>&1 ||
       { cat "$out/test-$dev.log"; return 1; }
   done
-  grep '^Accuracy' "$out/test-cpu.log" && cmp <(grep '^Accuracy' "$out/test-cpu.log") <(grep '^Accuracy' "$out/test-cuda.log")
+  grep '^Accuracy\|^Overall' "$out/test-cpu.log" &&
+    cmp <(grep '^Accuracy\|^Overall' "$out/test-cpu.log") <(grep '^Accuracy\|^Overall' "$out/test-cuda.log")
 }
 
 check_test() {
@@ -145,7 +157,9 @@ check_test() {
   done
   synthetic /tmp/gpu-check-data 2048
   for np in 1 2; do check "train np=$np" train_ranks "$np"; done
-  check "scores cpu=cuda" same_scores
+  check "scores cpu=cuda" same_scores /tmp/m2.safetensors
+  for np in 1 2; do check "airbench94 train np=$np" airbench_ranks "$np"; done
+  check "airbench94 scores cpu=cuda" same_scores /tmp/a2.safetensors
   step_done test
 }
 
@@ -179,12 +193,17 @@ check_bench() {
     $py scripts/bench_torch.py --device cuda --compile --batch-size "$b" --warmup 10 --steps 20 --runs 5 2>&1 |
       tail -n 2 | tee "$out/torch-compile-$b.log"
   done
+  echo "== airbench94, batch 1024"
+  build/cifar10-bench --device=cuda --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 | tee "$out/ours-airbench94.log"
+  $py scripts/bench_torch.py --device cuda --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 |
+    tee "$out/torch-eager-airbench94.log"
   {
     echo "images/s: ours / PyTorch eager / torch.compile"
     for b in 128 512; do
       r() { sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
       echo "batch $b: $(r "$out/ours-$b.log") / $(r "$out/torch-eager-$b.log") / $(r "$out/torch-compile-$b.log")"
     done
+    echo "airbench94, batch 1024: $(r "$out/ours-airbench94.log") / $(r "$out/torch-eager-airbench94.log") / -"
   } | tee "$out/summary.txt"
 }
 
@@ -198,9 +217,15 @@ check_train() {
   build/cifar10-train --device=cuda --model-file /tmp/real.safetensors --resume never "$d" | tee "$out/train.log"
   local train_s=$((SECONDS - t0))
   build/cifar10-test --device=cuda --model-file /tmp/real.safetensors "$d" | tee "$out/test.log"
+  t0=$SECONDS
+  build/cifar10-train --device=cuda --model airbench94 --no-eval --model-file /tmp/airbench94.safetensors \
+    --resume never "$d" | tee "$out/train-airbench94.log"
+  local airbench_s=$((SECONDS - t0))
   {
     echo "10 epochs, default settings, 1 GPU: ${train_s} s wall (process start to model file)"
     grep '^Accuracy of the network' "$out/test.log"
+    echo "airbench94, 9.9 epochs, no per-epoch evaluation, 1 GPU: ${airbench_s} s wall (process start to model file)"
+    grep '^final test accuracy' "$out/train-airbench94.log"
   } | tee "$out/summary.txt"
 }
 

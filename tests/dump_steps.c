@@ -31,7 +31,7 @@ static void write_model(const char *dir, const char *name, struct model *m, cons
                         const float *mom, const float *bn) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct model_state st = {(float *)p, (float *)mom, (float *)bn, m->batches_tracked};
+    struct model_state st = {(float *)p, (float *)mom, (float *)bn, m->batches_tracked, NULL, NULL};
     struct run_info info = {.kind = "model", .run_id = "dump-steps", .config = "{}"};
     if (mom) snprintf(info.kind, sizeof info.kind, "checkpoint");
     struct err e;

@@ -64,6 +64,7 @@ suite "staged allreduce, mpirun -np 2" mpirun -np 2 "$B/tests/test_staged"
 suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
 suite train tests/test_train.sh
+suite "airbench94 recipe" tests/test_recipe.sh
 suite lint tests/test_lint.sh
 suite dockerfile tests/test_dockerfile.sh
 suite "k8s manifests" "$PY" tests/test_k8s.py

@@ -227,16 +227,70 @@ static void test_config(void) {
     config_defaults(&b);
     b.epochs = 11;
     EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--epochs: the checkpoint has 10, this run has 11"), "epochs diff: %s", e.msg);
+    /* a record from before label smoothing and lookahead existed reads as without them */
+    const char *old = "{\"model\":\"workshop-cnn\",\"epochs\":10,\"batch_size\":128,\"learning_rate\":0.05,"
+                      "\"lr_schedule\":\"cosine\",\"warmup_epochs\":1,\"momentum\":0.9,\"weight_decay\":0.0005,"
+                      "\"seed\":\"1\",\"augment\":true}";
+    EXPECT(config_compare(&a, old, &e) == 0, "an older workshop record: %s", e.msg);
+    config_recipe(&b, "airbench94");
+    EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "model: the checkpoint has workshop-cnn, this run has airbench94"),
+           "model diff: %s", e.msg);
     strbuf_free(&sb);
-    /* schedule: warm-up from lr/10 to lr over 1 epoch, cosine to 0 at the end */
-    EXPECT(fabs(config_lr_at(&a, 0) - 0.005) < 1e-12 && fabs(config_lr_at(&a, 1.0) - 0.05) < 1e-12 &&
-               fabs(config_lr_at(&a, 10.0)) < 1e-12 && fabs(config_lr_at(&a, 5.5) - 0.025) < 1e-12,
-           "schedule points: %g %g %g %g", config_lr_at(&a, 0), config_lr_at(&a, 1), config_lr_at(&a, 10), config_lr_at(&a, 5.5));
+    config_to_json(&b, &sb);
+    EXPECT(strstr(sb.s, "\"epochs\":9.9,") && strstr(sb.s, "\"label_smoothing\":0.2,") && strstr(sb.s, "\"lookahead\":5,\"whiten_images\":5000}"),
+           "airbench94 record: %s", sb.s);
+    config_recipe(&a, "airbench94");
+    EXPECT(config_compare(&a, sb.s, &e) == 0, "airbench94 against itself: %s", e.msg);
+    a.label_smoothing = 0.1;
+    EXPECT(config_compare(&a, sb.s, &e) == -1 && strstr(e.msg, "--label-smoothing: the checkpoint has 0.2, this run has 0.1"),
+           "smoothing diff: %s", e.msg);
+    strbuf_free(&sb);
+}
+
+/* The settings of each step: the workshop's warm-up and cosine (per-rank mean loss), airbench's
+ * units, triangle, groups and summed loss, and its lookahead weights. */
+static void test_schedule(void) {
+    struct train_config c;
+    config_defaults(&c);
+    struct sgd_settings s;
+    float lr[4];
+    long at[4] = {0, 100, 1000, 550}; /* 10 epochs of 100 steps: start, end of warm-up, end, middle */
+    for (int i = 0; i < 4; i++) config_sgd_at(&c, at[i], 1000, 100, 256, 2, &s), lr[i] = s.lr;
+    EXPECT(fabsf(lr[0] - 0.005f) < 1e-9f && lr[1] == 0.05f && fabsf(lr[2]) < 1e-9f && fabsf(lr[3] - 0.025f) < 1e-9f,
+           "cosine points: %g %g %g %g", lr[0], lr[1], lr[2], lr[3]);
+    EXPECT(s.momentum == 0.9f && s.weight_decay == 5e-4f && s.grad_scale == 0.5f && s.norm_lr_scale == 1.0f && !s.nesterov,
+           "workshop settings");
     int mono = 1;
-    for (int i = 100; i < 999; i++) mono &= config_lr_at(&a, (i + 1) / 100.0) < config_lr_at(&a, i / 100.0);
+    for (long i = 100; i < 999; i++) {
+        config_sgd_at(&c, i, 1000, 100, 256, 2, &s);
+        float before = s.lr;
+        config_sgd_at(&c, i + 1, 1000, 100, 256, 2, &s);
+        mono &= s.lr < before;
+    }
     EXPECT(mono, "cosine part not decreasing");
-    a.schedule = LR_CONSTANT;
-    EXPECT(config_lr_at(&a, 0) == 0.05 && config_lr_at(&a, 9.9) == 0.05, "constant schedule");
+    c.schedule = LR_CONSTANT;
+    config_sgd_at(&c, 990, 1000, 100, 256, 2, &s);
+    EXPECT(s.lr == 0.05f, "constant schedule: %g", s.lr);
+    /* airbench94: 48 steps x 9.9 epochs = 476; lr = 11.5 / (1024 (1 + 1 / 0.15)); peak at
+     * int(0.23 x 476) = 109; decay 0.0153 x 1024 / (1024 (1 + 1 / 0.15)) / lr */
+    config_recipe(&c, "airbench94");
+    double base = 11.5 / (1024.0 * (1.0 + 1.0 / (1.0 - 0.85))), wd = 0.0153 * 1024 / (1024.0 * (1.0 + 1.0 / 0.15)) / base;
+    long steps[5] = {0, 54, 109, 300, 476};
+    double want[5] = {0.2, 0.2 + 0.8 * 54 / 109.0, 1.0, 1.0 - 0.93 * (300 - 109) / 367.0, 0.07};
+    for (int i = 0; i < 5; i++) {
+        config_sgd_at(&c, steps[i], 476, 48, 1024, 4, &s);
+        EXPECT(fabs(s.lr - base * want[i]) < 1e-6 * base, "triangle at step %ld: %.9g, not %.9g", steps[i], s.lr, base * want[i]);
+    }
+    EXPECT(fabs(s.weight_decay - wd) < 1e-6 * wd && s.grad_scale == 1.0f && s.norm_lr_scale == 64.0f && s.nesterov &&
+               s.momentum == 0.85f,
+           "airbench settings: wd %.9g (%.9g)", s.weight_decay, wd);
+    double w5 = config_lookahead_weight(&c, 5, 476), w476 = config_lookahead_weight(&c, 475, 476);
+    double r = 5.0 / 476;
+    EXPECT(w5 == 1.0 - pow(0.95, 5) * r * r * r && config_lookahead_weight(&c, 4, 476) < 0 &&
+               config_lookahead_weight(&c, 476, 476) < 0 && fabs(w476 - (1 - pow(0.95, 5) * pow(475.0 / 476, 3))) < 1e-15,
+           "lookahead weights %.17g %.17g", w5, w476);
+    c.lookahead = 0;
+    EXPECT(config_lookahead_weight(&c, 5, 476) < 0, "lookahead 0 still updates");
 }
 
 /* The network comes from the file: a known name selects its definition, any other is refused
@@ -286,6 +340,7 @@ int main(void) {
     test_round_trip();
     test_network_selection();
     test_config();
+    test_schedule();
     check_rmdir(dir);
     model_free(&M);
     return check_summary("test_checkpoint");

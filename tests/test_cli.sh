@@ -14,9 +14,9 @@ expect_out "train --version" "^cifar10-train [0-9]+\.[0-9]+\.[0-9]+$"
 
 bad=(
   "--bogus|--bogus: unknown flag (try --help)"
-  "--epochs abc|--epochs: 'abc' is not an integer (try --help)"
-  "--epochs=0|--epochs: 0 is out of range"
-  "--epochs=12x|--epochs: '12x' is not an integer"
+  "--epochs abc|--epochs: 'abc' is not a finite number (try --help)"
+  "--epochs=0|--epochs: 0 must be > 0"
+  "--epochs=12x|--epochs: '12x' is not a finite number"
   "--batch-size 0|--batch-size: 0 is out of range"
   "--learning-rate 0|--learning-rate: 0 must be > 0"
   "--learning-rate=-1|--learning-rate: -1 must be > 0"
@@ -28,8 +28,12 @@ bad=(
   "--threads 0|--threads: 0 is out of range"
   "--seed -3|--seed: '-3' is not a non-negative integer"
   "--resume maybe|--resume: 'maybe' is not auto, never or require"
-  "--lr-schedule steep|--lr-schedule: 'steep' is not cosine or constant"
+  "--lr-schedule steep|--lr-schedule: 'steep' is not cosine, triangle or constant"
   "--warmup-epochs=-1|--warmup-epochs: -1 must be >= 0"
+  "--model vgg|--model: 'vgg' is not a network this build knows (workshop-cnn, airbench94) (try --help)"
+  "--label-smoothing 1.5|--label-smoothing: 1.5 is above 1"
+  "--lookahead -1|--lookahead: -1 is out of range"
+  "--tta 3|--tta: 3 is out of range 0..2"
 )
 for case in "${bad[@]}"; do
   args=${case%%|*} want=${case#*|}
@@ -54,7 +58,7 @@ expect_err "train missing data" "$T/nope: No such file or directory"
 # Under mpirun: one line for the whole job, same exit code.
 run mpirun -np 2 "$BIN/cifar10-train" --epochs=-5 "$T/data"
 expect_rc 2 "mpirun train bad flag"
-expect_err "mpirun train bad flag" "--epochs: -5 is out of range"
+expect_err "mpirun train bad flag" "--epochs: -5 must be > 0"
 
 run "$BIN/cifar10-test" --help
 expect_rc 0 "test --help"

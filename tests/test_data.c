@@ -173,7 +173,7 @@ static void prepare_one(const uint8_t *img, struct augment_choice a, int norm, f
     int geom[3] = {a.dx, a.dy, a.flip};
     float scale[3] = {1, 1, 1}, shift[3] = {0, 0, 0};
     if (norm) augment_scale_shift(scale, shift);
-    kernels_cpu()->input_prepare(img, geom, out, 1, scale, shift);
+    kernels_cpu()->input_prepare(img, geom, out, 1, scale, shift, 0);
 }
 
 /* Pixels where out differs from img */
@@ -222,18 +222,43 @@ static void test_augment(void) {
     /* the draws cover every offset and both flips, and depend on (seed, epoch, index) only */
     int seen[9][9][2] = {{{0}}};
     for (int i = 0; i < 20000; i++) {
-        struct augment_choice a = augment_draw(7, 2, i);
+        struct augment_choice a = augment_draw(AUGMENT_CROP_FLIP, 7, 2, i);
         CHECK(a.dx >= 0 && a.dx <= 8 && a.dy >= 0 && a.dy <= 8 && (a.flip == 0 || a.flip == 1));
         seen[a.dy][a.dx][a.flip]++;
     }
     int missing = 0;
     for (int i = 0; i < 162; i++) missing += ((int *)seen)[i] == 0;
     EXPECT(missing == 0, "%d of 162 crop/flip choices never drawn", missing);
-    struct augment_choice a1 = augment_draw(7, 2, 99), a2 = augment_draw(7, 2, 99), a3 = augment_draw(7, 3, 99);
+    struct augment_choice a1 = augment_draw(AUGMENT_CROP_FLIP, 7, 2, 99), a2 = augment_draw(AUGMENT_CROP_FLIP, 7, 2, 99), a3 = augment_draw(AUGMENT_CROP_FLIP, 7, 3, 99);
     EXPECT(a1.dx == a2.dx && a1.dy == a2.dy && a1.flip == a2.flip, "draw not reproducible");
-    EXPECT(a1.dx != a3.dx || a1.dy != a3.dy || a1.flip != a3.flip || augment_draw(7, 3, 98).dx != augment_draw(7, 2, 98).dx,
+    EXPECT(a1.dx != a3.dx || a1.dy != a3.dy || a1.flip != a3.flip || augment_draw(AUGMENT_CROP_FLIP, 7, 3, 98).dx != augment_draw(AUGMENT_CROP_FLIP, 7, 2, 98).dx,
            "epochs give identical draws");
     free(img - 1);
+}
+
+/* airbench94's alternating augmentation: offsets 2..6 (at most 2 pixels), every one drawn;
+ * an image's flip is one random choice for the run, mirrored on odd epochs; about half of the
+ * images flipped; none without a choice: AUGMENT_NONE is the identity. */
+static void test_alternating(void) {
+    int seen[5][5] = {{0}}, flipped = 0, bad = 0, n = 20000;
+    for (int i = 0; i < n; i++) {
+        struct augment_choice e0 = augment_draw(AUGMENT_ALTERNATING, 7, 0, i);
+        for (int epoch = 1; epoch < 4; epoch++) {
+            struct augment_choice a = augment_draw(AUGMENT_ALTERNATING, 7, epoch, i);
+            bad += a.flip != (e0.flip ^ (epoch & 1));
+            bad += a.dx < 2 || a.dx > 6 || a.dy < 2 || a.dy > 6;
+            if (a.dx >= 2 && a.dx <= 6 && a.dy >= 2 && a.dy <= 6) seen[a.dy - 2][a.dx - 2]++;
+        }
+        flipped += e0.flip;
+    }
+    EXPECT(bad == 0, "alternating flip: %d draws break the rule or leave the 2-pixel range", bad);
+    int missing = 0;
+    for (int i = 0; i < 25; i++) missing += ((int *)seen)[i] == 0;
+    EXPECT(missing == 0, "%d of 25 translations never drawn", missing);
+    EXPECT(flipped > n * 0.48 && flipped < n * 0.52, "%d of %d images flipped in epoch 0", flipped, n);
+    EXPECT(augment_reflects(AUGMENT_ALTERNATING) && !augment_reflects(AUGMENT_CROP_FLIP), "padding modes");
+    struct augment_choice none = augment_draw(AUGMENT_NONE, 7, 3, 5);
+    EXPECT(none.dx == 4 && none.dy == 4 && none.flip == 0, "AUGMENT_NONE is not the identity");
 }
 
 static void test_sharding(void) {
@@ -298,6 +323,7 @@ int main(void) {
     check_tmpdir("test-data", tmp, sizeof tmp);
     test_reader();
     test_augment();
+    test_alternating();
     test_sharding();
     test_cpus();
     check_rmdir(tmp);

@@ -82,9 +82,9 @@ struct op_case {
         struct { int N, C, HW; float eps, momentum, offset; } bn;
         struct { int N, I, O; float scale; } lin;
         struct { int N, classes; float smoothing; enum xent_reduction reduction; } xent;
-        struct { int N, first; } input; /* images; geometry combination of the first */
+        struct { int N, first, reflect; } input; /* images; geometry combination of the first */
         struct { int n; float lr, momentum, weight_decay, grad_scale; int resume, nesterov; } sgd;
-        struct { int n; float decay; } lookahead;
+        struct { int n; float weight; } lookahead;
         int n; /* relu, gelu, async copies */
     };
 };
@@ -96,8 +96,10 @@ struct op_case {
 
 static const struct op_case cases[] = {
     /* input_prepare: all 81 crop offsets x 2 flips, one image each; one image alone at 8,8 flipped */
-    {OP_INPUT, 0, .input = {162, 0}},
-    {OP_INPUT, 0, .input = {1, 161}},
+    {OP_INPUT, 0, .input = {162, 0, 0}},
+    {OP_INPUT, 0, .input = {1, 161, 0}},
+    {OP_INPUT, 0, .input = {162, 0, 1}}, /* the same with reflect padding */
+    {OP_INPUT, 0, .input = {1, 80, 1}},
 
     /* conv, im2col + GEMM: every k 1..5, pads 0, k/2 and k-1, odd sizes, channel counts that
      * are not multiples of the vector width */
@@ -186,10 +188,10 @@ static const struct op_case cases[] = {
     {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1, 1}},  /* Nesterov, resumed */
 
     /* lookahead_update: airbench's decay 0.95^5, and the ends (ema = p, ema kept) */
-    {OP_LOOKAHEAD, 0, .lookahead = {1001, 0.7737809375f}},
-    {OP_LOOKAHEAD, 0, .lookahead = {4099, 0.0f}},
-    {OP_LOOKAHEAD, 0, .lookahead = {7, 1.0f}},
-    {OP_LOOKAHEAD, 0, .lookahead = {4099, 0.3f}}, /* weight 0.7: lerp from the p end */
+    {OP_LOOKAHEAD, 0, .lookahead = {1001, 0.2262190625f}},
+    {OP_LOOKAHEAD, 0, .lookahead = {4099, 1.0f}},
+    {OP_LOOKAHEAD, 0, .lookahead = {7, 0.0f}},
+    {OP_LOOKAHEAD, 0, .lookahead = {4099, 0.7f}}, /* lerp from the p end */
 
     /* the asynchronous copies around an op */
     {OP_COPY, 0, .n = 1001},
@@ -286,14 +288,22 @@ static const float in_scale[3] = {0.0171f, 0.0175f, 0.0174f}, in_shift[3] = {-1.
 /* Geometry combination g (0..161) as {dx, dy, flip}: every offset pair, then flipped. */
 static void geometry(int g, int *geom) { geom[0] = g % 9, geom[1] = g / 9 % 9, geom[2] = g / 81 % 2; }
 
-static void input_reference(const unsigned char *img, const int *geom, double *x, int N) {
+/* Padded coordinate i's source pixel, written out as F.pad's two modes: -1 for a zero. */
+static int input_source(int i, int reflect) {
+    if (i < 0) return reflect ? -i : -1;
+    if (i > 31) return reflect ? 31 - (i - 31) : -1;
+    return i;
+}
+
+static void input_reference(const unsigned char *img, const int *geom, double *x, int N, int reflect) {
     for (int n = 0; n < N; n++)
         for (int c = 0; c < 3; c++)
             for (int y = 0; y < 32; y++)
                 for (int px = 0; px < 32; px++) {
                     const int *g = geom + 3 * n;
-                    int sx = (g[2] ? 31 - px : px) + g[0] - 4, sy = y + g[1] - 4; /* crop, then flip */
-                    int in = sx >= 0 && sx < 32 && sy >= 0 && sy < 32;
+                    int sx = input_source((g[2] ? 31 - px : px) + g[0] - 4, reflect); /* crop, then flip */
+                    int sy = input_source(y + g[1] - 4, reflect);
+                    int in = sx >= 0 && sy >= 0;
                     double v = in ? img[((size_t)n * 3 + c) * 1024 + sy * 32 + sx] : 0.0;
                     x[((size_t)n * 3 + c) * 1024 + y * 32 + px] = v * in_scale[c] + in_shift[c];
                 }
@@ -302,15 +312,15 @@ static void input_reference(const unsigned char *img, const int *geom, double *x
 static void run_input(const struct op_case *c) {
     int N = c->input.N;
     size_t n = (size_t)N * 3072;
-    name_case(c, "input_prepare N%d from geometry %d", N, c->input.first);
+    name_case(c, "input_prepare N%d from geometry %d, %s padding", N, c->input.first, c->input.reflect ? "reflect" : "zero");
     unsigned char *img = hnew(n);
     int *geom = hnew((size_t)N * 3 * sizeof(int));
     for (size_t i = 0; i < n; i++) img[i] = (unsigned char)((i + seed) * 2654435761u >> 24);
     for (int i = 0; i < N; i++) geometry(c->input.first + i, geom + 3 * i);
     double *ref = dnew(n);
-    input_reference(img, geom, ref, N);
+    input_reference(img, geom, ref, N, c->input.reflect);
     float *x = dev_nan(n);
-    B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift);
+    B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift, c->input.reflect);
     expect_abs("x", host_of(x, n), ref, n, TOL_INPUT);
 }
 
@@ -704,14 +714,14 @@ static void run_sgd(const struct op_case *c) {
  * ema + w (p - ema) misses those exact ends (on hfill's common grid it would hit them). */
 static void run_lookahead(const struct op_case *c) {
     size_t n = (size_t)c->lookahead.n;
-    float decay = c->lookahead.decay;
-    name_case(c, "lookahead_update n %zu decay %.9g", n, decay);
+    float w = c->lookahead.weight;
+    name_case(c, "lookahead_update n %zu weight %.9g", n, w);
     float *p = hfill(n, -1, 1), *ema = hfill(n, -0.01f, 0.01f);
-    double w = 1.0f - decay, *ref = dnew(n);
-    for (size_t i = 0; i < n; i++) ref[i] = ema[i] + w * ((double)p[i] - ema[i]);
-    const float *exact = decay == 0.0f ? p : decay == 1.0f ? ema : NULL;
+    double *ref = dnew(n);
+    for (size_t i = 0; i < n; i++) ref[i] = ema[i] + (double)w * ((double)p[i] - ema[i]);
+    const float *exact = w == 1.0f ? p : w == 0.0f ? ema : NULL;
     float *gp = dev_of(p, n), *gema = dev_of(ema, n);
-    B->lookahead_update(gp, gema, n, decay);
+    B->lookahead_update(gp, gema, n, w);
     float *hema = host_of(gema, n);
     expect_rel("ema", hema, ref, n, TOL_FINE);
     EXPECT(!exact || memcmp(hema, exact, n * sizeof(float)) == 0, "%s: %s: ema is not exactly %s", where, what,

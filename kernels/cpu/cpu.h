@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
-                       const float *shift);
+                       const float *shift, int reflect);
 size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);
 void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
                       float *y, int relu, void *ws, size_t ws_bytes);
@@ -44,7 +44,7 @@ void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, fl
                       int classes, float smoothing, enum xent_reduction reduction);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale, int nesterov);
-void cpu_lookahead_update(float *p, float *ema, size_t n, float decay);
+void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
 
 /* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there). */
 int winograd_applies(int in, int out, int H, int W);

@@ -16,8 +16,7 @@ void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, f
 /* torch.lerp's float formula (aten/src/ATen/native/Lerp.h): from whichever end the weight is
  * nearer, so w = 1 lands exactly on p. PyTorch's vectorised CPU kernel fuses each branch into
  * one FMA; whether ours does is the compiler's choice (-ffp-contract=fast), a rounding apart. */
-void cpu_lookahead_update(float *p, float *ema, size_t n, float decay) {
-    float w = 1.0f - decay;
+void cpu_lookahead_update(float *p, float *ema, size_t n, float w) {
     int small = fabsf(w) < 0.5f;
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {

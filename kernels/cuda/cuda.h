@@ -125,8 +125,8 @@ void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, f
                        int classes, float smoothing, enum xent_reduction reduction);
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                      float weight_decay, float grad_scale, int nesterov);
-void cuda_lookahead_update(float *p, float *ema, size_t n, float decay);
+void cuda_lookahead_update(float *p, float *ema, size_t n, float weight);
 void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N,
-                        const float *scale, const float *shift);
+                        const float *scale, const float *shift, int reflect);
 
 #endif

@@ -64,17 +64,25 @@ struct norm3 {
     float scale[3], shift[3];
 };
 
+/* The source coordinate of padded coordinate i, as cpu/input.c's source(): -1 for zero
+ * padding outside the image, the mirror image for reflect padding. */
+__device__ static int input_source(int i, int reflect) {
+    if (i >= 0 && i < 32) return i;
+    if (!reflect) return -1;
+    return i < 0 ? -i : 62 - i;
+}
+
 /* x[n][c][y][x]: one thread per output pixel; see data/augment.c for the geometry. */
 __global__ static void input_kernel(const unsigned char *img, const int *geom, float *x, size_t total,
-                                    struct norm3 nm) {
+                                    struct norm3 nm, int reflect) {
     GRID_STRIDE(i, total) {
         int px = (int)(i % 32), py = (int)(i / 32 % 32), c = (int)(i / 1024 % 3);
         size_t n = i / 3072;
         const int *g = geom + 3 * n;
-        int sy = py + g[1] - 4;
+        int sy = input_source(py + g[1] - 4, reflect);
         int cx = g[2] ? 31 - px : px;
-        int sx = cx + g[0] - 4;
-        int inside = sy >= 0 && sy < 32 && sx >= 0 && sx < 32;
+        int sx = input_source(cx + g[0] - 4, reflect);
+        int inside = sy >= 0 && sx >= 0;
         float v = inside ? (float)img[n * 3072 + (size_t)(c * 32 + sy) * 32 + sx] : 0.0f;
         x[i] = v * nm.scale[c] + nm.shift[c];
     }
@@ -113,17 +121,16 @@ void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, 
     LAUNCH_CHECK();
 }
 
-void cuda_lookahead_update(float *p, float *ema, size_t n, float decay) {
-    float w = 1.0f - decay;
+void cuda_lookahead_update(float *p, float *ema, size_t n, float w) {
     lookahead_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, ema, n, w, fabsf(w) < 0.5f);
     LAUNCH_CHECK();
 }
 
 void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
-                        const float *shift) {
+                        const float *shift, int reflect) {
     struct norm3 nm;
     for (int c = 0; c < 3; c++) nm.scale[c] = scale[c], nm.shift[c] = shift[c];
     size_t total = (size_t)N * 3072;
-    input_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(img, geom, x, total, nm);
+    input_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(img, geom, x, total, nm, reflect);
     LAUNCH_CHECK();
 }

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# airbench94's recipe end to end on a small synthetic dataset (400 training images):
+#  - mpirun -np 2 with a global batch of 64 and fractional epochs: the recipe's log lines, the
+#    whitening bias stopping, a final score with test-time augmentation, a loss that falls;
+#  - 1 rank takes the same steps over the same images (the global batch is kept);
+#  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit
+#    (weights, momentum, BN statistics, lookahead averages);
+#  - cifar10-test applies the model's own test-time augmentation, --tta overrides it;
+#  - bad settings for the recipe: one line, the documented exit code.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+D=$T/data
+"$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
+# 64 per step: 6 steps per epoch; 3.5 epochs = 21 steps, the fourth epoch cut at 3 steps.
+RECIPE=(--model airbench94 --batch-size 64 --epochs 3.5 --whiten-images 300 --threads 1 --print-freq 3 --device cpu)
+mpi() { mpirun -np "$1" "${@:2}"; }
+
+# 1. Two ranks.
+mkdir -p "$T/A"
+run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/A/model.safetensors" "$D"
+expect_rc 0 "airbench94, mpirun -np 2"
+expect_out "data line" "400 training images, 200 test images; 6 steps per epoch of 64 images \(2 ranks x 32\), 16 dropped"
+expect_out "recipe line" "^starting run .*: airbench94, 3.5 epochs \(21 steps\), lr 11.5 \(triangle, airbench's units\), momentum 0.85 \(Nesterov\), weight decay 0.0153, seed 1, augmentation crop \+ alternating flip\$"
+expect_out "recipe details" "^recipe: label smoothing 0.2, summed loss, lookahead every 5 steps, batch-norm lr x 64\$"
+expect_out "whitening line" "^first layer: whitening filter of the first 300 training images"
+expect_out "bias stops after 3 epochs" "^0.bias stops training after 3 epochs\$"
+expect_out "cut last epoch" "^epoch 4/4: loss [0-9.]+, train accuracy [0-9.]+%, test accuracy [0-9.]+%"
+expect_out "no step past 21" "^\[4,     3\] loss"
+check "the cut epoch ends at its third step" test "$(grep -c '^\[4, ' "$T/out")" = 1
+expect_out "final TTA score" "^final test accuracy [0-9.]+% \(test-time augmentation level 2\)\$"
+first_loss=$(grep -m1 '^\[1, ' "$T/out" | awk '{print $NF}')
+last_loss=$(grep '^\[4, ' "$T/out" | tail -n1 | awk '{print $NF}')
+check "loss falls ($first_loss -> $last_loss)" awk -v a="$first_loss" -v b="$last_loss" 'BEGIN { exit !(b < a - 0.3) }'
+acc=$(sed -n 's/^final test accuracy \([0-9.]*\)% .*/\1/p' "$T/out")
+check "the recipe learns ($acc %)" awk -v a="$acc" 'BEGIN { exit !(a >= 60) }'
+header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1"; }
+check "checkpoint holds the lookahead averages" grep -q '"optimizer.lookahead.0.weight"' <(header "$T/A/model.checkpoint.safetensors")
+check "checkpoint holds the running statistics' averages" grep -q '"optimizer.lookahead.4.norm2.running_var"' <(header "$T/A/model.checkpoint.safetensors")
+check "model file holds no optimizer state" test "$(header "$T/A/model.safetensors" | grep -c optimizer)" = 0
+cp "$T/out" "$T/A.log"
+
+# 2. One rank: the same 21 steps of 64 images.
+mkdir -p "$T/one"
+run "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/one/model.safetensors" "$D"
+expect_rc 0 "airbench94, 1 rank"
+expect_out "1 rank keeps the global batch" "6 steps per epoch of 64 images \(1 ranks x 64\)"
+expect_out "1 rank: 21 steps" "3.5 epochs \(21 steps\)"
+
+# 3. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
+mkdir -p "$T/B"
+B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/B/model.safetensors" "$D")
+setsid "${B_CMD[@]}" >"$T/B1.log" 2>&1 &
+pid=$!
+for _ in $(seq 3000); do [[ -s $T/B/model.checkpoint.safetensors ]] && break; sleep 0.1; done
+check "first checkpoint appeared before the kill" test -s "$T/B/model.checkpoint.safetensors"
+sleep 0.5
+kill -9 -- -"$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "killed before finishing" test ! -e "$T/B/model.safetensors"
+run "${B_CMD[@]}"
+expect_rc 0 "rerun after kill"
+expect_out "rerun resumes" "^resuming run .* from $T/B/model.checkpoint.safetensors: [123] of 4 epochs done\$"
+check "resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/B/model.safetensors")
+check "resumed checkpoint == uninterrupted checkpoint (lookahead included)" cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$T/B/model.checkpoint.safetensors")
+check "same final score" test "$(grep '^final test' "$T/A.log")" = "$(grep '^final test' "$T/out")"
+
+# 4. cifar10-test: the model's own TTA level by default, --tta overrides.
+run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"
+expect_rc 0 "cifar10-test on airbench94"
+expect_out "default TTA of airbench94" "^Overall accuracy: [0-9.]+% \([0-9]+ of 200; test-time augmentation level 2\)\$"
+check "cifar10-test matches the training's final score" test "$(sed -n 's/^Overall accuracy: \([0-9.]*\)%.*/\1/p' "$T/out")" = "$acc"
+run "$BIN/cifar10-test" --tta 0 --model-file "$T/A/model.safetensors" "$D"
+expect_out "--tta 0" "test-time augmentation level 0\)\$"
+run "$BIN/cifar10-test" --tta 3 --model-file "$T/A/model.safetensors" "$D"
+expect_rc 2 "--tta 3"
+expect_err "--tta 3" "--tta: 3 is out of range 0..2"
+
+# 5. Settings the recipe cannot take.
+run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --batch-size 63 --model-file "$T/X/m.safetensors" "$D"
+expect_rc 2 "global batch not divisible"
+expect_err "global batch not divisible" "--batch-size 63 (the global batch of airbench94) does not split evenly over 2 ranks"
+run "$BIN/cifar10-train" "${RECIPE[@]}" --whiten-images 1000 --model-file "$T/X/m.safetensors" "$D"
+expect_rc 1 "whitening beyond the data"
+expect_err "whitening beyond the data" "whitening needs 1000 training images, the set has 400 ($D)"
+run "$BIN/cifar10-train" --whiten-images 10 "$D"
+expect_rc 2 "--whiten-images on the workshop network"
+expect_err "--whiten-images on the workshop network" "--whiten-images: workshop-cnn has no whitening layer"
+run "$BIN/cifar10-train" --model resnet "$D"
+expect_rc 2 "unknown model"
+expect_err "unknown model" "--model: 'resnet' is not a network this build knows (workshop-cnn, airbench94)"
+run "$BIN/cifar10-train" "${RECIPE[@]}" --epochs 0 "$D"
+expect_rc 2 "--epochs 0"
+run "$BIN/cifar10-train" "${RECIPE[@]}" --label-smoothing 0.1 --model-file "$T/A/model.safetensors" "$D"
+expect_rc 1 "changed label smoothing"
+expect_err "changed label smoothing" "cannot resume: --label-smoothing: the checkpoint has 0.2, this run has 0.1"
+summary test_recipe
