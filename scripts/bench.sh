@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training-throughput benchmark (`make bench` runs this after building).
 #
-#   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch]
+#   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch] [--no-airbench]
 #
 # (CPU backend; GPUs: scripts/gpu-check.sh bench)
 # 1. build/cifar10-bench: 1 rank x N threads (N: the CPUs this process may use), full training
@@ -9,6 +9,8 @@
 #    measured in the same program per vector path, peak resident memory;
 # 2. the same with mpirun: N ranks x 1 thread (when N >= 2);
 # 3. PyTorch (when python3 can import torch): same model, batch and thread count;
+# 4. airbench94 (unless --no-airbench): 1 to 3 again with --model airbench94 at batch 512 per
+#    rank (PyTorch: scripts/bench_torch.py --model airbench94, batch 512, N threads);
 # then a summary with the ratios. Nothing here is a pass/fail test: the figures are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,13 +19,16 @@ threads=$(nproc)
 runs=5
 steps=5
 torch=1
+airbench=1
+ab_batch=512 # airbench94's images per rank per step
 while (($#)); do
   case $1 in
     --threads) threads=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
-    -h | --help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --no-airbench) airbench=0; shift ;;
+    -h | --help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -57,6 +62,28 @@ elif ((torch)); then
   echo "== PyTorch: skipped ($py cannot import torch; scripts/install-deps.sh --test installs it)"
 fi
 
+if ((airbench)); then
+  echo
+  echo "== cifar10-bench: airbench94, 1 rank x $threads thread(s), batch $ab_batch"
+  "$build/cifar10-bench" --model airbench94 --batch-size "$ab_batch" --device cpu --threads "$threads" --runs "$runs" \
+    --steps "$steps" | tee "$log/ab-one"
+  if ((threads >= 2)); then
+    echo
+    echo "== cifar10-bench: airbench94, $threads ranks x 1 thread (mpirun), batch $ab_batch per rank"
+    "${mpi[@]}" "$build/cifar10-bench" --model airbench94 --batch-size "$ab_batch" --device cpu --threads 1 \
+      --runs "$runs" --steps "$steps" | tee "$log/ab-ranks"
+  fi
+  if ((torch)) && "$py" -c 'import torch, numpy' 2>/dev/null; then
+    echo
+    echo "== PyTorch: airbench94, batch $ab_batch, $threads thread(s)"
+    "$py" scripts/bench_torch.py --model airbench94 --batch-size "$ab_batch" --threads "$threads" --runs "$runs" \
+      --steps "$steps" | tee "$log/ab-torch"
+  elif ((torch)); then
+    echo
+    echo "== PyTorch: airbench94 skipped ($py cannot import torch and numpy)"
+  fi
+fi
+
 ours=$(result "$log/one" images_per_s)
 echo
 echo "== summary"
@@ -68,4 +95,16 @@ fi
 if [[ -f $log/torch ]]; then
   t=$(result "$log/torch" images_per_s)
   echo "PyTorch, $threads threads: $t images/s; ours / PyTorch = $(awk -v a="$ours" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+fi
+if [[ -f $log/ab-one ]]; then
+  ab=$(result "$log/ab-one" images_per_s)
+  echo "cifar10-dp airbench94, 1 rank x $threads threads, batch $ab_batch: $ab images/s, $(result "$log/ab-one" fraction_of_peak | awk '{printf "%.1f", 100 * $1}')% of the measured FP32 FMA peak, peak RSS $(result "$log/ab-one" rss_mb) MB"
+  if [[ -f $log/ab-ranks ]]; then
+    r=$(result "$log/ab-ranks" images_per_s)
+    echo "cifar10-dp airbench94, $threads ranks x 1 thread, batch $ab_batch per rank: $r images/s ($(awk -v a="$r" -v b="$ab" 'BEGIN { printf "%+.1f", 100 * (a / b - 1) }')% against 1 rank x $threads threads), peak RSS $(result "$log/ab-ranks" rss_mb) MB per rank"
+  fi
+  if [[ -f $log/ab-torch ]]; then
+    t=$(result "$log/ab-torch" images_per_s)
+    echo "PyTorch airbench94, $threads threads, batch $ab_batch: $t images/s; ours / PyTorch = $(awk -v a="$ab" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+  fi
 fi

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch side of `make bench` and scripts/gpu-check.sh: the workshop CNN, one full training
-step (forward, backward, SGD update with momentum and weight decay) on random images, same
-batch and thread count as cifar10-bench; prints the median throughput of several runs and a
-machine-readable last line. --device cuda runs on the GPU (batch already on the device, PyTorch's
-defaults: TF32 for cuDNN convolutions, FP32 matmuls); --compile adds torch.compile."""
+"""PyTorch side of `make bench` and scripts/gpu-check.sh: one full training step of a network on
+random images, same batch and thread count as cifar10-bench; prints the median throughput of
+several runs and a machine-readable last line. --model workshop-cnn (default): forward,
+cross-entropy, backward, SGD update with momentum and weight decay. --model airbench94
+(scripts/airbench_torch.py's network and optimizer): forward, label-smoothed cross-entropy summed
+over the batch, backward, Nesterov SGD update with the recipe's two parameter groups at the
+schedule's first step (lr x 0.2), the frozen whitening filter computed from the random batch.
+--device cuda runs on the GPU (batch already on the device, PyTorch's defaults: TF32 for cuDNN
+convolutions, FP32 matmuls); --compile adds torch.compile."""
 import argparse
 import statistics
 import time
@@ -25,6 +29,7 @@ def workshop_cnn():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model", default="workshop-cnn", choices=["workshop-cnn", "airbench94"])
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -37,11 +42,28 @@ def main():
         torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     dev = torch.device(a.device)
-    model = workshop_cnn().to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9, weight_decay=5e-4)
-    loss_fn = nn.CrossEntropyLoss()
+    if a.model == "airbench94":
+        import airbench_torch  # beside this file (it needs numpy too)
+        model = airbench_torch.make_net()
+        xent = airbench_torch.make_loss()
+
+        def loss_fn(out, labels):
+            return xent(out, labels).sum()
+    else:
+        model = workshop_cnn()
+        loss_fn = nn.CrossEntropyLoss()
     x = (torch.rand(a.batch_size, 3, 32, 32) * 2 - 1).to(dev)
     y = torch.randint(0, 10, (a.batch_size,)).to(dev)
+    if a.model == "airbench94":
+        with torch.no_grad():  # the frozen whitening filter, of this batch
+            model[0].weight.copy_(airbench_torch.whitening_filter(x.cpu()))
+        model = model.to(dev)
+        opt = airbench_torch.make_optimizer(model, a.batch_size)
+        for group in opt.param_groups:
+            group["lr"] *= 0.2  # the schedule's factor at step 0
+    else:
+        model = model.to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9, weight_decay=5e-4)
     if a.device == "cuda":
         torch.backends.cudnn.benchmark = True  # cuDNN picks algorithms, as ours does
     fwd = torch.compile(model) if a.compile else model
@@ -69,7 +91,8 @@ def main():
     ips = a.batch_size * a.steps / statistics.median(times)
     where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} thread(s)"
     mode = "torch.compile" if a.compile else "eager"
-    print(f"PyTorch {torch.__version__} ({mode}): {where}, batch {a.batch_size}: "
+    net = "" if a.model == "workshop-cnn" else f", {a.model}"
+    print(f"PyTorch {torch.__version__} ({mode}{net}): {where}, batch {a.batch_size}: "
           f"{ips:.1f} images/s (median of {a.runs} runs)")
     print(f"result: images_per_s={ips:.1f}")
 

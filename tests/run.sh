@@ -75,6 +75,7 @@ if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   suite "pytorch reference, test-net" torch_reference test-net
   # 3 steps (step 3: one teacher-forced loss): the full-width float64 reference takes ~1 min on 2 cores
   suite "pytorch reference, airbench94" torch_reference airbench94 3
+  suite "airbench94 in pytorch (scripts/airbench_torch.py)" env PY="$PY" tests/test_airbench_torch.sh
 else
   echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
 fi
