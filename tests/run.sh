@@ -41,6 +41,17 @@ torch_reference() { # torch_reference NET [STEPS]: our steps (20) of network NET
   return $status
 }
 
+torch_recipe() { # torch_recipe NET STEPS K E: airbench94's recipe for STEPS steps (the whole run, K per epoch, the first layer's bias for E epochs) against PyTorch float64
+  local d
+  d=$(mktemp -d /tmp/cifar10-torch.XXXXXX)
+  "$B/tests/make_synthetic" "$d/data" 128 16 &&
+    "$B/tests/dump_steps" "$1" "$d/data" "$d" "$2" 32 11.5 --recipe airbench94 --total-steps "$2" --steps-per-epoch "$3" --bias-epochs "$4" &&
+    "$PY" tests/torch_reference.py "$d" "$d/data" 11.5
+  local status=$?
+  rm -rf "$d"
+  return $status
+}
+
 suite "ops, every backend" "$B/tests/test_ops"
 suite model "$B/tests/test_model"
 suite "cuda models vs cpu" "$B/tests/test_cuda"
@@ -75,6 +86,10 @@ if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   suite "pytorch reference, test-net" torch_reference test-net
   # 3 steps (step 3: one teacher-forced loss): the full-width float64 reference takes ~1 min on 2 cores
   suite "pytorch reference, airbench94" torch_reference airbench94 3
+  # 14 steps, 4 per epoch: lookahead after steps 5 and 10, the final one after 14, the bias stops at step 13, lr peak at step 4
+  suite "pytorch reference, test-net, airbench94 recipe" torch_recipe test-net 14 4 3
+  # 3 steps, 1 per epoch: the final lookahead after step 3, the bias stops at step 3; ~1 min on 2 cores
+  suite "pytorch reference, airbench94, airbench94 recipe" torch_recipe airbench94 3 1 2
   suite "airbench94 in pytorch (scripts/airbench_torch.py)" env PY="$PY" tests/test_airbench_torch.sh
 else
   echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
