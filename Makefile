@@ -76,12 +76,12 @@ endif
 LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
            data/cifar.c data/augment.c data/shard.c \
            kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
-           kernels/cpu/relu.c kernels/cpu/gelu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
+           kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
            app/net.c app/nets.c app/model.c app/batches.c app/json.c app/safetensors.c \
            app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c app/whiten.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
-ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c
+ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c
 ISAS    := generic avx2 avx512
 march_generic := -march=x86-64 -mtune=generic
 march_avx2    := -march=x86-64-v3 -mtune=generic

@@ -6,9 +6,9 @@
  *
  * Columns (backends):
  *   cpu   the whole table on the default ISA path with 1 and 3 OpenMP threads (3: more threads
- *         than cores, and than the images of some cases), then the conv and linear cases (the
- *         code that differs per ISA: the GEMM and the Winograd convolution) on every ISA path
- *         this CPU has, with 2 threads; and, in child processes, that the conv and linear ops
+ *         than cores, and than the images of some cases), then the conv, linear and GELU cases
+ *         (the code that differs per ISA: the GEMM, the Winograd convolution, GELU) on every ISA
+ *         path this CPU has, with 2 threads; and, in child processes, that the conv and linear ops
  *         stop at their CHECK when given a workspace one byte short;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
  *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
@@ -113,8 +113,7 @@ static const struct op_case cases[] = {
     CONV(2, 3, 16, 32, 32, 5, 2, F_BIAS | F_RELU | F_NO_DX), /* 5x5 first layer on RGB, dx NULL */
     CONV(1, 6, 5, 15, 15, 5, 0, F_NO_DB),                  /* 5x5 valid, batch 1 */
     CONV(2, 7, 3, 5, 3, 5, 4, F_BIAS),                     /* pad k-1, image smaller than the window: 9x7 */
-    CONV(2, 17, 19, 7, 9, 3, 1, F_BIAS | F_RELU | F_MASK), /* 16+ channels but odd sizes: not Winograd */
-    CONV(4, 40, 20, 5, 3, 3, 1, F_BIAS),                   /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
+    CONV(4, 40, 12, 5, 3, 3, 1, F_BIAS),                   /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
     CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW),          /* C*25 = 300 > KC with 5x5 */
 
     /* conv, the workshop's 3x3 pad 1 on shapes that take the CPU's Winograd F(2x2, 3x3) (even H
@@ -122,7 +121,7 @@ static const struct op_case cases[] = {
     CONV(7, 16, 24, 4, 6, 3, 1, F_BIAS | F_RELU | F_MASK), /* chunks of images, a partial last one (N 7) */
     CONV(2, 32, 17, 16, 16, 3, 1, F_BIAS | F_NO_DX),       /* odd K; several tiles per row */
     /* 16+ channels on one side only: the forward reads C and writes K, dx the reverse, so a
-     * one-sided threshold would put one of them on Winograd (today's winograd_applies wants
+     * one-sided threshold would put one of them on Winograd (conv.c's plan() wants
      * 16+ on both sides: im2col both ways) */
     CONV(3, 24, 8, 8, 8, 3, 1, F_BIAS),
     CONV(3, 8, 24, 8, 8, 3, 1, F_BIAS | F_RELU),
@@ -130,6 +129,20 @@ static const struct op_case cases[] = {
     CONV(5, 16, 32, 8, 8, 3, 1, F_BIAS | F_RELU | F_MASK | F_NO_DX),
     CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only */
     CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),         /* a workshop layer */
+
+    /* conv, 3x3 pad 1 on odd maps (16+ channels both sides): Winograd F(4x4, 3x3) for the
+     * forward, dx and dw, the last tile row and column partial (zero-extended input, outputs
+     * past the map dropped); airbench94's maps 31, 15, 7, 3, channel counts that are not
+     * multiples of 16, more threads than images */
+    CONV(2, 24, 64, 31, 31, 3, 1, F_MASK | F_NO_DB),       /* airbench94's first group: 4 tiles of 8 per row */
+    CONV(3, 20, 36, 15, 15, 3, 1, F_BIAS | F_RELU | F_MASK),
+    CONV(2, 17, 19, 7, 9, 3, 1, F_BIAS | F_RELU | F_MASK), /* partial tiles on both sides, 7x9 */
+    CONV(5, 36, 20, 3, 3, 3, 1, F_NO_DX | F_NO_DB),        /* one tile per image: 4 of its 16 outputs used */
+    CONV(1, 48, 40, 3, 3, 3, 1, F_BIAS | F_MASK),          /* batch 1: one chunk, idle threads */
+    CONV(2, 16, 20, 9, 6, 3, 1, F_BIAS | F_MASK | F_NO_DW),/* odd H, even W: a whole-tile row pass */
+    CONV(1, 300, 20, 7, 7, 3, 1, F_BIAS),                  /* 300 channels: GEMM K (forward), M (dw) blocked */
+    CONV(3, 16, 16, 2, 2, 3, 1, F_BIAS | F_MASK),          /* 2x2 map: F(2x2), one exact tile */
+    CONV(4, 24, 17, 1, 1, 3, 1, F_BIAS | F_MASK),          /* 1x1 map: im2col */
 
     /* relu, gelu: odd lengths (vector tails), in place */
     {OP_RELU, 0, .n = 1},
@@ -424,6 +437,9 @@ static void run_gelu(const struct op_case *c) {
     name_case(c, "gelu n %zu", n);
     float *x = hfill(n, -6, 6), *dy = hfill(n, -1, 1);
     x[0] = n > 1 ? 0.0f : x[0], x[n - 1] = n > 2 ? -12.0f : x[n - 1]; /* 0 and a far tail */
+    /* In the longer cases, -16 to 15.5 in steps of 1/2: erf saturating, the density below
+     * float's range (|x| > 13.2); short ones would have almost nothing but zeros to compare */
+    for (size_t i = 1; n >= 1000 && i <= 64; i++) x[i] = -16.0f + 0.5f * (float)(i - 1);
     double *ry = dnew(n), *rdx = dnew(n);
     for (size_t i = 0; i < n; i++) {
         double v = x[i], phi_cdf = 0.5 * (1 + erf(v / sqrt(2.0))), phi = exp(-v * v / 2) / sqrt(2 * M_PI);
@@ -772,13 +788,14 @@ static run_fn *const runners[] = {
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 
-/* The table on backend B (only the conv and linear cases when per_isa_only), as column `where`. */
+/* The table on backend B (only the conv, linear and GELU cases when per_isa_only), as column
+ * `where`. */
 static void run_cases(int per_isa_only) {
     double t0 = omp_get_wtime();
     int ran = 0;
     for (size_t i = 0; i < NCASES; i++) {
         const struct op_case *c = &cases[i];
-        if (per_isa_only && c->op != OP_CONV && c->op != OP_LINEAR) continue;
+        if (per_isa_only && c->op != OP_CONV && c->op != OP_LINEAR && c->op != OP_GELU) continue;
         seed = 1000u * (unsigned)i + 1;
         runners[c->op](c);
         release_case();
@@ -897,7 +914,7 @@ static void cpu_column(void) {
             printf("test_ops: cpu %s: skipped: this CPU lacks it\n", isas[i]);
             continue;
         }
-        snprintf(where, sizeof where, "cpu %s, 2 threads, conv and linear", isas[i]);
+        snprintf(where, sizeof where, "cpu %s, 2 threads, conv, linear and gelu", isas[i]);
         run_cases(1);
     }
     gemm_select(best);

@@ -1,5 +1,7 @@
 /* Batch norm over N and HW of x[N][C][HW]; one channel per loop iteration, statistics summed in
- * double so that a 128 x 32 x 32 reduction loses nothing measurable. */
+ * double so that a 128 x 32 x 32 reduction loses nothing measurable. Each plane's sum is
+ * vectorised (omp simd: a few double partial sums, added at the plane's end); one serial chain
+ * of double additions made forward_train 1.9x and backward 1.3x slower on 512x64x15x15. */
 #include "cpu.h"
 
 #include <math.h>
@@ -14,11 +16,13 @@ void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float
         double sum = 0.0;
         for (int n = 0; n < N; n++) {
             const float *xc = x + ((size_t)n * C + c) * HW;
+#pragma omp simd reduction(+ : sum)
             for (int i = 0; i < HW; i++) sum += xc[i];
         }
         double mean = sum / count, sq = 0.0;
         for (int n = 0; n < N; n++) {
             const float *xc = x + ((size_t)n * C + c) * HW;
+#pragma omp simd reduction(+ : sq)
             for (int i = 0; i < HW; i++) sq += (xc[i] - mean) * (xc[i] - mean);
         }
         double var = sq / count;
@@ -62,6 +66,7 @@ void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
         double sdy = 0.0, sdyx = 0.0; /* sum dy, sum dy * xhat */
         for (int n = 0; n < N; n++) {
             const float *xc = x + ((size_t)n * C + c) * HW, *dyc = dy + ((size_t)n * C + c) * HW;
+#pragma omp simd reduction(+ : sdy, sdyx)
             for (int i = 0; i < HW; i++) {
                 sdy += dyc[i];
                 sdyx += dyc[i] * ((xc[i] - mean) * invstd);

@@ -1,10 +1,9 @@
 /* Stride-1 convolution, k x k filters (1 <= k <= 5), zero padding pad (struct conv_shape):
  * x[N][C][H][W] -> y[N][K][Ho][Wo].
  *
- * Forward and input gradient of 3x3 "same" convolutions (k 3, pad 1): Winograd F(2x2, 3x3)
- * (winograd.c) where it applies (even sizes, 16+ channels each side). Otherwise, and always for
- * the weight gradient, im2col + GEMM with one image per thread at a time: the unfolded image
- * col[C*k*k][Ho*Wo] turns the convolution into one matrix product per image.
+ * Each pass runs either Winograd F(m x m, 3x3) (winograd.c) or im2col + GEMM, as plan() below
+ * decides from the shape. im2col + GEMM works on one image per thread at a time: the unfolded
+ * image col[C*k*k][Ho*Wo] turns the convolution into one matrix product per image.
  *
  * Per thread the im2col workspace holds
  *   col  [C*k*k][Ho*Wo]    the unfolded image; in backward pixel-major, [Ho*Wo][C*k*k], for the
@@ -31,9 +30,31 @@ static size_t per_thread_floats(const struct conv_shape *s) {
            gemm_workspace_floats();
 }
 
-/* Winograd from `in` to `out` channels: only 3x3 "same" convolutions (of either direction). */
-static int use_winograd(const struct conv_shape *s, int in, int out) {
-    return s->k == 3 && s->pad == 1 && winograd_applies(in, out, s->H, s->W);
+/* The algorithm of each pass: 0 for im2col + GEMM, else Winograd F(m x m, 3x3) with output tile
+ * m (2 or 4). Chosen from the shape:
+ *   - Winograd needs a 3x3 "same" convolution (k 3, pad 1), a map of at least 2x2, and 16+
+ *     channels on both sides of the pass (the GEMMs' depth is the channel count read, their
+ *     height the count written; shallow sides such as RGB are faster as im2col). The forward
+ *     reads C and writes K, the input gradient the reverse, the filter gradient reads both.
+ *   - Even H and W (the workshop CNN's 32, 16, 8): F(2x2), whose tiles cover the map exactly,
+ *     for the forward and the input gradient; the filter gradient stays im2col, so that
+ *     network's paths and results are those from before the odd maps had Winograd.
+ *   - Otherwise (airbench94's 31, 15, 7, 3): F(4x4) for all three passes, the last tile row and
+ *     column partial. Multiplies per output and channel pair, against 9 direct: 31x31 2.4,
+ *     15x15 2.6, 7x7 2.9, 3x3 4 (one tile per image; the transform domain batches the images
+ *     of a chunk into one GEMM, so tiny maps still make wide products). F(2x2) would need
+ *     4.3, 4.6, 5.2, 7.1. */
+struct conv_plan {
+    int fwd, dx, dw;
+};
+
+static struct conv_plan plan(const struct conv_shape *s) {
+    struct conv_plan p = {0, 0, 0};
+    if (s->k != 3 || s->pad != 1 || s->H < 2 || s->W < 2 || s->C < 16 || s->K < 16) return p;
+    int even = s->H % 2 == 0 && s->W % 2 == 0;
+    p.fwd = p.dx = even ? 2 : 4;
+    p.dw = even ? 0 : 4;
+    return p;
 }
 
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
@@ -41,15 +62,13 @@ static int use_winograd(const struct conv_shape *s, int in, int out) {
  * the team they are about to start. */
 static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
-    size_t floats = per_thread_floats(s) * (size_t)threads;
-    if (use_winograd(s, s->C, s->K)) { /* forward */
-        size_t f = winograd_workspace_floats(s->C, s->K, s->H, s->W, threads);
-        if (f > floats) floats = f;
-    }
-    if (use_winograd(s, s->K, s->C)) { /* input gradient */
-        size_t f = winograd_workspace_floats(s->K, s->C, s->H, s->W, threads);
-        if (f > floats) floats = f;
-    }
+    struct conv_plan p = plan(s);
+    size_t floats = per_thread_floats(s) * (size_t)threads, f[3] = {0, 0, 0};
+    if (p.fwd) f[0] = winograd_conv_workspace_floats(s->C, s->K, s->H, s->W, p.fwd, threads);
+    if (p.dx) f[1] = winograd_conv_workspace_floats(s->K, s->C, s->H, s->W, p.dx, threads);
+    if (p.dw) f[2] = winograd_filter_grad_workspace_floats(s->C, s->K, s->H, s->W, p.dw, threads);
+    for (int i = 0; i < 3; i++)
+        if (f[i] > floats) floats = f[i];
     return floats * sizeof(float);
 }
 
@@ -168,9 +187,9 @@ static void col2im(const float *col, float *dx, const struct conv_shape *s) {
 void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
                       float *y, int relu, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W;
-    if (use_winograd(s, C, K)) {
-        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, ws);
+    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan(s).fwd;
+    if (m) {
+        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, m, ws);
         return;
     }
     int HWo = kernels_conv_out(H, s->k, s->pad) * kernels_conv_out(W, s->k, s->pad);
@@ -262,11 +281,14 @@ void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *
                        float *dx, float *dw, float *db, const float *dx_mask, void *ws,
                        size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    int winograd_dx = dx && use_winograd(s, s->K, s->C);
-    float *im2col_dx = winograd_dx ? NULL : dx;
-    if (dw || db || im2col_dx) backward_im2col(s, x, w, dy, im2col_dx, dw, db, dx_mask, ws);
+    struct conv_plan p = plan(s);
+    float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
+    if (db || im2col_dw || im2col_dx)
+        backward_im2col(s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
+    /* The Winograd passes after the im2col one, since all use the workspace. */
+    if (dw && p.dw) winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, ws);
     /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
-     * transposed filters (after the weight gradient, since both use the workspace). */
-    if (winograd_dx)
-        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, ws);
+     * transposed filters. */
+    if (dx && p.dx)
+        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx, ws);
 }

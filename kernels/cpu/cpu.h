@@ -46,16 +46,35 @@ void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, f
                     float weight_decay, float grad_scale, int nesterov);
 void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
 
-/* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there). */
-int winograd_applies(int in, int out, int H, int W);
-size_t winograd_workspace_floats(int in, int out, int H, int W, int threads);
-/* Dispatches to the ISA path in use (gemm_dispatch.c), like gemm(). */
+/* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there;
+ * m: the output tile, 2 or 4). Workspace floats for threads threads: of winograd_conv3x3 from
+ * `in` to `out` channels, and of winograd_filter_grad. */
+size_t winograd_conv_workspace_floats(int in, int out, int H, int W, int m, int threads);
+size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, int threads);
+/* These two dispatch to the ISA path in use (gemm_dispatch.c), like gemm().
+ * y[N][out][H][W] = conv3x3 pad 1 of x[N][in][H][W] by w[out][in][3][3] (flip 0), or by w
+ * [in][out][3][3] rotated 180 degrees (flip 1: the input gradient), + bias[out] (when not
+ * NULL), then ReLU (relu) or the ReLU-backward mask (mask[N][out][H][W], when not NULL). */
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, float *y, int N, int in, int out, int H, int W,
+                      const float *mask, float *y, int N, int in, int out, int H, int W, int m,
                       float *ws);
+/* dw[K][C][3][3] = the filter gradient of that convolution (flip 0, C -> K), from x[N][C][H][W]
+ * and dy[N][K][H][W], summed over the batch. */
+void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
+                          int W, int m, float *ws);
 typedef void winograd_fn(const float *x, const float *w, int flip, const float *bias, int relu,
-                         const float *mask, float *y, int N, int in, int out, int H, int W,
+                         const float *mask, float *y, int N, int in, int out, int H, int W, int m,
                          float *ws);
+typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N, int C, int K,
+                              int H, int W, int m, float *ws);
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
+winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2,
+    winograd_filter_grad_avx512;
+
+/* GELU's ISA paths (gelu.c, compiled per ISA); cpu_gelu_forward/backward call the one in use. */
+typedef void gelu_forward_fn(const float *x, float *y, size_t n);
+typedef void gelu_backward_fn(const float *x, const float *dy, float *dx, size_t n);
+gelu_forward_fn gelu_forward_generic, gelu_forward_avx2, gelu_forward_avx512;
+gelu_backward_fn gelu_backward_generic, gelu_backward_avx2, gelu_backward_avx512;
 
 #endif

@@ -29,7 +29,7 @@ void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t r
 
 /* The instruction-set paths: name ("avx512", "avx2", "generic") of the one in use, and a switch
  * used by tests and benchmarks; gemm_select returns -1 when the CPU lacks that path. The choice
- * covers every per-ISA kernel (the GEMM and the Winograd convolution). */
+ * covers every per-ISA kernel (the GEMM, the Winograd convolution and GELU). */
 const char *gemm_isa(void);
 int gemm_select(const char *isa);
 

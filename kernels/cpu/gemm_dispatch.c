@@ -12,6 +12,7 @@ struct path {
     gemm_fn *fn;
     double (*probe)(long iters);
     winograd_fn *winograd;
+    winograd_grad_fn *winograd_grad;
     int (*supported)(void);
 };
 
@@ -28,9 +29,12 @@ static int always(void) { return 1; }
 
 /* Best first. */
 static const struct path paths[] = {
-    {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512, has_avx512},
-    {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2, has_avx2},
-    {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic, always},
+    {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512,
+     winograd_filter_grad_avx512, has_avx512},
+    {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2,
+     winograd_filter_grad_avx2, has_avx2},
+    {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic,
+     winograd_filter_grad_generic, always},
 };
 
 static const struct path *current;
@@ -61,9 +65,14 @@ void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdi
 }
 
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, float *y, int N, int in, int out, int H, int W,
+                      const float *mask, float *y, int N, int in, int out, int H, int W, int m,
                       float *ws) {
-    current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, ws);
+    current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, m, ws);
+}
+
+void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
+                          int W, int m, float *ws) {
+    current->winograd_grad(x, dy, dw, N, C, K, H, W, m, ws);
 }
 
 void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,

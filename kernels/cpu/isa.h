@@ -1,8 +1,9 @@
-/* Per-ISA compilation. The files in the Makefile's ISA_SRC (gemm.c, winograd.c) are compiled
- * once per instruction set, with -DCPU_ISA=generic|avx2|avx512 and the matching -march; this
- * header turns CPU_ISA into the vector width VEC (floats) and ISA_FN(name), the name a function
- * is exported under for that path (gemm_avx512, ...). gemm_dispatch.c picks the path at start-up.
- * Functions that must exist once (not per ISA) are compiled only under ISA_IS_GENERIC. */
+/* Per-ISA compilation. The files in the Makefile's ISA_SRC (gemm.c, winograd.c, gelu.c) are
+ * compiled once per instruction set, with -DCPU_ISA=generic|avx2|avx512 and the matching -march;
+ * this header turns CPU_ISA into the vector width VEC (floats) and ISA_FN(name), the name a
+ * function is exported under for that path (gemm_avx512, ...). gemm_dispatch.c picks the path at
+ * start-up (gelu.c follows its choice). Functions that must exist once (not per ISA) are compiled
+ * only under ISA_IS_GENERIC. */
 #ifndef KERNELS_CPU_ISA_H
 #define KERNELS_CPU_ISA_H
 

@@ -1,22 +1,40 @@
-/* 3x3 "same" convolution by Winograd's minimal filtering F(2x2, 3x3) (Lavin & Gray, 2016).
+/* 3x3 "same" convolution (pad 1) by Winograd's minimal filtering F(m x m, 3x3), m = 2 or 4
+ * (Lavin & Gray, 2016): the forward, the input gradient (the adjoint convolution: the same
+ * operation with the filters rotated by 180 degrees and transposed) and the filter gradient.
  *
- * Every 2x2 output tile comes from a 4x4 input tile d; with the 4x4 transform of each filter
- * U = G g G^T and of each input tile V = B^T d B, the tile is Y = A^T [sum over input channels
- * of U (.) V] A. Per transform position xi (16 of them) the channel sum is one matrix product
- *   M[xi][out][t] = U[xi][out][in] V[xi][in][t]        (t: the tiles of a chunk of images)
- * so 16 GEMMs of depth `in` replace one of depth 9*in for 4 output pixels: 2.25x fewer
- * multiply-adds than im2col. Rounding: each output is still a sum of the same products, with
- * transforms whose coefficients are 0, +-1 and +-1/2; the error stays at the float level
- * (measured in tests/test_ops.c against double references).
+ * Tiles. Output tile (ty, tx) is y[m ty .. m ty + m - 1][m tx .. m tx + m - 1]; it comes from the
+ * a x a input block (a = m + 2) x[m ty - 1 ..][m tx - 1 ..], zero outside the image. A plane
+ * has TH = ceil(H / m) x TW = ceil(W / m) tiles: when m does not divide H or W (the odd maps
+ * of airbench94: 31, 15, 7, 3) the last tile row and column are partial, their input is
+ * zero-extended and their outputs past the image are dropped (forward) or taken as zero (the dy
+ * of the filter gradient), which is exactly the convolution.
  *
- *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
- *   A^T = [1 1 1 0; 0 1 -1 -1]
+ * Forward. With U = G g G^T (a x a, per filter g) and V = B^T d B (per input tile d), a tile is
+ * Y = A^T [sum over input channels of U (.) V] A. Per transform position xi (a^2 of them) the
+ * channel sum is one matrix product over the tiles t of a chunk of images:
+ *     M[xi][out][t] = U[xi][out][in] V[xi][in][t]
+ * Filter gradient. dL/dU = (A dY A^T) (.) V summed over tiles, and dL/dg = G^T (dL/dU) G:
+ *     dU[xi][in][out] = sum over t of V[xi][in][t] D[xi][out][t],   D = A dY A^T
+ * Multiplies per output pixel and channel pair: a^2 / m^2 = 4 (m 2) or 2.25 (m 4) instead of 9,
+ * times the tiles' overhang on partial tiles (31x31 costs as 32x32).
+ *
+ *   m 2: B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
+ *        A^T = [1 1 1 0; 0 1 -1 -1]
+ *   m 4: B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+ *               0 4 0 -5 0 1]
+ *        G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+ *        A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ * Rounding: m 2's coefficients are 0, +-1, +-1/2, so its error stays at the level of direct
+ * summation; m 4's reach 8 and 1/24 and lose a few more bits (tests/test_ops.c measures both
+ * against double references).
  *
  * Images are processed in chunks (one chunk per thread at a time) so each GEMM has a few hundred
- * tile columns; U is computed once per call and shared by all threads.
+ * tile columns: the transform domain batches images, so tiny maps (3x3: one m-4 tile) still make
+ * wide GEMMs. U is computed once per call and shared by all threads; the filter gradient sums
+ * per-thread partial dU in thread order (deterministic for a given thread count).
  *
- * Compiled once per ISA (isa.h), so the transforms' loops (written over whole rows of tiles, with
- * no dependencies between iterations) become vector code of that width. */
+ * Compiled once per ISA (isa.h): the transforms work on VEC tiles at a time (GCC vector types),
+ * flat over all the tiles of a chunk, so they are vector code of that width. */
 #include "cpu.h"
 #include "gemm.h"
 #include "isa.h"
@@ -24,207 +42,468 @@
 #include <omp.h>
 #include <string.h>
 
-/* Tile columns per GEMM we aim for (N of each of the 16 products). */
+/* Tile columns per GEMM we aim for (N of the forward's products, K of the filter gradient's). */
 #define TARGET_TILES 256
+#define AMAX 6 /* a = m + 2 for m <= 4 */
+#define INLINE static inline __attribute__((always_inline))
 
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-static inline int chunk_images(int H, int W) {
-    int per_image = (H / 2) * (W / 2);
-    return (TARGET_TILES + per_image - 1) / per_image;
+/* Tiles of an H x W plane for tile size m. */
+struct tiling {
+    int m, a, TH, TW, T; /* T = TH * TW per image */
+};
+
+static inline struct tiling tiling(int m, int H, int W) {
+    struct tiling tl = {m, m + 2, (H + m - 1) / m, (W + m - 1) / m, 0};
+    tl.T = tl.TH * tl.TW;
+    return tl;
 }
 
-/* Floats of one plane's transform scratch: 8 x [TH + 1][TW] (input) or 4 x [TH][TW] (output). */
-static inline size_t scratch_floats(int H, int W) { return 8 * ((size_t)H / 2 + 1) * (W / 2); }
+static inline int chunk_images(struct tiling tl) { return (TARGET_TILES + tl.T - 1) / tl.T; }
 
-/* Per-thread floats: V [16][in][T], M [16][out][T], the transform scratch, the GEMM's. */
-static size_t thread_floats(int in, int out, int H, int W) {
-    size_t T = (size_t)chunk_images(H, W) * (H / 2) * (W / 2);
-    return round16(16 * (size_t)in * T) + round16(16 * (size_t)out * T) +
-           round16(scratch_floats(H, W)) + gemm_workspace_floats();
+/* Tile capacity of one chunk. */
+static inline size_t chunk_tiles(struct tiling tl) { return (size_t)chunk_images(tl) * tl.T; }
+
+/* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the tile staging S
+ * [a^2][T] (one channel's tiles, cache-resident), the GEMM's. */
+static size_t conv_thread_floats(int in, int out, struct tiling tl) {
+    size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl);
+    return round16(A2 * in * T) + round16(A2 * out * T) + round16(A2 * T) +
+           gemm_workspace_floats();
+}
+
+/* Per-thread floats of the filter gradient: partial dU [a^2][C][K], V [a^2][C][T],
+ * D [a^2][K][T], S [a^2][T], the GEMM's. */
+static size_t grad_thread_floats(int C, int K, struct tiling tl) {
+    size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl);
+    return round16(A2 * C * K) + round16(A2 * C * T) + round16(A2 * K * T) + round16(A2 * T) +
+           gemm_workspace_floats();
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
-int winograd_applies(int in, int out, int H, int W) {
-    /* Even sizes only (whole 2x2 tiles); shallow inputs such as RGB are faster as im2col. */
-    return H % 2 == 0 && W % 2 == 0 && H >= 4 && W >= 4 && in >= 16 && out >= 16;
+size_t winograd_conv_workspace_floats(int in, int out, int H, int W, int m, int threads) {
+    struct tiling tl = tiling(m, H, W);
+    return round16((size_t)tl.a * tl.a * in * out) +
+           conv_thread_floats(in, out, tl) * (size_t)threads;
 }
 
-size_t winograd_workspace_floats(int in, int out, int H, int W, int threads) {
-    return round16(16 * (size_t)in * out) + thread_floats(in, out, H, W) * (size_t)threads;
+size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, int threads) {
+    return grad_thread_floats(C, K, tiling(m, H, W)) * (size_t)threads;
 }
 #endif
 
+/* ---- Vectors of tiles (or of filters): VEC lanes, written with GCC's vector extension so the
+ * transforms are vector code whatever the compiler makes of their small loops ---- */
+
+typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
+/* The same vector at any float-aligned address. */
+typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
+
+/* Lanes 0..n-1 (1 <= n <= VEC) from p[l * stride], zero past n. */
+INLINE vf load_n(const float *p, size_t stride, int n) {
+    if (stride == 1 && n == VEC) return *(const vfu *)p;
+    vf v = (vf){0};
+    for (int l = 0; l < n; l++) v[l] = p[l * stride];
+    return v;
+}
+
+/* p[l * stride] = lane l, for l < n. */
+INLINE void store_n(float *p, size_t stride, vf v, int n) {
+    if (stride == 1 && n == VEC) {
+        *(vfu *)p = v;
+        return;
+    }
+    for (int l = 0; l < n; l++) p[l * stride] = v[l];
+}
+
+/* ---- The 1-D transforms, along one dimension with strides (m a constant after inlining) ---- */
+
+/* r[0..a) = B^T d[0..a) */
+INLINE void input_1d(int m, const vf *d, int ds, vf *r, int rs) {
+    if (m == 2) {
+        r[0] = d[0] - d[2 * ds];
+        r[rs] = d[ds] + d[2 * ds];
+        r[2 * rs] = d[2 * ds] - d[ds];
+        r[3 * rs] = d[ds] - d[3 * ds];
+    } else {
+        vf d0 = d[0], d1 = d[ds], d2 = d[2 * ds], d3 = d[3 * ds], d4 = d[4 * ds], d5 = d[5 * ds];
+        r[0] = 4.0f * d0 - 5.0f * d2 + d4;
+        r[rs] = d3 + d4 - 4.0f * (d1 + d2);
+        r[2 * rs] = d4 - d3 + 4.0f * (d1 - d2);
+        r[3 * rs] = d4 - d2 + 2.0f * (d3 - d1);
+        r[4 * rs] = d4 - d2 + 2.0f * (d1 - d3);
+        r[5 * rs] = 4.0f * d1 - 5.0f * d3 + d5;
+    }
+}
+
+/* u[0..a) = G g[0..3) */
+INLINE void filter_1d(int m, const vf *g, int gs, vf *u, int us) {
+    vf g0 = g[0], g1 = g[gs], g2 = g[2 * gs];
+    if (m == 2) {
+        u[0] = g0;
+        u[us] = 0.5f * (g0 + g1 + g2);
+        u[2 * us] = 0.5f * (g0 - g1 + g2);
+    } else {
+        u[0] = 0.25f * g0;
+        u[us] = (-1.0f / 6) * (g0 + g1 + g2);
+        u[2 * us] = (-1.0f / 6) * (g0 - g1 + g2);
+        u[3 * us] = (1.0f / 24) * g0 + (1.0f / 12) * g1 + (1.0f / 6) * g2;
+        u[4 * us] = (1.0f / 24) * g0 - (1.0f / 12) * g1 + (1.0f / 6) * g2;
+    }
+    u[(m + 1) * us] = g2;
+}
+
+/* y[0..m) = A^T s[0..a) */
+INLINE void output_1d(int m, const vf *s, int ss, vf *y, int ys) {
+    if (m == 2) {
+        y[0] = s[0] + s[ss] + s[2 * ss];
+        y[ys] = s[ss] - s[2 * ss] - s[3 * ss];
+    } else {
+        vf s0 = s[0], s1 = s[ss], s2 = s[2 * ss], s3 = s[3 * ss], s4 = s[4 * ss], s5 = s[5 * ss];
+        vf p12 = s1 + s2, m12 = s1 - s2, p34 = s3 + s4, m34 = s3 - s4;
+        y[0] = s0 + p12 + p34;
+        y[ys] = m12 + 2.0f * m34;
+        y[2 * ys] = p12 + 4.0f * p34;
+        y[3 * ys] = m12 + 8.0f * m34 + s5;
+    }
+}
+
+/* s[0..a) = A dy[0..m): the adjoint of output_1d */
+INLINE void grad_output_1d(int m, const vf *dy, int ds, vf *s, int ss) {
+    if (m == 2) {
+        vf d0 = dy[0], d1 = dy[ds];
+        s[0] = d0;
+        s[ss] = d0 + d1;
+        s[2 * ss] = d0 - d1;
+        s[3 * ss] = -d1;
+    } else {
+        vf d0 = dy[0], d1 = dy[ds], d2 = dy[2 * ds], d3 = dy[3 * ds];
+        vf e = d0 + d2, o = d1 + d3, e4 = d0 + 4.0f * d2, o8 = 2.0f * d1 + 8.0f * d3;
+        s[0] = d0;
+        s[ss] = e + o;
+        s[2 * ss] = e - o;
+        s[3 * ss] = e4 + o8;
+        s[4 * ss] = e4 - o8;
+        s[5 * ss] = d3;
+    }
+}
+
+/* dg[0..3) = G^T du[0..a): the adjoint of filter_1d */
+INLINE void grad_filter_1d(int m, const vf *du, int ds, vf *dg, int gs) {
+    if (m == 2) {
+        vf u0 = du[0], u1 = du[ds], u2 = du[2 * ds], u3 = du[3 * ds];
+        dg[0] = u0 + 0.5f * (u1 + u2);
+        dg[gs] = 0.5f * (u1 - u2);
+        dg[2 * gs] = 0.5f * (u1 + u2) + u3;
+    } else {
+        vf u0 = du[0], u1 = du[ds], u2 = du[2 * ds], u3 = du[3 * ds], u4 = du[4 * ds];
+        vf u5 = du[5 * ds];
+        dg[0] = 0.25f * u0 - (1.0f / 6) * (u1 + u2) + (1.0f / 24) * (u3 + u4);
+        dg[gs] = (1.0f / 6) * (u2 - u1) + (1.0f / 12) * (u3 - u4);
+        dg[2 * gs] = (1.0f / 6) * (u3 + u4 - u1 - u2) + u5;
+    }
+}
+
+/* ---- Tiles ----
+ * A chunk's tiles are transformed where they lie in V, D or M: the tile data is first copied
+ * into the transform slots (gather_tiles, one image plane at a time), then one flat pass over
+ * all the chunk's tiles of a channel transforms them in place, VEC tiles per vector. Flat over
+ * the whole chunk, not per plane, so the vectors are full even for 3x3 maps (one tile each). */
+
+/* dst[(j win + i) ds + ty TW + tx] = src[m ty + j - off][m tx + i - off] (zero outside
+ * src[H][W]) for j, i < win, the TH x TW tiles of one plane. The columns inside the map are a
+ * strided copy without tests, which vectorises for a constant m. */
+INLINE void gather_tiles_m(int m, const float *src, int H, int W, int win, int off, float *dst,
+                           size_t ds) {
+    struct tiling tl = tiling(m, H, W);
+    int TW = tl.TW;
+    for (int j = 0; j < win; j++)
+        for (int i = 0; i < win; i++) {
+            int sx0 = i - off; /* the column under tx = 0; >= -1 */
+            int lo = sx0 < 0 ? 1 : 0, hi = (W - sx0 + m - 1) / m;
+            if (hi > TW) hi = TW;
+            float *restrict d = dst + (size_t)(j * win + i) * ds;
+            for (int ty = 0; ty < tl.TH; ty++, d += TW) {
+                int sy = m * ty + j - off;
+                if (sy < 0 || sy >= H) {
+                    for (int tx = 0; tx < TW; tx++) d[tx] = 0.0f;
+                    continue;
+                }
+                const float *restrict row = src + (size_t)sy * W + sx0;
+                for (int tx = 0; tx < lo; tx++) d[tx] = 0.0f;
+                for (int tx = lo; tx < hi; tx++) d[tx] = row[m * tx];
+                for (int tx = hi; tx < TW; tx++) d[tx] = 0.0f;
+            }
+        }
+}
+
+static void gather_tiles(int m, const float *src, int H, int W, int win, int off, float *dst,
+                         size_t ds) {
+    if (m == 2)
+        gather_tiles_m(2, src, H, W, win, off, dst, ds);
+    else
+        gather_tiles_m(4, src, H, W, win, off, dst, ds);
+}
+
+/* Tiles [0, n): V[xi][t] (xi stride vs) = B^T d B of the a^2 tile values d = S[xi][t] (stride
+ * ss). */
+INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs, int n) {
+    int a = m + 2;
+    for (int t = 0; t < n; t += VEC) {
+        int l = n - t < VEC ? n - t : VEC;
+        vf d[AMAX][AMAX], r[AMAX][AMAX], o[AMAX];
+        for (int j = 0; j < a; j++)
+            for (int i = 0; i < a; i++) d[j][i] = load_n(S + (size_t)(j * a + i) * ss + t, 1, l);
+        for (int i = 0; i < a; i++) input_1d(m, &d[0][i], AMAX, &r[0][i], AMAX); /* B^T d */
+        for (int q = 0; q < a; q++) {                                            /* (B^T d) B */
+            input_1d(m, r[q], 1, o, 1);
+            for (int p = 0; p < a; p++) store_n(V + (size_t)(q * a + p) * vs + t, 1, o[p], l);
+        }
+    }
+}
+
+/* Tiles [0, n): D[xi][t] (xi stride ds) = A dY A^T of the m^2 values dY = S[j m + i][t]. */
+INLINE void grad_output_tiles_m(int m, const float *S, size_t ss, float *D, size_t ds, int n) {
+    int a = m + 2;
+    for (int t = 0; t < n; t += VEC) {
+        int l = n - t < VEC ? n - t : VEC;
+        vf g[4][4], r[AMAX][4], o[AMAX];
+        for (int j = 0; j < m; j++)
+            for (int i = 0; i < m; i++) g[j][i] = load_n(S + (size_t)(j * m + i) * ss + t, 1, l);
+        for (int i = 0; i < m; i++) grad_output_1d(m, &g[0][i], 4, &r[0][i], 4); /* A dY */
+        for (int q = 0; q < a; q++) {                                             /* (A dY) A^T */
+            grad_output_1d(m, r[q], 1, o, 1);
+            for (int p = 0; p < a; p++) store_n(D + (size_t)(q * a + p) * ds + t, 1, o[p], l);
+        }
+    }
+}
+
+/* Tiles [0, n): Y[j m + i][t] (stride ys) = A^T M A of the a^2 values M[xi][t] (stride ms). */
+INLINE void output_tiles_m(int m, const float *M, size_t ms, float *Y, size_t ys, int n) {
+    int a = m + 2;
+    for (int t = 0; t < n; t += VEC) {
+        int l = n - t < VEC ? n - t : VEC;
+        vf s[AMAX][AMAX], r[4][AMAX], o[4];
+        for (int j = 0; j < a; j++)
+            for (int i = 0; i < a; i++) s[j][i] = load_n(M + (size_t)(j * a + i) * ms + t, 1, l);
+        for (int i = 0; i < a; i++) output_1d(m, &s[0][i], AMAX, &r[0][i], AMAX); /* A^T M */
+        for (int j = 0; j < m; j++) {                                              /* (A^T M) A */
+            output_1d(m, r[j], 1, o, 1);
+            for (int i = 0; i < m; i++) store_n(Y + (size_t)(j * m + i) * ys + t, 1, o[i], l);
+        }
+    }
+}
+
+/* y[H][W] of one plane from its tiles' outputs Y (slot j m + i, stride ys, tile t at t) + bias,
+ * the positions inside the map only; then ReLU (relu) or the ReLU-backward mask (mask:
+ * y = mask > 0 ? y : 0). */
+INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int relu,
+                            const float *mask, float *y, int H, int W) {
+    int TW = tiling(m, H, W).TW;
+    for (int oy = 0; oy < H; oy++) {
+        const float *src = Y + (size_t)(oy % m) * m * ys + (size_t)(oy / m) * TW;
+        float *restrict row = y + (size_t)oy * W;
+        for (int i = 0; i < m; i++) {
+            const float *restrict si = src + (size_t)i * ys;
+            int hi = (W - i + m - 1) / m; /* the tiles whose column i is inside the map */
+            for (int tx = 0; tx < hi; tx++) row[m * tx + i] = si[tx] + bias;
+        }
+        if (relu)
+            for (int ox = 0; ox < W; ox++) row[ox] = row[ox] > 0.0f ? row[ox] : 0.0f;
+        if (mask)
+            for (int ox = 0; ox < W; ox++) row[ox] = mask[(size_t)oy * W + ox] > 0.0f ? row[ox] : 0.0f;
+    }
+}
+
+static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu,
+                          const float *mask, float *y, int H, int W) {
+    if (m == 2)
+        scatter_tiles_m(2, Y, ys, bias, relu, mask, y, H, W);
+    else
+        scatter_tiles_m(4, Y, ys, bias, relu, mask, y, H, W);
+}
+
+/* The tile transforms for a run-time m: one copy of each per tile size, with m constant. */
+static void input_tiles(int m, const float *S, size_t ss, float *V, size_t vs, int n) {
+    if (m == 2)
+        input_tiles_m(2, S, ss, V, vs, n);
+    else
+        input_tiles_m(4, S, ss, V, vs, n);
+}
+
+static void grad_output_tiles(int m, const float *S, size_t ss, float *D, size_t ds, int n) {
+    if (m == 2)
+        grad_output_tiles_m(2, S, ss, D, ds, n);
+    else
+        grad_output_tiles_m(4, S, ss, D, ds, n);
+}
+
+static void output_tiles(int m, const float *M, size_t ms, float *Y, size_t ys, int n) {
+    if (m == 2)
+        output_tiles_m(2, M, ms, Y, ys, n);
+    else
+        output_tiles_m(4, M, ms, Y, ys, n);
+}
+
+/* ---- Filters ---- */
+
 /* U[xi][o][i] = (G g G^T)[xi] for the filter g from output channel o to input channel i:
  * g = w[o][i] (flip == 0, w is [out][in][3][3]) or w[i][o] rotated by 180 degrees (flip == 1,
- * w is [in][out][3][3]: the adjoint, i.e. the input gradient of a forward convolution). */
-static void transform_filters(const float *w, int flip, int in, int out, float *U) {
-    size_t plane = (size_t)out * in;
+ * w is [in][out][3][3]: the adjoint, i.e. the input gradient of a forward convolution).
+ * Lanes: VEC input channels. Work-shared over the calling team (ends with its barrier). */
+INLINE void filters_m(int m, const float *w, int flip, int in, int out, float *U) {
+    int a = m + 2;
+    size_t plane = (size_t)out * in, lane = flip ? (size_t)out * 9 : 9;
 #pragma omp for schedule(static)
     for (int o = 0; o < out; o++)
-        for (int i = 0; i < in; i++) {
-            float g[3][3];
-            const float *src = flip ? w + ((size_t)i * out + o) * 9 : w + ((size_t)o * in + i) * 9;
+        for (int i0 = 0; i0 < in; i0 += VEC) {
+            int n = in - i0 < VEC ? in - i0 : VEC;
+            const float *src = flip ? w + ((size_t)i0 * out + o) * 9 : w + ((size_t)o * in + i0) * 9;
+            vf g[3][3], t[AMAX][3], u[AMAX];
             for (int r = 0; r < 3; r++)
-                for (int c = 0; c < 3; c++) g[r][c] = flip ? src[(2 - r) * 3 + (2 - c)] : src[r * 3 + c];
-            float t[4][3]; /* G g */
-            for (int c = 0; c < 3; c++) {
-                t[0][c] = g[0][c];
-                t[1][c] = 0.5f * (g[0][c] + g[1][c] + g[2][c]);
-                t[2][c] = 0.5f * (g[0][c] - g[1][c] + g[2][c]);
-                t[3][c] = g[2][c];
-            }
-            for (int r = 0; r < 4; r++) { /* (G g) G^T */
-                float u[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]),
-                              0.5f * (t[r][0] - t[r][1] + t[r][2]), t[r][2]};
-                for (int c = 0; c < 4; c++) U[(size_t)(r * 4 + c) * plane + (size_t)o * in + i] = u[c];
+                for (int c = 0; c < 3; c++)
+                    g[r][c] = load_n(src + (flip ? (2 - r) * 3 + (2 - c) : r * 3 + c), lane, n);
+            for (int c = 0; c < 3; c++) filter_1d(m, &g[0][c], 3, &t[0][c], 3); /* G g */
+            for (int r = 0; r < a; r++) {                                        /* (G g) G^T */
+                filter_1d(m, t[r], 1, u, 1);
+                for (int c = 0; c < a; c++)
+                    store_n(U + (size_t)(r * a + c) * plane + (size_t)o * in + i0, 1, u[c], n);
             }
         }
 }
 
-/* V[xi][c][t] for every tile t = ty*TW + tx of one channel plane x[H][W].
- *
- * Tile t reads rows 2ty-1 .. 2ty+2 and columns 2tx-1 .. 2tx+2 of x (zero outside). With the
- * padded plane P[r][p] = x[r-1][p-1], its 4x4 input is P[2ty + j][2tx + i]. The plane is first
- * split into 8 arrays of [TH + 1][TW]: by row parity (even rows r = 2a, odd rows r = 2a + 1) and
- * by column i of the tile (P[r][2tx + i], i = 0..3). Row j of tile t is then element t (j < 2)
- * or t + TW (j >= 2) of the even or odd array, so the transform is one flat loop over all the
- * plane's tiles: full vectors even for 8x8 planes (16 tiles). */
-static void transform_plane(const float *x, int H, int W, float *V, size_t xi_stride,
-                            float *scratch) {
-    int TH = H / 2, TW = W / 2, T = TH * TW;
-    size_t A = (size_t)(TH + 1) * TW;
-    float *restrict part = scratch; /* [parity][column i][TH + 1][TW] */
-    for (int r = 0; r < H + 2; r++) {
-        float *restrict d0 = part + ((size_t)(r % 2) * 4) * A + (size_t)(r / 2) * TW;
-        float *restrict d1 = d0 + A, *restrict d2 = d1 + A, *restrict d3 = d2 + A;
-        if (r == 0 || r == H + 1) {
-            for (int tx = 0; tx < TW; tx++) d0[tx] = d1[tx] = d2[tx] = d3[tx] = 0.0f;
-            continue;
+/* dw[o][c][3][3] = G^T dU[xi][c][o] G. Lanes: VEC output channels. Work-shared over the
+ * calling team. */
+INLINE void grad_filters_m(int m, const float *dU, int C, int K, float *dw) {
+    int a = m + 2;
+    size_t plane = (size_t)C * K;
+#pragma omp for schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int o0 = 0; o0 < K; o0 += VEC) {
+            int n = K - o0 < VEC ? K - o0 : VEC;
+            vf du[AMAX][AMAX], t[3][AMAX], g[3];
+            for (int xi = 0; xi < a * a; xi++)
+                du[xi / a][xi % a] = load_n(dU + xi * plane + (size_t)c * K + o0, 1, n);
+            for (int p = 0; p < a; p++) grad_filter_1d(m, &du[0][p], AMAX, &t[0][p], AMAX);
+            for (int r = 0; r < 3; r++) {
+                grad_filter_1d(m, t[r], 1, g, 1);
+                for (int q = 0; q < 3; q++)
+                    store_n(dw + ((size_t)o0 * C + c) * 9 + r * 3 + q, (size_t)C * 9, g[q], n);
+            }
         }
-        const float *restrict xr = x + (size_t)(r - 1) * W;
-        d0[0] = 0.0f;
-#pragma omp simd
-        for (int tx = 1; tx < TW; tx++) d0[tx] = xr[2 * tx - 1];
-#pragma omp simd
-        for (int tx = 0; tx < TW; tx++) {
-            d1[tx] = xr[2 * tx];
-            d2[tx] = xr[2 * tx + 1];
-        }
-#pragma omp simd
-        for (int tx = 0; tx < TW - 1; tx++) d3[tx] = xr[2 * tx + 2];
-        d3[TW - 1] = 0.0f;
-    }
-    const float *restrict ev = part, *restrict od = part + 4 * A;
-    float *restrict v[16];
-    for (int xi = 0; xi < 16; xi++) v[xi] = V + (size_t)xi * xi_stride;
-#pragma omp simd
-    for (int t = 0; t < T; t++) {
-        float d[4][4];
-        for (int i = 0; i < 4; i++) {
-            d[0][i] = ev[i * A + t];
-            d[1][i] = od[i * A + t];
-            d[2][i] = ev[i * A + t + TW];
-            d[3][i] = od[i * A + t + TW];
-        }
-        float r[4][4]; /* B^T d */
-        for (int i = 0; i < 4; i++) {
-            r[0][i] = d[0][i] - d[2][i];
-            r[1][i] = d[1][i] + d[2][i];
-            r[2][i] = d[2][i] - d[1][i];
-            r[3][i] = d[1][i] - d[3][i];
-        }
-        for (int q = 0; q < 4; q++) { /* (B^T d) B */
-            v[q * 4 + 0][t] = r[q][0] - r[q][2];
-            v[q * 4 + 1][t] = r[q][1] + r[q][2];
-            v[q * 4 + 2][t] = r[q][2] - r[q][1];
-            v[q * 4 + 3][t] = r[q][1] - r[q][3];
-        }
-    }
 }
 
-/* y[H][W] of one output channel from M[xi][t] (t over the plane's tiles): Y = A^T M A per tile,
- * as one flat loop into 4 arrays (one per output position in the tile), then interleaved into
- * y with the bias, then ReLU (relu) or the ReLU-backward mask (mask: y = mask > 0 ? y : 0). */
-static void untransform_plane(const float *M, size_t xi_stride, float bias, int relu,
-                              const float *mask, float *y, int H, int W, float *scratch) {
-    int TH = H / 2, TW = W / 2, T = TH * TW;
-    const float *restrict m[16];
-    for (int xi = 0; xi < 16; xi++) m[xi] = M + (size_t)xi * xi_stride;
-    float *restrict q00 = scratch, *restrict q01 = q00 + T, *restrict q10 = q01 + T;
-    float *restrict q11 = q10 + T;
-#pragma omp simd
-    for (int t = 0; t < T; t++) {
-        float s0[4], s1[4]; /* A^T M: rows */
-        for (int j = 0; j < 4; j++) {
-            s0[j] = m[j][t] + m[4 + j][t] + m[8 + j][t];
-            s1[j] = m[4 + j][t] - m[8 + j][t] - m[12 + j][t];
-        }
-        q00[t] = s0[0] + s0[1] + s0[2] + bias;
-        q01[t] = s0[1] - s0[2] - s0[3] + bias;
-        q10[t] = s1[0] + s1[1] + s1[2] + bias;
-        q11[t] = s1[1] - s1[2] - s1[3] + bias;
-    }
-    for (int ty = 0; ty < TH; ty++) {
-        float *restrict y0 = y + (size_t)(2 * ty) * W, *restrict y1 = y0 + W;
-        const float *a = q00 + ty * TW, *b = q01 + ty * TW, *c = q10 + ty * TW, *d = q11 + ty * TW;
-#pragma omp simd
-        for (int tx = 0; tx < TW; tx++) {
-            y0[2 * tx] = a[tx];
-            y0[2 * tx + 1] = b[tx];
-            y1[2 * tx] = c[tx];
-            y1[2 * tx + 1] = d[tx];
-        }
-    }
-    if (relu)
-#pragma omp simd
-        for (int i = 0; i < H * W; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-    if (mask)
-#pragma omp simd
-        for (int i = 0; i < H * W; i++) y[i] = mask[i] > 0.0f ? y[i] : 0.0f;
+static void filters(int m, const float *w, int flip, int in, int out, float *U) {
+    if (m == 2)
+        filters_m(2, w, flip, in, out, U);
+    else
+        filters_m(4, w, flip, in, out, U);
 }
 
-void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, float *y, int N, int in, int out, int H, int W,
-                      float *ws) {
-    int TH = H / 2, TW = W / 2, per_image = TH * TW;
+static void grad_filters(int m, const float *dU, int C, int K, float *dw) {
+    if (m == 2)
+        grad_filters_m(2, dU, C, K, dw);
+    else
+        grad_filters_m(4, dU, C, K, dw);
+}
+
+/* Images per chunk for a team of nt: up to chunk_images(), but at least one chunk per thread. */
+static int chunk_size(struct tiling tl, int N, int nt) {
+    int g = chunk_images(tl), fair = (N + nt - 1) / nt;
+    return g < fair ? g : fair;
+}
+
+void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias,
+                              int relu, const float *mask, float *y, int N, int in, int out,
+                              int H, int W, int m, float *ws) {
+    struct tiling tl = tiling(m, H, W);
+    int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W;
     float *U = ws;
-    float *thread_base = ws + round16(16 * (size_t)in * out);
-    size_t stride = thread_floats(in, out, H, W);
+    float *thread_base = ws + round16((size_t)A2 * in * out);
+    size_t stride = conv_thread_floats(in, out, tl), cap = chunk_tiles(tl);
 #pragma omp parallel
     {
-        int nt = omp_get_num_threads();
-        /* Up to chunk_images() images per chunk, but at least one chunk per thread. */
-        int g = chunk_images(H, W), fair = (N + nt - 1) / nt;
-        if (g > fair) g = fair;
+        int g = chunk_size(tl, N, omp_get_num_threads());
         int chunks = (N + g - 1) / g;
-        size_t T = (size_t)chunk_images(H, W) * per_image; /* capacity */
         float *V = thread_base + stride * (size_t)omp_get_thread_num();
-        float *Mt = V + round16(16 * (size_t)in * T);
-        float *scratch = Mt + round16(16 * (size_t)out * T);
-        float *gws = scratch + round16(scratch_floats(H, W));
-        transform_filters(w, flip, in, out, U); /* ends with the barrier of its omp for */
+        float *Mt = V + round16((size_t)A2 * in * cap);
+        float *S = Mt + round16((size_t)A2 * out * cap);
+        float *gws = S + round16((size_t)A2 * cap);
+        filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
             int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
-            int tiles = gn * per_image;
-            for (int li = 0; li < gn; li++)
-                for (int c = 0; c < in; c++)
-                    transform_plane(x + ((size_t)(n0 + li) * in + c) * HW, H, W,
-                                    V + (size_t)c * tiles + (size_t)li * per_image,
-                                    (size_t)in * tiles, scratch);
-            for (int xi = 0; xi < 16; xi++)
+            int tiles = gn * tl.T;
+            for (int c = 0; c < in; c++) {
+                for (int li = 0; li < gn; li++)
+                    gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, tl.a, 1,
+                                 S + (size_t)li * tl.T, tiles);
+                input_tiles(m, S, tiles, V + (size_t)c * tiles, (size_t)in * tiles, tiles);
+            }
+            for (int xi = 0; xi < A2; xi++)
                 gemm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1,
                      V + (size_t)xi * in * tiles, tiles, 1, 0.0f, Mt + (size_t)xi * out * tiles,
                      tiles, gws);
-            for (int li = 0; li < gn; li++)
-                for (int o = 0; o < out; o++) {
+            for (int o = 0; o < out; o++) {
+                output_tiles(m, Mt + (size_t)o * tiles, (size_t)out * tiles, S, tiles, tiles);
+                for (int li = 0; li < gn; li++) {
                     size_t off = ((size_t)(n0 + li) * out + o) * HW;
-                    untransform_plane(Mt + (size_t)o * tiles + (size_t)li * per_image,
-                                      (size_t)out * tiles, bias ? bias[o] : 0.0f, relu,
-                                      mask ? mask + off : NULL, y + off, H, W, scratch);
+                    scatter_tiles(m, S + (size_t)li * tl.T, tiles,
+                                  bias ? bias[o] : 0.0f, relu, mask ? mask + off : NULL, y + off,
+                                  H, W);
                 }
+            }
         }
+    }
+}
+
+void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, int N, int C, int K,
+                                  int H, int W, int m, float *ws) {
+    struct tiling tl = tiling(m, H, W);
+    int A2 = tl.a * tl.a;
+    size_t HW = (size_t)H * W, dU_floats = (size_t)A2 * C * K;
+    size_t stride = grad_thread_floats(C, K, tl), cap = chunk_tiles(tl);
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads();
+        int g = chunk_size(tl, N, nt);
+        int chunks = (N + g - 1) / g;
+        float *dU = ws + stride * (size_t)omp_get_thread_num(); /* this thread's partial */
+        float *V = dU + round16(dU_floats);
+        float *D = V + round16((size_t)A2 * C * cap);
+        float *S = D + round16((size_t)A2 * K * cap);
+        float *gws = S + round16((size_t)A2 * cap);
+        memset(dU, 0, dU_floats * sizeof(float));
+#pragma omp for schedule(static)
+        for (int ch = 0; ch < chunks; ch++) {
+            int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
+            int tiles = gn * tl.T;
+            for (int c = 0; c < C; c++) {
+                for (int li = 0; li < gn; li++)
+                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, tl.a, 1,
+                                 S + (size_t)li * tl.T, tiles);
+                input_tiles(m, S, tiles, V + (size_t)c * tiles, (size_t)C * tiles, tiles);
+            }
+            for (int o = 0; o < K; o++) {
+                for (int li = 0; li < gn; li++)
+                    gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, m, 0,
+                                 S + (size_t)li * tl.T, tiles);
+                grad_output_tiles(m, S, tiles, D + (size_t)o * tiles, (size_t)K * tiles, tiles);
+            }
+            /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T */
+            for (int xi = 0; xi < A2; xi++)
+                gemm(C, K, tiles, 1.0f, V + (size_t)xi * C * tiles, tiles, 1,
+                     D + (size_t)xi * K * tiles, 1, tiles, 1.0f, dU + (size_t)xi * C * K, K, gws);
+        }
+        /* Thread 0's partial += the others', in thread order (implicit barrier above). */
+#pragma omp for schedule(static)
+        for (size_t e = 0; e < dU_floats; e++) {
+            float sum = ws[e];
+            for (int t = 1; t < nt; t++) sum += ws[stride * (size_t)t + e];
+            ws[e] = sum;
+        }
+        grad_filters(m, ws, C, K, dw);
     }
 }
