@@ -293,14 +293,14 @@ static void test_cross_device(const struct net_def *net, const struct cifar_set 
     enum { B = 32 };
     const struct kernels *from[2] = {gpu, cpu}, *to[2] = {cpu, gpu};
     for (int dir_i = 0; dir_i < 2; dir_i++) {
-        struct model_state st = {fnew(P), NULL, fnew(S), 5};
+        struct model_state st = {.params = fnew(P), .buffers = fnew(S), .batches_tracked = 5};
         train_run(net, from[dir_i], set, B, 5, 1, &(struct run){NULL, NULL, st.params, st.buffers});
         struct run_info info = {.kind = "model", .run_id = "cross", .config = "{}"};
         struct err e = {""};
         struct model shape; /* the tensor table */
         model_init(&shape, net, cpu, 1, 0);
         EXPECT(checkpoint_write(path, &shape, &st, &info, &e) == 0, "write: %s", e.msg);
-        struct model_state in = {fnew(P), NULL, fnew(S), 0};
+        struct model_state in = {.params = fnew(P), .buffers = fnew(S)};
         EXPECT(checkpoint_read(path, &shape, &in, &info, &e) == 0, "read: %s", e.msg);
         model_free(&shape);
         float logits[2][B * 10];
