@@ -17,11 +17,11 @@ void config_defaults(struct train_config *c) {
     c->bucket_mb = 2.0;
     c->resume = RESUME_AUTO;
     c->model_file = "cifar10-model.safetensors";
+    c->seed = 1;
     config_recipe(c, net_workshop_cnn.name);
 }
 
 void config_recipe(struct train_config *c, const char *model) {
-    c->seed = c->seed ? c->seed : 1;
     c->model = model;
     c->units = UNITS_TORCH;
     c->nesterov = 0;

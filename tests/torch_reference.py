@@ -259,6 +259,13 @@ def check(ok, what):
         print("FAIL", what)
 
 
+def expect_entries(state, prefix, want, what, of):
+    """The tensor names under `prefix` in a checkpoint must be exactly `want`; returns them."""
+    got = sorted(k[len(prefix):] for k in state if k.startswith(prefix))
+    check(got == sorted(want), f"{what} for {got}, {of} {sorted(want)}")
+    return got
+
+
 def rel(a, b):
     a, b = a.double(), b.double()
     return float((a - b).norm() / max(b.norm(), 1e-30))
@@ -420,12 +427,11 @@ def recipe_steps(dump, dump_dir, recipe, new_model, init, names, acts_all):
         note("teacher-forced step losses", e)
         check(e <= 1e-4, f"step {s + 1} loss: ours {dump['losses'][s].item():.7f}, PyTorch {loss:.7f}")
         ours, _ = load_safetensors(os.path.join(dump_dir, f"state_{s + 1}.safetensors"))
-        moms = sorted(k[len("optimizer.momentum."):] for k in ours if k.startswith("optimizer.momentum."))
-        check(moms == sorted(names),
-              f"after step {s + 1}, momentum buffers for {moms}, trainable tensors {sorted(names)}")
+        expect_entries(ours, "optimizer.momentum.", names, f"after step {s + 1}, momentum buffers",
+                       "trainable tensors")
         floats = sorted(k for k, v in model.state_dict().items() if v.is_floating_point())
-        las = sorted(k[len("optimizer.lookahead."):] for k in ours if k.startswith("optimizer.lookahead."))
-        check(las == floats, f"after step {s + 1}, lookahead averages for {las}, float tensors {floats}")
+        las = expect_entries(ours, "optimizer.lookahead.", floats, f"after step {s + 1}, lookahead averages",
+                             "float tensors")
         params = dict(model.named_parameters())
         for name, t in model.state_dict().items():
             if name.endswith("num_batches_tracked"):
@@ -569,9 +575,8 @@ def main():
         if s >= 2:
             continue
         ours, _ = load_safetensors(os.path.join(dump_dir, f"state_{s + 1}.safetensors"))
-        moms = sorted(k[len("optimizer.momentum."):] for k in ours if k.startswith("optimizer.momentum."))
-        check(moms == sorted(names),
-              f"after step {s + 1}, momentum buffers for {moms}, trainable tensors {sorted(names)}")
+        expect_entries(ours, "optimizer.momentum.", names, f"after step {s + 1}, momentum buffers",
+                       "trainable tensors")
         params = dict(model.named_parameters())
         for name, t in model.state_dict().items():
             if name.endswith("num_batches_tracked"):
