@@ -1,14 +1,18 @@
 /* Whole models on the CUDA backend against the CPU backend (every op of both is tested against
- * double precision in test_ops), for every network (workshop-cnn and the test network):
+ * double precision in test_ops), for workshop-cnn and the test network (and airbench94 where
+ * named):
  *   - batch 32: a 200-step run whose losses must track the CPU run's (and its first step's loss
  *     and gradients), and two 20-step GPU runs, one consuming each batch right after submitting
  *     it and one with the input pipeline overlapping compute as in training, that must agree
  *     bit for bit;
  *   - lock-step runs at batch 1, 127 and 512 and with partial batches after full ones (127, 100,
  *     127 images on a model for 127, then scoring 127 and 27: the GPU plans the convolutions of
- *     100 and 27 images mid-run): after every step the GPU model takes the CPU model's state, so
- *     each step is compared from the same state; then both score the same weights;
- *   - checkpoints written from one device and scored on the other;
+ *     100 and 27 images mid-run), and 4 steps of batch 64 under airbench94's recipe (also on
+ *     airbench94 itself: reflect-padded crops and the alternating flip, label smoothing on the
+ *     summed loss, Nesterov SGD with the batch-norm group, lookahead, the first bias stopped
+ *     mid-run): after every step the GPU model takes the CPU model's state (and lookahead
+ *     averages), so each step is compared from the same state; then both score the same weights;
+ *   - checkpoints written from one device and scored on the other (airbench94 too);
  *   - with two GPUs visible, a step on GPU 1 against the same step on GPU 0.
  * Every gradient comparison covers the convolution backward with dx both through a ReLU mask
  * (a convolution after a ReLU: workshop-cnn's network.2, .8, .14) and without one (after batch
@@ -29,7 +33,8 @@
  *     in the last bits flips near-ties of a max pool (which element gets the gradient; exact
  *     ties too, in windows over a crop's zero padding) and ReLU masks, and each flip moves a
  *     whole contribution, in every layer below it;
- *   weights after a step: 1e-4 / 1e-2 (lr times the gradients' difference).
+ *   weights after a step, lookahead averages: 1e-4 / 1e-2 (lr times the gradients' difference);
+ *   momentum: the gradients' tolerance.
  * Measured by emulation on the CPU backend (convolution inputs rounded to 22 bits for FP32's
  * other summation order, truncated to 10 for TF32), worst over batches of 1, 32, 127 and 512
  * and up to 4 sets of images: loss 1.1e-6 / 4.4e-4, logits 2.4e-7 / 2.3e-3, gradients
@@ -83,18 +88,19 @@ static const struct kernels *cpu, *gpu;
 static float *fnew(size_t n) { return XALLOC(n * sizeof(float)); }
 
 /* Fills m's next batch with images first, first+1, ... (mod set->n) of set, n of them,
- * augmented (seed 3) or not, and submits it. */
-static void submit(struct model *m, const struct cifar_set *set, int first, int n, int augment, int epoch) {
+ * augmented (seed 3) as `augment` says, and submits it. */
+static void submit(struct model *m, const struct cifar_set *set, int first, int n, enum augment_kind augment, int epoch) {
     int *idx = XALLOC((size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) idx[i] = (first + i) % set->n;
     struct batch *b = model_batch_next(m);
     augment_gather(set, idx, n, 3, epoch, augment, b->img, b->geom, b->labels);
+    b->reflect = augment_reflects(augment);
     model_batch_submit(m, n);
     free(idx);
 }
 
 static void submit_step(struct model *m, const struct cifar_set *set, int B, int step) {
-    submit(m, set, step * B, B, 1, step / 8);
+    submit(m, set, step * B, B, AUGMENT_CROP_FLIP, step / 8);
 }
 
 /* What a training run leaves on the host; NULL: not wanted. */
@@ -211,37 +217,72 @@ static void test_training(const struct net_def *net, const struct cifar_set *set
     free(lc), free(lg), free(gc), free(gg);
 }
 
+/* How a lock-step run trains. */
+struct recipe {
+    const char *name;
+    enum augment_kind augment;
+    float label_smoothing;
+    enum xent_reduction loss;
+    struct sgd_settings sgd;
+    float lookahead;       /* weight of a lookahead update after every step; < 0: no lookahead */
+    int stop_first_bias;   /* the first layer's bias stops training before this step (1-based); 0: never */
+};
+
+/* Plain SGD, as test_training. */
+static const struct recipe plain = {"plain SGD", AUGMENT_CROP_FLIP, 0.0f, XENT_MEAN, {LR, 0.9f, 5e-4f, 1.0f, 1.0f, 0}, -1.0f, 0};
+
+/* airbench94's step (app/config.c, UNITS_AIRBENCH): reflect-padded crops with the alternating
+ * flip, label smoothing 0.2 on the summed loss, Nesterov SGD at lr 11.5 / (1024 (1 + 1 / 0.15))
+ * with weight decay 0.0153 * 1024 / (1024 (1 + 1 / 0.15)) / lr, batch-norm tensors at 64x the lr
+ * and 1/64 the decay; a lookahead update after every step (airbench's: every 5th, weight
+ * 1 - 0.95^5 (step/total)^3) and the first layer's bias stopped mid-run (its whitening bias). */
+static const struct recipe airbench = {"airbench94 recipe", AUGMENT_ALTERNATING, 0.2f, XENT_SUM,
+                                       {1.4648e-3f, 0.85f, 1.3624f, 1.0f, 64.0f, 1}, 0.7f, 3};
+
 /* A lock-step run (see the top): training steps of train[s] images, then scoring eval[e]. */
 struct schedule {
-    int max_batch, steps, evals, train[3], eval[2];
+    int max_batch, steps, evals, train[4], eval[2];
+    const struct recipe *recipe;
 };
 static const struct schedule schedules[] = {
-    {1, 3, 1, {1, 1, 1}, {1}},               /* batch norm over one image's pixels */
-    {127, 3, 1, {127, 127, 127}, {127}},     /* odd */
-    {512, 3, 1, {512, 512, 512}, {512}},     /* large */
-    {127, 3, 2, {127, 100, 127}, {127, 27}}, /* partial batches after full ones */
+    {1, 3, 1, {1, 1, 1}, {1}, &plain},               /* batch norm over one image's pixels */
+    {127, 3, 1, {127, 127, 127}, {127}, &plain},     /* odd */
+    {512, 3, 1, {512, 512, 512}, {512}, &plain},     /* large */
+    {127, 3, 2, {127, 100, 127}, {127, 27}, &plain}, /* partial batches after full ones */
+    {64, 4, 1, {64, 64, 64, 64}, {64}, &airbench},   /* epochs 0..3: the flip alternates */
 };
 
 /* What a step leaves, on the host. */
 struct step_state {
-    float stats[2];                            /* mean loss, correct */
+    float stats[2];                            /* mean (or summed) loss, correct */
     float *grads, *weights, *momentum, *buffers; /* [P], [P], [P], [S] */
+    float *ema_params, *ema_buffers;           /* [P], [S]: the lookahead averages, if any */
 };
 
 static void step_state_alloc(struct step_state *st, size_t P, size_t S) {
     st->grads = fnew(P), st->weights = fnew(P), st->momentum = fnew(P), st->buffers = fnew(S ? S : 1);
+    st->ema_params = fnew(P), st->ema_buffers = fnew(S ? S : 1);
 }
 
-static void step_state_free(struct step_state *st) { free(st->grads), free(st->weights), free(st->momentum), free(st->buffers); }
+static void step_state_free(struct step_state *st) {
+    free(st->grads), free(st->weights), free(st->momentum), free(st->buffers), free(st->ema_params), free(st->ema_buffers);
+}
 
-/* One training step of m on images first.. (n of them); its results in st. */
-static void step_and_read(struct model *m, const struct cifar_set *set, int first, int n, struct step_state *st) {
+/* Training step `step` (0-based, also its epoch) of m under r on images first.. (n of them);
+ * its results in st. */
+static void step_and_read(struct model *m, const struct recipe *r, const struct cifar_set *set, int step, int first, int n,
+                          struct step_state *st) {
     size_t P = m->nparams;
-    submit(m, set, first, n, 1, 0);
+    if (r->stop_first_bias == step + 1 && m->layers[0].bias >= 0) model_stop_training(m, m->layers[0].bias);
+    submit(m, set, first, n, r->augment, step);
     model_forward_backward(m);
     m->k->download(st->stats, m->grads + P, sizeof st->stats);
     m->k->download(st->grads, m->grads, P * sizeof(float));
-    model_sgd_step(m, LR, 0.9f, 5e-4f, 1.0f);
+    model_optimizer_step(m, &r->sgd);
+    if (r->lookahead >= 0) {
+        model_lookahead_update(m, r->lookahead);
+        model_get_lookahead(m, st->ema_params, st->ema_buffers);
+    }
     model_get_state(m, st->weights, st->momentum, st->buffers);
 }
 
@@ -253,30 +294,42 @@ static void expect_scores(const struct net_def *net, struct model m[2], const st
         float *logits[2];
         for (int j = 0; j < 2; j++) {
             pred[j] = XALLOC((size_t)n * sizeof(int)), logits[j] = fnew((size_t)n * C);
-            submit(&m[j], set, first, n, 0, 0);
+            submit(&m[j], set, first, n, AUGMENT_NONE, 0);
             model_predict(&m[j], pred[j], logits[j]);
         }
-        char what[96];
-        snprintf(what, sizeof what, "%s, scoring %d images on a model for %d", net->name, n, sc->max_batch);
+        char what[128];
+        snprintf(what, sizeof what, "%s, %s, scoring %d images on a model for %d", net->name, sc->recipe->name, n, sc->max_batch);
         expect_same_scores(what, logits[1], logits[0], pred[1], pred[0], n, C);
         for (int j = 0; j < 2; j++) free(pred[j]), free(logits[j]);
     }
 }
 
 static void test_lockstep(const struct net_def *net, const struct cifar_set *set, const struct schedule *sc) {
+    const struct recipe *r = sc->recipe;
     struct model m[2]; /* CPU, GPU */
     struct step_state st[2];
-    for (int j = 0; j < 2; j++) model_init(&m[j], net, j ? gpu : cpu, sc->max_batch, 11);
+    for (int j = 0; j < 2; j++) {
+        model_init(&m[j], net, j ? gpu : cpu, sc->max_batch, 11);
+        m[j].label_smoothing = r->label_smoothing, m[j].loss_reduction = r->loss;
+        if (r->lookahead >= 0) model_lookahead_init(&m[j]);
+    }
     size_t P = m[0].nparams, S = m[0].nbuffers;
     for (int j = 0; j < 2; j++) step_state_alloc(&st[j], P, S);
     for (int s = 0, first = 0; s < sc->steps; first += sc->train[s], s++) {
-        for (int j = 0; j < 2; j++) step_and_read(&m[j], set, first, sc->train[s], &st[j]);
-        char what[96];
-        snprintf(what, sizeof what, "%s, step %d on %d images, model for %d", net->name, s + 1, sc->train[s], sc->max_batch);
+        for (int j = 0; j < 2; j++) step_and_read(&m[j], r, set, s, first, sc->train[s], &st[j]);
+        char what[128];
+        snprintf(what, sizeof what, "%s, %s, step %d on %d images, model for %d", net->name, r->name, s + 1,
+                 sc->train[s], sc->max_batch);
         expect_close(what, "loss", st[1].stats, st[0].stats, 1, tol->loss);
         expect_close(what, "gradients", st[1].grads, st[0].grads, P, tol->grads);
         expect_close(what, "weights", st[1].weights, st[0].weights, P, tol->weights);
+        expect_close(what, "momentum", st[1].momentum, st[0].momentum, P, tol->grads);
         expect_close(what, "running statistics", st[1].buffers, st[0].buffers, S, tol->logits);
+        if (r->lookahead >= 0) {
+            expect_close(what, "lookahead weights", st[1].ema_params, st[0].ema_params, P, tol->weights);
+            expect_close(what, "lookahead statistics", st[1].ema_buffers, st[0].ema_buffers, S, tol->logits);
+            model_set_lookahead(&m[1], st[0].ema_params, st[0].ema_buffers);
+        }
         model_set_state(&m[1], st[0].weights, st[0].momentum, st[0].buffers);
     }
     expect_scores(net, m, set, sc);
@@ -310,7 +363,7 @@ static void test_cross_device(const struct net_def *net, const struct cifar_set 
             struct model m;
             model_init(&m, net, ks[j], B, 0);
             model_set_state(&m, j == 0 ? st.params : in.params, NULL, j == 0 ? st.buffers : in.buffers);
-            submit(&m, set, 0, B, 0, 0);
+            submit(&m, set, 0, B, AUGMENT_NONE, 0);
             model_predict(&m, pred[j], logits[j]);
             model_free(&m);
         }
@@ -370,7 +423,8 @@ int main(int argc, char **argv) {
            tol->loss, tol->logits, tol->grads, tol->weights, tol->course);
     uint8_t *raw;
     struct cifar_set set = check_learnable_set(512, &raw);
-    /* 6 batch sizes (32, 1, 127, 512, 100, 27) x 9 convolutions: 54 plans, within conv.cu's 256. */
+    /* 7 batch sizes (32, 1, 127, 512, 100, 27, 64) x 9 convolutions and 3 (64, 32, 1) x 7 for
+     * airbench94: 84 plans, within conv.cu's 256. */
     const struct net_def *nets[] = {&net_workshop_cnn, &test_net};
     for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
         printf("test_cuda: %s\n", nets[i]->name);
@@ -378,6 +432,10 @@ int main(int argc, char **argv) {
         for (size_t j = 0; j < sizeof schedules / sizeof schedules[0]; j++) test_lockstep(nets[i], &set, &schedules[j]);
         test_cross_device(nets[i], &set);
     }
+    /* The real network under its own recipe (the convolutions of 31x31 .. 3x3 maps). */
+    printf("test_cuda: %s\n", net_airbench94.name);
+    test_lockstep(&net_airbench94, &set, &schedules[sizeof schedules / sizeof schedules[0] - 1]);
+    test_cross_device(&net_airbench94, &set);
     test_second_gpu(&set, gpus);
     gpu->shutdown();
     free(set.records), free(raw);
