@@ -8,7 +8,9 @@
 #    steps of the workshop CNN at batch 128, per-layer times and GFLOP/s, the FP32 FMA peak
 #    measured in the same program per vector path, peak resident memory;
 # 2. the same with mpirun: N ranks x 1 thread (when N >= 2);
-# 3. PyTorch (when python3 can import torch): same model, batch and thread count;
+# 3. PyTorch (when python3 can import torch): same model, batch and thread count, in both
+#    memory layouts (NHWC, `channels_last`, and NCHW); the ratio takes PyTorch's faster one
+#    (TORCH_PYTHON: the interpreter whose torch is measured, default Debian's /usr/bin/python3);
 # 4. airbench94 (unless --no-airbench): 1 to 3 again with --model airbench94 at batch 512 per
 #    rank (PyTorch: scripts/bench_torch.py --model airbench94, batch 512, N threads);
 # then a summary with the ratios. Nothing here is a pass/fail test: the figures are printed.
@@ -28,7 +30,7 @@ while (($#)); do
     --steps) steps=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
     --no-airbench) airbench=0; shift ;;
-    -h | --help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +41,14 @@ trap 'rm -rf "$log"' EXIT
 
 # The value of KEY on the "result:" line of a log.
 result() { sed -n "s/^result: .*\b$2=\([^ ]*\).*/\1/p" "$1" | tail -n 1; }
+# faster BASE: copies the faster of BASE-channels_last and BASE-contiguous to BASE (PyTorch at
+# its best on this machine); layout_of BASE names the one it took.
+faster() {
+  local a b
+  a=$(result "$1-channels_last" images_per_s) b=$(result "$1-contiguous" images_per_s)
+  if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= b) }'; then cp "$1-channels_last" "$1"; else cp "$1-contiguous" "$1"; fi
+}
+layout_of() { grep -q ", NHWC" "$1" && echo NHWC || echo NCHW; }
 
 echo "== cifar10-bench: 1 rank x $threads thread(s)"
 "$build/cifar10-bench" --device cpu --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/one"
@@ -51,12 +61,18 @@ if ((threads >= 2)); then
   "${mpi[@]}" "$build/cifar10-bench" --device cpu --threads 1 --runs "$runs" --steps "$steps" | tee "$log/ranks"
 fi
 
-py=/usr/bin/python3 # Debian's python3-torch installs for this interpreter
+# Debian's python3-torch installs for /usr/bin/python3; TORCH_PYTHON=/path/to/venv/bin/python
+# measures another PyTorch (e.g. 2.x from PyPI) instead.
+py=${TORCH_PYTHON:-/usr/bin/python3}
 [[ -x $py ]] || py=python3
 if ((torch)) && "$py" -c 'import torch' 2>/dev/null; then
   echo
-  echo "== PyTorch: same model, batch 128, $threads thread(s)"
-  "$py" scripts/bench_torch.py --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/torch"
+  for layout in channels_last contiguous; do
+    echo "== PyTorch: same model, batch 128, $threads thread(s), $layout"
+    "$py" scripts/bench_torch.py --threads "$threads" --runs "$runs" --steps "$steps" --memory-format "$layout" |
+      tee "$log/torch-$layout"
+  done
+  faster "$log/torch"
 elif ((torch)); then
   echo
   echo "== PyTorch: skipped ($py cannot import torch; scripts/install-deps.sh --test installs it)"
@@ -75,9 +91,12 @@ if ((airbench)); then
   fi
   if ((torch)) && "$py" -c 'import torch, numpy' 2>/dev/null; then
     echo
-    echo "== PyTorch: airbench94, batch $ab_batch, $threads thread(s)"
-    "$py" scripts/bench_torch.py --model airbench94 --batch-size "$ab_batch" --threads "$threads" --runs "$runs" \
-      --steps "$steps" | tee "$log/ab-torch"
+    for layout in channels_last contiguous; do
+      echo "== PyTorch: airbench94, batch $ab_batch, $threads thread(s), $layout"
+      "$py" scripts/bench_torch.py --model airbench94 --batch-size "$ab_batch" --threads "$threads" --runs "$runs" \
+        --steps "$steps" --memory-format "$layout" | tee "$log/ab-torch-$layout"
+    done
+    faster "$log/ab-torch"
   elif ((torch)); then
     echo
     echo "== PyTorch: airbench94 skipped ($py cannot import torch and numpy)"
@@ -94,7 +113,7 @@ if [[ -f $log/ranks ]]; then
 fi
 if [[ -f $log/torch ]]; then
   t=$(result "$log/torch" images_per_s)
-  echo "PyTorch, $threads threads: $t images/s; ours / PyTorch = $(awk -v a="$ours" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+  echo "PyTorch ($(layout_of "$log/torch")), $threads threads: $t images/s; ours / PyTorch = $(awk -v a="$ours" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
 fi
 if [[ -f $log/ab-one ]]; then
   ab=$(result "$log/ab-one" images_per_s)
@@ -105,6 +124,6 @@ if [[ -f $log/ab-one ]]; then
   fi
   if [[ -f $log/ab-torch ]]; then
     t=$(result "$log/ab-torch" images_per_s)
-    echo "PyTorch airbench94, $threads threads, batch $ab_batch: $t images/s; ours / PyTorch = $(awk -v a="$ab" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+    echo "PyTorch airbench94 ($(layout_of "$log/ab-torch")), $threads threads, batch $ab_batch: $t images/s; ours / PyTorch = $(awk -v a="$ab" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
   fi
 fi

@@ -6,6 +6,8 @@ cross-entropy, backward, SGD update with momentum and weight decay. --model airb
 (scripts/airbench_torch.py's network and optimizer): forward, label-smoothed cross-entropy summed
 over the batch, backward, Nesterov SGD update with the recipe's two parameter groups at the
 schedule's first step (lr x 0.2), the frozen whitening filter computed from the random batch.
+--memory-format channels_last (default) holds images, activations and filters as NHWC, PyTorch's
+faster layout for convolutions on the CPU (oneDNN) and on tensor cores; contiguous: NCHW.
 --device cuda runs on the GPU (batch already on the device, PyTorch's defaults: TF32 for cuDNN
 convolutions, FP32 matmuls); --compile adds torch.compile."""
 import argparse
@@ -34,6 +36,7 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--memory-format", default="channels_last", choices=["channels_last", "contiguous"])
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--runs", type=int, default=5)
@@ -64,6 +67,9 @@ def main():
     else:
         model = model.to(dev)
         opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9, weight_decay=5e-4)
+    layout = torch.channels_last if a.memory_format == "channels_last" else torch.contiguous_format
+    model = model.to(memory_format=layout)
+    x = x.contiguous(memory_format=layout)
     if a.device == "cuda":
         torch.backends.cudnn.benchmark = True  # cuDNN picks algorithms, as ours does
     fwd = torch.compile(model) if a.compile else model
@@ -90,7 +96,7 @@ def main():
         times.append(time.perf_counter() - t0)
     ips = a.batch_size * a.steps / statistics.median(times)
     where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} thread(s)"
-    mode = "torch.compile" if a.compile else "eager"
+    mode = ("torch.compile" if a.compile else "eager") + ", " + ("NHWC" if a.memory_format == "channels_last" else "NCHW")
     net = "" if a.model == "workshop-cnn" else f", {a.model}"
     print(f"PyTorch {torch.__version__} ({mode}{net}): {where}, batch {a.batch_size}: "
           f"{ips:.1f} images/s (median of {a.runs} runs)")
