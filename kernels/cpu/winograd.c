@@ -205,6 +205,27 @@ INLINE void grad_filter_1d(int m, const vf *du, int ds, vf *dg, int gs) {
     }
 }
 
+/* The 1-D transforms by kind, so one 2-D helper serves them all (a constant after inlining). */
+enum transform { INPUT, OUTPUT, GRAD_OUTPUT, FILTER, GRAD_FILTER };
+
+INLINE void transform_1d(enum transform k, int m, const vf *x, int xs, vf *y, int ys) {
+    switch (k) {
+    case INPUT: input_1d(m, x, xs, y, ys); break;
+    case OUTPUT: output_1d(m, x, xs, y, ys); break;
+    case GRAD_OUTPUT: grad_output_1d(m, x, xs, y, ys); break;
+    case FILTER: filter_1d(m, x, xs, y, ys); break;
+    case GRAD_FILTER: grad_filter_1d(m, x, xs, y, ys); break;
+    }
+}
+
+/* y = T x T^T for the 1-D transform T of kind k from nin to nout values: T down the columns of
+ * x[nin][nin], then along each row of the result, into y[nout][nout]. */
+INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][AMAX], vf y[AMAX][AMAX]) {
+    vf r[AMAX][AMAX];
+    for (int i = 0; i < nin; i++) transform_1d(k, m, &x[0][i], AMAX, &r[0][i], AMAX);
+    for (int q = 0; q < nout; q++) transform_1d(k, m, r[q], 1, y[q], 1);
+}
+
 /* ---- Tiles ----
  * A chunk's tiles are transformed where they lie in V, D or M: the tile data is first copied
  * into the transform slots (gather_tiles, one image plane at a time), then one flat pass over
@@ -252,14 +273,12 @@ INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs,
     int a = m + 2;
     for (int t = 0; t < n; t += VEC) {
         int l = n - t < VEC ? n - t : VEC;
-        vf d[AMAX][AMAX], r[AMAX][AMAX], o[AMAX];
+        vf d[AMAX][AMAX], v[AMAX][AMAX];
         for (int j = 0; j < a; j++)
             for (int i = 0; i < a; i++) d[j][i] = load_n(S + (size_t)(j * a + i) * ss + t, 1, l);
-        for (int i = 0; i < a; i++) input_1d(m, &d[0][i], AMAX, &r[0][i], AMAX); /* B^T d */
-        for (int q = 0; q < a; q++) {                                            /* (B^T d) B */
-            input_1d(m, r[q], 1, o, 1);
-            for (int p = 0; p < a; p++) store_n(V + (size_t)(q * a + p) * vs + t, 1, o[p], l);
-        }
+        transform_2d(INPUT, m, a, a, d, v);
+        for (int q = 0; q < a; q++)
+            for (int p = 0; p < a; p++) store_n(V + (size_t)(q * a + p) * vs + t, 1, v[q][p], l);
     }
 }
 
@@ -268,14 +287,12 @@ INLINE void grad_output_tiles_m(int m, const float *S, size_t ss, float *D, size
     int a = m + 2;
     for (int t = 0; t < n; t += VEC) {
         int l = n - t < VEC ? n - t : VEC;
-        vf g[4][4], r[AMAX][4], o[AMAX];
+        vf g[AMAX][AMAX], d[AMAX][AMAX];
         for (int j = 0; j < m; j++)
             for (int i = 0; i < m; i++) g[j][i] = load_n(S + (size_t)(j * m + i) * ss + t, 1, l);
-        for (int i = 0; i < m; i++) grad_output_1d(m, &g[0][i], 4, &r[0][i], 4); /* A dY */
-        for (int q = 0; q < a; q++) {                                             /* (A dY) A^T */
-            grad_output_1d(m, r[q], 1, o, 1);
-            for (int p = 0; p < a; p++) store_n(D + (size_t)(q * a + p) * ds + t, 1, o[p], l);
-        }
+        transform_2d(GRAD_OUTPUT, m, m, a, g, d);
+        for (int q = 0; q < a; q++)
+            for (int p = 0; p < a; p++) store_n(D + (size_t)(q * a + p) * ds + t, 1, d[q][p], l);
     }
 }
 
@@ -284,14 +301,12 @@ INLINE void output_tiles_m(int m, const float *M, size_t ms, float *Y, size_t ys
     int a = m + 2;
     for (int t = 0; t < n; t += VEC) {
         int l = n - t < VEC ? n - t : VEC;
-        vf s[AMAX][AMAX], r[4][AMAX], o[4];
+        vf s[AMAX][AMAX], y[AMAX][AMAX];
         for (int j = 0; j < a; j++)
             for (int i = 0; i < a; i++) s[j][i] = load_n(M + (size_t)(j * a + i) * ms + t, 1, l);
-        for (int i = 0; i < a; i++) output_1d(m, &s[0][i], AMAX, &r[0][i], AMAX); /* A^T M */
-        for (int j = 0; j < m; j++) {                                              /* (A^T M) A */
-            output_1d(m, r[j], 1, o, 1);
-            for (int i = 0; i < m; i++) store_n(Y + (size_t)(j * m + i) * ys + t, 1, o[i], l);
-        }
+        transform_2d(OUTPUT, m, a, m, s, y);
+        for (int j = 0; j < m; j++)
+            for (int i = 0; i < m; i++) store_n(Y + (size_t)(j * m + i) * ys + t, 1, y[j][i], l);
     }
 }
 
@@ -360,16 +375,14 @@ INLINE void filters_m(int m, const float *w, int flip, int in, int out, float *U
         for (int i0 = 0; i0 < in; i0 += VEC) {
             int n = in - i0 < VEC ? in - i0 : VEC;
             const float *src = flip ? w + ((size_t)i0 * out + o) * 9 : w + ((size_t)o * in + i0) * 9;
-            vf g[3][3], t[AMAX][3], u[AMAX];
+            vf g[AMAX][AMAX], u[AMAX][AMAX];
             for (int r = 0; r < 3; r++)
                 for (int c = 0; c < 3; c++)
                     g[r][c] = load_n(src + (flip ? (2 - r) * 3 + (2 - c) : r * 3 + c), lane, n);
-            for (int c = 0; c < 3; c++) filter_1d(m, &g[0][c], 3, &t[0][c], 3); /* G g */
-            for (int r = 0; r < a; r++) {                                        /* (G g) G^T */
-                filter_1d(m, t[r], 1, u, 1);
+            transform_2d(FILTER, m, 3, a, g, u);
+            for (int r = 0; r < a; r++)
                 for (int c = 0; c < a; c++)
-                    store_n(U + (size_t)(r * a + c) * plane + (size_t)o * in + i0, 1, u[c], n);
-            }
+                    store_n(U + (size_t)(r * a + c) * plane + (size_t)o * in + i0, 1, u[r][c], n);
         }
 }
 
@@ -382,15 +395,13 @@ INLINE void grad_filters_m(int m, const float *dU, int C, int K, float *dw) {
     for (int c = 0; c < C; c++)
         for (int o0 = 0; o0 < K; o0 += VEC) {
             int n = K - o0 < VEC ? K - o0 : VEC;
-            vf du[AMAX][AMAX], t[3][AMAX], g[3];
+            vf du[AMAX][AMAX], g[AMAX][AMAX];
             for (int xi = 0; xi < a * a; xi++)
                 du[xi / a][xi % a] = load_n(dU + xi * plane + (size_t)c * K + o0, 1, n);
-            for (int p = 0; p < a; p++) grad_filter_1d(m, &du[0][p], AMAX, &t[0][p], AMAX);
-            for (int r = 0; r < 3; r++) {
-                grad_filter_1d(m, t[r], 1, g, 1);
+            transform_2d(GRAD_FILTER, m, a, 3, du, g);
+            for (int r = 0; r < 3; r++)
                 for (int q = 0; q < 3; q++)
-                    store_n(dw + ((size_t)o0 * C + c) * 9 + r * 3 + q, (size_t)C * 9, g[q], n);
-            }
+                    store_n(dw + ((size_t)o0 * C + c) * 9 + r * 3 + q, (size_t)C * 9, g[r][q], n);
         }
 }
 
