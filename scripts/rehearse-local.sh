@@ -121,8 +121,10 @@ ckpt=$run_dir/cifar10-model.checkpoint.safetensors
 model=$run_dir/cifar10-model.safetensors
 setsid bash -c "$(declare -p cenv cargv work); $(declare -f launch); launch train1.log" &
 pid=$!
+# Rank 0 writes the checkpoint before it prints the epoch line, and mpirun forwards that line a
+# moment later: wait for both, or a kill between them leaves a log without the line.
 for _ in $(seq 1200); do
-  [[ -s $ckpt ]] && break
+  [[ -s $ckpt ]] && grep -q "^epoch 1/3" "$work/train1.log" 2>/dev/null && break
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
