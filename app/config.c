@@ -18,7 +18,7 @@ void config_defaults(struct train_config *c) {
     c->resume = RESUME_AUTO;
     c->model_file = "cifar10-model.safetensors";
     c->seed = 1;
-    config_recipe(c, net_workshop_cnn.name);
+    config_recipe(c, net_airbench94.name);
 }
 
 void config_recipe(struct train_config *c, const char *model) {

@@ -56,7 +56,7 @@ struct train_config {
     const char *model_file, *checkpoint_file, *data;
 };
 
-/* The workshop network's recipe and the program's defaults. */
+/* The program's defaults: airbench94 and its recipe. */
 void config_defaults(struct train_config *c);
 /* The recipe of network `model` (a known name) over c's run-independent settings (files,
  * threads, device...): model, epochs, batch, optimizer, schedule, loss, augmentation, TTA. */

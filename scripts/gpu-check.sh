@@ -121,9 +121,9 @@ dist_gpu() {
     python3 tests/check_dist_files.py "$dir"
 }
 
-# train_ranks NP: 2 epochs of the synthetic set on NP ranks sharing one GPU.
+# train_ranks NP: the workshop CNN, 2 epochs of the synthetic set on NP ranks sharing one GPU.
 train_ranks() {
-  mpirun -np "$1" build/cifar10-train --device=cuda --epochs 2 --batch-size 64 --model-file "/tmp/m$1.safetensors" \
+  mpirun -np "$1" build/cifar10-train --device=cuda --model workshop-cnn --epochs 2 --batch-size 64 --model-file "/tmp/m$1.safetensors" \
     --resume never /tmp/gpu-check-data
 }
 
@@ -163,13 +163,13 @@ check_test() {
   step_done test
 }
 
-# sanitized SECONDS TOOL ARGS...: 10 steps of training (160 images, batch 16) under
+# sanitized SECONDS TOOL ARGS...: 10 steps of the workshop CNN (160 images, batch 16) under
 # compute-sanitizer, stopped after SECONDS (the step must end within 10 minutes).
 sanitized() {
   local limit=$1 tool=$2
   shift 2
   timeout "$limit" compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 build/cifar10-train --device=cuda \
-    --epochs 1 --batch-size 16 --no-eval --print-freq 5 --model-file /tmp/san.safetensors --resume never /tmp/gpu-check-small
+    --model workshop-cnn --epochs 1 --batch-size 16 --no-eval --print-freq 5 --model-file /tmp/san.safetensors --resume never /tmp/gpu-check-small
 }
 
 check_sanitize() {
@@ -214,7 +214,7 @@ check_train() {
   [[ -d $d/cifar-10-batches-bin ]] || "$carry/make-cifar10-bin" "$d" >"$out/convert.log" 2>&1 ||
     { tail "$out/convert.log"; die "make-cifar10-bin failed"; }
   local t0=$SECONDS
-  build/cifar10-train --device=cuda --model-file /tmp/real.safetensors --resume never "$d" | tee "$out/train.log"
+  build/cifar10-train --device=cuda --model workshop-cnn --model-file /tmp/real.safetensors --resume never "$d" | tee "$out/train.log"
   local train_s=$((SECONDS - t0))
   build/cifar10-test --device=cuda --model-file /tmp/real.safetensors "$d" | tee "$out/test.log"
   t0=$SECONDS
@@ -222,7 +222,7 @@ check_train() {
     --resume never "$d" | tee "$out/train-airbench94.log"
   local airbench_s=$((SECONDS - t0))
   {
-    echo "10 epochs, default settings, 1 GPU: ${train_s} s wall (process start to model file)"
+    echo "workshop-cnn, 10 epochs, its recipe, 1 GPU: ${train_s} s wall (process start to model file)"
     grep '^Accuracy of the network' "$out/test.log"
     echo "airbench94, 9.9 epochs, no per-epoch evaluation, 1 GPU: ${airbench_s} s wall (process start to model file)"
     grep '^final test accuracy' "$out/train-airbench94.log"

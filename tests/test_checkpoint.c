@@ -206,10 +206,19 @@ static void test_json(void) {
     strbuf_free(&sb);
 }
 
+/* The workshop recipe over the program's defaults (which are airbench94's). */
+static void workshop_config(struct train_config *c) {
+    config_defaults(c);
+    config_recipe(c, "workshop-cnn");
+}
+
 static void test_config(void) {
     struct train_config a, b;
     config_defaults(&a);
-    config_defaults(&b);
+    EXPECT(strcmp(a.model, "airbench94") == 0 && a.epochs == 9.9 && a.batch_size == 1024 && a.tta == 2,
+           "the program's default is airbench94 and its recipe: %s", a.model);
+    workshop_config(&a);
+    workshop_config(&b);
     struct strbuf sb = {0};
     config_to_json(&a, &sb);
     struct err e = {""};
@@ -218,13 +227,13 @@ static void test_config(void) {
     EXPECT(config_compare(&b, sb.s, &e) == 0, "non-defining settings block a resume: %s", e.msg);
     b.learning_rate = 0.1;
     EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--learning-rate: the checkpoint has 0.05"), "lr diff: %s", e.msg);
-    config_defaults(&b);
+    workshop_config(&b);
     b.seed = 18446744073709551615ull;
     EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--seed"), "seed diff: %s", e.msg);
-    config_defaults(&b);
+    workshop_config(&b);
     b.augment = 0;
     EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "augmentation"), "augment diff: %s", e.msg);
-    config_defaults(&b);
+    workshop_config(&b);
     b.epochs = 11;
     EXPECT(config_compare(&b, sb.s, &e) == -1 && strstr(e.msg, "--epochs: the checkpoint has 10, this run has 11"), "epochs diff: %s", e.msg);
     /* a record from before label smoothing and lookahead existed reads as without them */
@@ -251,7 +260,7 @@ static void test_config(void) {
  * units, triangle, groups and summed loss, and its lookahead weights. */
 static void test_schedule(void) {
     struct train_config c;
-    config_defaults(&c);
+    workshop_config(&c);
     struct sgd_settings s;
     float lr[4];
     long at[4] = {0, 100, 1000, 550}; /* 10 epochs of 100 steps: start, end of warm-up, end, middle */

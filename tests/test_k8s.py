@@ -167,6 +167,8 @@ def check_parts(k, k8s_dir, tag):
         lres = launcher.get("resources", {})
         check(w + "no GPU for the launcher", "nvidia.com/gpu" not in str(lres))
         check(w + "cifar10-train --device from the settings", '--device "$DEVICE"' in script, script)
+        check(w + "cifar10-train's network and recipe from the settings",
+              re.search(r'cifar10-train --model "\$MODEL" --epochs "\$EPOCHS" --batch-size "\$BATCH_SIZE"', script) is not None, script)
         env = {e["name"]: e.get("value") for e in launcher.get("env", [])}
         if variant == "train-gpu":
             check(w + "the launcher insists on GPUs (DEVICE=cuda)", env.get("DEVICE") == "cuda", str(env))

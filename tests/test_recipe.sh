@@ -83,7 +83,7 @@ expect_err "global batch not divisible" "--batch-size 63 (the global batch of ai
 run "$BIN/cifar10-train" "${RECIPE[@]}" --whiten-images 1000 --model-file "$T/X/m.safetensors" "$D"
 expect_rc 1 "whitening beyond the data"
 expect_err "whitening beyond the data" "whitening needs 1000 training images, the set has 400 ($D)"
-run "$BIN/cifar10-train" --whiten-images 10 "$D"
+run "$BIN/cifar10-train" --model workshop-cnn --whiten-images 10 "$D"
 expect_rc 2 "--whiten-images on the workshop network"
 expect_err "--whiten-images on the workshop network" "--whiten-images: workshop-cnn has no whitening layer"
 run "$BIN/cifar10-train" --model resnet "$D"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End to end on a small synthetic dataset in the official format:
+# The workshop CNN end to end on a small synthetic dataset in the official format (airbench94's
+# recipe, the default: tests/test_recipe.sh):
 #  - mpirun -np 2 training: log format, files, cifar10-test output format and exit codes;
 #  - bad data under mpirun: one error line, exit 1; a rank-0 write failure ends the whole job;
 #  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit;
@@ -11,7 +12,7 @@
 D=$T/data
 "$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
 # 400 training images, 2 ranks x 16 = 12 steps per epoch (16 images dropped).
-TRAIN=(--epochs 3 --batch-size 16 --threads 1 --learning-rate 0.02 --device cpu) # GPUs: scripts/gpu-check.sh
+TRAIN=(--model workshop-cnn --epochs 3 --batch-size 16 --threads 1 --learning-rate 0.02 --device cpu) # GPUs: scripts/gpu-check.sh
 mpi() { mpirun -np "$1" "${@:2}"; }
 
 # 1. Uninterrupted run.
@@ -80,7 +81,7 @@ run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/X/model.safetensor
 expect_rc 1 "bad label under mpirun"
 expect_err "bad label under mpirun" "$T/baddata/data_batch_3.bin: record 5 (byte offset 15365): label 11 is not in 0..9"
 # Rank 0 cannot write its checkpoint: the whole job ends, non-zero, no hang.
-run timeout 600 mpirun -np 2 "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
+run timeout 600 mpirun -np 2 "$BIN/cifar10-train" --model workshop-cnn --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
 check "write failure ends the job (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 expect_err "write failure message" "$T/no/such/dir/c.safetensors: cannot create temporary file"
 
@@ -121,7 +122,7 @@ expect_err "changed augmentation" "cannot resume: augmentation"
 run "$BIN/cifar10-train" "${TRAIN[@]}" --resume require --model-file "$T/C/model.safetensors" "$D"
 expect_rc 1 "--resume=require without checkpoint"
 expect_err "--resume=require without checkpoint" "$T/C/model.checkpoint.safetensors: no checkpoint to resume from"
-run "$BIN/cifar10-train" --epochs 1 --batch-size 16 --threads 1 --resume never --model-file "$T/B/model.safetensors" "$D"
+run "$BIN/cifar10-train" --model workshop-cnn --epochs 1 --batch-size 16 --threads 1 --resume never --model-file "$T/B/model.safetensors" "$D"
 expect_rc 0 "--resume=never starts over"
 expect_out "--resume=never starts over" "^starting run "
 
