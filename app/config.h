@@ -53,7 +53,7 @@ struct train_config {
     enum device_kind device;
     double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
     enum resume_mode resume;
-    const char *model_file, *checkpoint_file, *data;
+    const char *model_file, *checkpoint_file, *metrics_file, *data;
 };
 
 /* The program's defaults: airbench94 and its recipe. */

@@ -19,6 +19,7 @@
 #include "device.h"
 #include "dist.h"
 #include "evaluate.h"
+#include "metrics.h"
 #include "model.h"
 #include "options.h"
 #include "whiten.h"
@@ -73,6 +74,8 @@ static const char usage[] =
     "  --print-freq N        print the running loss every N steps (default 5)\n"
     "  --model-file FILE     final model (default cifar10-model.safetensors)\n"
     "  --checkpoint-file F   per-epoch checkpoint (default: FILE with .checkpoint.safetensors)\n"
+    "  --metrics-file F      the run's metrics as JSON Lines, one record per printed loss and per\n"
+    "                        epoch (default: FILE with .metrics.jsonl)\n"
     "  --resume MODE         auto (default): continue from the checkpoint if its settings match;\n"
     "                        never: start over; require: fail without a checkpoint\n"
     "  --device D            cpu, cuda (one GPU per rank: node-local rank modulo the GPUs\n"
@@ -87,7 +90,7 @@ static const char usage[] =
     "GPU), 2 bad command line.\n";
 
 enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_RESUME,
+       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_RESUME,
        OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION };
 
 static const struct option long_options[] = {
@@ -109,6 +112,7 @@ static const struct option long_options[] = {
     {"print-freq", required_argument, 0, OPT_PRINT_FREQ},
     {"model-file", required_argument, 0, OPT_MODEL},
     {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
+    {"metrics-file", required_argument, 0, OPT_METRICS},
     {"resume", required_argument, 0, OPT_RESUME},
     {"threads", required_argument, 0, OPT_THREADS},
     {"device", required_argument, 0, OPT_DEVICE},
@@ -184,6 +188,7 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
         case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
         case OPT_MODEL: c->model_file = optarg; break;
         case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
+        case OPT_METRICS: c->metrics_file = optarg; break;
         case OPT_RESUME:
             if (strcmp(optarg, "auto") == 0) c->resume = RESUME_AUTO;
             else if (strcmp(optarg, "never") == 0) c->resume = RESUME_NEVER;
@@ -213,17 +218,18 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
     if (optind + 1 < argc) return err_set(e, "%s: unexpected extra argument (DATA is %s)", argv[optind + 1], argv[optind]), 2;
     c->data = argv[optind];
     if (!c->model_file[0]) return err_set(e, "--model-file: empty file name"), 2;
+    if (c->metrics_file && !c->metrics_file[0]) return err_set(e, "--metrics-file: empty file name"), 2;
     return 0;
 }
 
-static char *default_checkpoint_path(const char *model_file) {
-    const char *ext = ".safetensors";
-    size_t n = strlen(model_file), el = strlen(ext);
-    char *p = XALLOC(n + 32);
-    if (n > el && strcmp(model_file + n - el, ext) == 0)
-        snprintf(p, n + 32, "%.*s.checkpoint%s", (int)(n - el), model_file, ext);
-    else
-        snprintf(p, n + 32, "%s.checkpoint", model_file);
+/* The default checkpoint and metrics files beside the model file: M.safetensors gives
+ * M`tag``ext`, any other name N gives N`tag`. */
+static char *beside_model(const char *model_file, const char *tag, const char *ext) {
+    const char *st = ".safetensors";
+    size_t n = strlen(model_file), sl = strlen(st), size = n + strlen(tag) + strlen(ext) + 1;
+    char *p = XALLOC(size);
+    if (n > sl && strcmp(model_file + n - sl, st) == 0) snprintf(p, size, "%.*s%s%s", (int)(n - sl), model_file, tag, ext);
+    else snprintf(p, size, "%s%s", model_file, tag);
     return p;
 }
 
@@ -310,7 +316,11 @@ struct trainer {
     struct dist d;
     struct cpus cpus;
     int threads;
-    char *checkpoint_file;
+    char *checkpoint_file, *metrics_file;
+    struct metrics metrics;  /* rank 0 */
+    double run_start;        /* dist_time() when training began in this process */
+    double logged_at;        /* dist_time() of the last printed loss (or the epoch's start) */
+    double lr;               /* the base lr of the last step (SGD's, non-batch-norm group) */
     struct cifar_data data;
     int batch;               /* images per rank per step */
     int steps, global_batch; /* per epoch; images per step over all ranks */
@@ -431,6 +441,7 @@ static void update_weights(struct trainer *t) {
     struct sgd_settings s;
     config_sgd_at(c, (long)t->info.global_step, t->total_steps, t->steps, t->global_batch, t->d.world, &s);
     model_optimizer_step(&t->m, &s);
+    t->lr = s.lr;
     t->info.global_step++;
     double w = config_lookahead_weight(c, (long)t->info.global_step, t->total_steps);
     if (w >= 0) model_lookahead_update(&t->m, (float)w);
@@ -443,6 +454,23 @@ static int epoch_steps(const struct trainer *t, int epoch) {
     return left < t->steps ? (int)left : t->steps;
 }
 
+/* A metrics file that fails to take a record stops taking them (metrics_*); training goes on. */
+static void metrics_warn(int rc, const struct err *e) {
+    if (rc) fprintf(stderr, "%s: warning: %s\n", err_progname(), e->msg);
+}
+
+/* Rank 0: the running loss of the last print_freq steps, in the log and the metrics file. */
+static void log_step(struct trainer *t, int epoch, int step, double loss) {
+    printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, loss);
+    double now = dist_time();
+    struct metrics_step r = {.epoch = epoch + 1, .step = step + 1, .global_step = (long)t->info.global_step,
+                             .loss = loss, .lr = t->lr, .elapsed_s = now - t->run_start,
+                             .images_per_s = (double)t->c.print_freq * t->global_batch / (now - t->logged_at)};
+    t->logged_at = now;
+    struct err e;
+    metrics_warn(metrics_step(&t->metrics, &r, &e), &e);
+}
+
 /* One epoch of data-parallel SGD; returns the mean loss per image and adds correct
  * predictions. While the device runs a step's forward and backward, the host gathers and
  * uploads the next batch and the gradient buckets are reduced as backward produces them. */
@@ -450,6 +478,7 @@ static double train_epoch(struct trainer *t, int epoch, double *correct) {
     const struct train_config *c = &t->c;
     double running = 0, loss_sum = 0;
     int steps = epoch_steps(t, epoch);
+    t->logged_at = dist_time();
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
     submit_step(t, epoch, 0);
     for (int step = 0; step < steps; step++) {
@@ -469,7 +498,7 @@ static double train_epoch(struct trainer *t, int epoch, double *correct) {
         *correct += stats[1];
         running += loss;
         if ((step + 1) % c->print_freq == 0) {
-            if (t->d.rank == 0) printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, running / c->print_freq);
+            if (t->d.rank == 0) log_step(t, epoch, step, running / c->print_freq);
             running = 0;
         }
     }
@@ -531,7 +560,8 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
     dist_agree(status, e.msg);
     const struct train_config *c = &t->c;
-    t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file) : default_checkpoint_path(c->model_file);
+    t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file) : beside_model(c->model_file, ".checkpoint", ".safetensors");
+    t->metrics_file = c->metrics_file ? strdup(c->metrics_file) : beside_model(c->model_file, ".metrics.jsonl", "");
     t->threads = c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
     if (t->threads < 1) t->threads = 1;
     omp_set_num_threads(t->threads);
@@ -577,7 +607,8 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
 }
 
 static void trainer_free(struct trainer *t) {
-    free(t->pred), free(t->perm), free(t->checkpoint_file);
+    free(t->pred), free(t->perm), free(t->checkpoint_file), free(t->metrics_file);
+    metrics_close(&t->metrics);
     dist_grads_free(t->grads);
     checkpoint_state_free(&t->h);
     free(t->buffer_sums);
@@ -595,51 +626,80 @@ static void begin_epoch(struct trainer *t, int epoch) {
     }
 }
 
+/* Rank 0 opens the metrics file, keeping the records up to a resumed checkpoint. */
+static void open_metrics(struct trainer *t) {
+    struct err e = {""};
+    int status = t->d.rank == 0 && metrics_open(&t->metrics, t->metrics_file, t->info.run_id, (long)t->info.global_step,
+                                                t->info.epochs_completed, &e) != 0;
+    dist_agree(status, e.msg);
+}
+
+/* Rank 0: the epoch's line in the log and its record in the metrics file (test_acc < 0: not
+ * measured). */
+static void report_epoch(struct trainer *t, int epoch, double loss, double correct, double test_acc, double train_time,
+                         double eta_s) {
+    char el[32], eta[32], test[64] = "";
+    double images = (double)epoch_steps(t, epoch) * t->global_batch, elapsed = dist_time() - t->run_start;
+    if (test_acc >= 0) snprintf(test, sizeof test, ", test accuracy %.2f%%", test_acc);
+    format_duration(elapsed, el, sizeof el);
+    format_duration(eta_s, eta, sizeof eta);
+    printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1, t->epochs,
+           loss, 100.0 * correct / images, test, images / train_time, el, eta);
+    struct metrics_epoch r = {.epoch = epoch + 1, .global_step = (long)t->info.global_step, .train_loss = loss,
+                              .train_accuracy = 100.0 * correct / images, .test_accuracy = test_acc,
+                              .images_per_s = images / train_time, .elapsed_s = elapsed, .eta_s = eta_s};
+    struct err e;
+    metrics_warn(metrics_epoch(&t->metrics, &r, &e), &e);
+}
+
+/* Rank 0: the model file, after the run's closing lines. */
+static void finish(struct trainer *t, int epochs_run) {
+    const struct train_config *c = &t->c;
+    if (epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", t->epochs);
+    char el[32];
+    double elapsed = dist_time() - t->run_start;
+    format_duration(elapsed, el, sizeof el);
+    printf("run time %s (%.1f s: training, evaluation, checkpoints)\n", el, elapsed);
+    printf("saving model: %s\n", c->model_file);
+    struct run_info model_info = t->info;
+    snprintf(model_info.kind, sizeof model_info.kind, "model");
+    write_file(c->model_file, &t->m, &t->h, &model_info);
+    printf("Finished Training\n");
+}
+
 int main(int argc, char **argv) {
     err_set_progname("cifar10-train");
     setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
     static struct trainer t;
     trainer_init(&t, argc, argv);
     start_or_resume(&t);
+    open_metrics(&t);
     const struct train_config *c = &t.c;
     int R = t.d.rank == 0, epochs_run = 0;
-    double run_start = dist_time(), epochs_time = 0;
+    double epochs_time = 0;
+    t.run_start = dist_time();
     for (int epoch = t.info.epochs_completed; epoch < t.epochs; epoch++) {
         double t0 = dist_time(), correct = 0;
         begin_epoch(&t, epoch);
         double loss = train_epoch(&t, epoch, &correct);
         double train_time = dist_time() - t0;
         average_running_stats(&t.m, &t.h, t.buffer_sums, t.d.world);
-        char test_acc[64] = "";
-        if (c->eval && t.data.test.n > 0) snprintf(test_acc, sizeof test_acc, ", test accuracy %.2f%%", test_accuracy(&t, 0));
+        double test_acc = c->eval && t.data.test.n > 0 ? test_accuracy(&t, 0) : -1;
         t.info.epochs_completed = epoch + 1;
+        epochs_run++;
+        double eta = (epochs_time + dist_time() - t0) / epochs_run * (t.epochs - epoch - 1);
+        /* the record goes before the checkpoint: whatever a resume starts from has its epochs' records */
+        if (R) report_epoch(&t, epoch, loss, correct, test_acc, train_time, eta);
         if (R) write_file(t.checkpoint_file, &t.m, &t.h, &t.info);
         epochs_time += dist_time() - t0;
-        epochs_run++;
-        if (R) {
-            char el[32], eta[32];
-            double images = (double)epoch_steps(&t, epoch) * t.global_batch;
-            format_duration(dist_time() - run_start, el, sizeof el);
-            format_duration(epochs_time / epochs_run * (t.epochs - epoch - 1), eta, sizeof eta);
-            printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1,
-                   t.epochs, loss, 100.0 * correct / images, test_acc, images / train_time, el, eta);
-        }
     }
     if (c->tta > 0 && t.data.test.n > 0) {
         double acc = test_accuracy(&t, c->tta);
         if (R) printf("final test accuracy %.2f%% (test-time augmentation level %d)\n", acc, c->tta);
+        struct err e;
+        if (R) metrics_warn(metrics_final(&t.metrics, (long)t.info.global_step, acc, c->tta, dist_time() - t.run_start, &e), &e);
     }
-    if (R) {
-        if (epochs_run == 0) printf("the checkpoint already holds all %d epochs\n", t.epochs);
-        char el[32];
-        format_duration(dist_time() - run_start, el, sizeof el);
-        printf("run time %s (%.1f s: training, evaluation, checkpoints)\n", el, dist_time() - run_start);
-        printf("saving model: %s\n", c->model_file);
-        struct run_info model_info = t.info;
-        snprintf(model_info.kind, sizeof model_info.kind, "model");
-        write_file(c->model_file, &t.m, &t.h, &model_info);
-        printf("Finished Training\n");
-    }
+    if (R) finish(&t, epochs_run);
     const struct kernels *k = t.m.k;
     trainer_free(&t);
     dist_finalize();

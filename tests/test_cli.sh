@@ -126,6 +126,9 @@ for prog in train test bench; do
 done
 run env CUDA_VISIBLE_DEVICES= "$BIN/cifar10-train" --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
 expect_out "train --device=auto without a GPU says cpu and why" "^rank 0: cpu \(auto: (no GPU visible: |this build has no CUDA backend)"
+run "$BIN/cifar10-train" --metrics-file "" "$T/data"
+expect_rc 2 "train --metrics-file ''"
+expect_err "train --metrics-file ''" "--metrics-file: empty file name"
 run "$BIN/cifar10-train" --bucket-mb -1 "$T/data"
 expect_rc 2 "train --bucket-mb -1"
 expect_err "train --bucket-mb -1" "--bucket-mb: -1 must be >= 0"

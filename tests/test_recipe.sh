@@ -4,7 +4,8 @@
 #    whitening bias stopping, a final score with test-time augmentation, a loss that falls;
 #  - 1 rank takes the same steps over the same images (the global batch is kept);
 #  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit
-#    (weights, momentum, BN statistics, lookahead averages);
+#    (weights, momentum, BN statistics, lookahead averages), and so is its metrics file (the
+#    records past the checkpoint, another run's and a torn line are dropped);
 #  - cifar10-test applies the model's own test-time augmentation, --tta overrides it;
 #  - bad settings for the recipe: one line, the documented exit code.
 # shellcheck source=lib.sh
@@ -39,6 +40,7 @@ check "checkpoint holds the lookahead averages" grep -q '"optimizer.lookahead.0.
 check "checkpoint holds the running statistics' averages" grep -q '"optimizer.lookahead.4.norm2.running_var"' <(header "$T/A/model.checkpoint.safetensors")
 check "model file holds no optimizer state" test "$(header "$T/A/model.safetensors" | grep -c optimizer)" = 0
 cp "$T/out" "$T/A.log"
+check "metrics file against the log" python3 tests/check_metrics.py "$T/A/model.metrics.jsonl" "$T/A.log" 6
 
 # 2. One rank: the same 21 steps of 64 images.
 mkdir -p "$T/one"
@@ -58,12 +60,18 @@ sleep 0.5
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 check "killed before finishing" test ! -e "$T/B/model.safetensors"
+# what a kill leaves in the metrics file: records past the checkpoint, and a torn last line
+run_id=$(sed -n '1s/^{"kind":"step","run":"\([^"]*\)".*/\1/p' "$T/B/model.metrics.jsonl")
+check "the killed run's metrics name its run" test -n "$run_id"
+printf '{"kind":"step","run":"%s","epoch":4,"step":3,"global_step":21,"loss":9,"lr":1,"images_per_s":1,"elapsed_s":1}\n{"kind":"epoch","run":"another","epoch":1,"global_step":1}\n{"kind":"step","run":' \
+  "$run_id" >>"$T/B/model.metrics.jsonl"
 run "${B_CMD[@]}"
 expect_rc 0 "rerun after kill"
 expect_out "rerun resumes" "^resuming run .* from $T/B/model.checkpoint.safetensors: [123] of 4 epochs done\$"
 check "resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/B/model.safetensors")
 check "resumed checkpoint == uninterrupted checkpoint (lookahead included)" cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$T/B/model.checkpoint.safetensors")
 check "same final score" test "$(grep '^final test' "$T/A.log")" = "$(grep '^final test' "$T/out")"
+check "resumed metrics == uninterrupted metrics" python3 tests/check_metrics.py --same "$T/A/model.metrics.jsonl" "$T/B/model.metrics.jsonl"
 
 # 4. cifar10-test: the model's own TTA level by default, --tta overrides.
 run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"

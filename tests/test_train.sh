@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The workshop CNN end to end on a small synthetic dataset in the official format (airbench94's
 # recipe, the default: tests/test_recipe.sh):
-#  - mpirun -np 2 training: log format, files, cifar10-test output format and exit codes;
+#  - mpirun -np 2 training: log format, files (the metrics file against the log), cifar10-test
+#    output format and exit codes;
 #  - bad data under mpirun: one error line, exit 1; a rank-0 write failure ends the whole job;
 #  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit;
 #  - a checkpoint with other settings is refused; --resume=require/never; resuming with a
@@ -34,6 +35,8 @@ first_loss=$(grep -m1 '^\[1, ' "$T/out" | awk '{print $NF}')
 last_loss=$(grep '^\[3, ' "$T/out" | tail -n1 | awk '{print $NF}')
 check "loss falls ($first_loss -> $last_loss)" awk -v a="$first_loss" -v b="$last_loss" 'BEGIN { exit !(b < a) }'
 cp "$T/out" "$T/A.log"
+check "metrics file (model file's name, .metrics.jsonl) against the log" \
+  python3 tests/check_metrics.py "$T/A/model.metrics.jsonl" "$T/A.log" 12
 
 # 2. cifar10-test: the workshop's format, a confusion matrix that adds up, the gate.
 run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"
@@ -81,9 +84,14 @@ run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/X/model.safetensor
 expect_rc 1 "bad label under mpirun"
 expect_err "bad label under mpirun" "$T/baddata/data_batch_3.bin: record 5 (byte offset 15365): label 11 is not in 0..9"
 # Rank 0 cannot write its checkpoint: the whole job ends, non-zero, no hang.
-run timeout 600 mpirun -np 2 "$BIN/cifar10-train" --model workshop-cnn --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --model-file "$T/X/m.safetensors" "$D"
+run timeout 600 mpirun -np 2 "$BIN/cifar10-train" --model workshop-cnn --epochs 1 --batch-size 16 --threads 1 --checkpoint-file "$T/no/such/dir/c.safetensors" --metrics-file "$T/c.metrics.jsonl" --model-file "$T/X/m.safetensors" "$D"
 check "write failure ends the job (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 expect_err "write failure message" "$T/no/such/dir/c.safetensors: cannot create temporary file"
+# A metrics file that cannot be created stops the run before its first step.
+run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --metrics-file "$T/no/such/dir/m.jsonl" --model-file "$T/X/m.safetensors" "$D"
+expect_rc 1 "unwritable metrics file"
+expect_err "unwritable metrics file" "$T/no/such/dir/m.jsonl: cannot create temporary file"
+check "no training without metrics" test ! -e "$T/X/m.checkpoint.safetensors"
 
 # One allreduce after backward instead of buckets during it: the same sums, the same model.
 mkdir -p "$T/A0"
