@@ -79,7 +79,7 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
            app/net.c app/nets.c app/model.c app/batches.c app/json.c app/safetensors.c \
-           app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c app/whiten.c app/metrics.c
+           app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c app/whiten.c app/metrics.c app/tensorboard.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c
 ISAS    := generic avx2 avx512

@@ -54,6 +54,7 @@ struct train_config {
     double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
     enum resume_mode resume;
     const char *model_file, *checkpoint_file, *metrics_file, *data;
+    const char *tensorboard_dir; /* NULL: no TensorBoard event files */
 };
 
 /* The program's defaults: airbench94 and its recipe. */

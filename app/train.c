@@ -20,6 +20,7 @@
 #include "dist.h"
 #include "evaluate.h"
 #include "metrics.h"
+#include "tensorboard.h"
 #include "model.h"
 #include "options.h"
 #include "whiten.h"
@@ -76,6 +77,8 @@ static const char usage[] =
     "  --checkpoint-file F   per-epoch checkpoint (default: FILE with .checkpoint.safetensors)\n"
     "  --metrics-file F      the run's metrics as JSON Lines, one record per printed loss and per\n"
     "                        epoch (default: FILE with .metrics.jsonl)\n"
+    "  --tensorboard-dir DIR the same figures and the run's settings as TensorBoard event files\n"
+    "                        in DIR (default: none)\n"
     "  --resume MODE         auto (default): continue from the checkpoint if its settings match;\n"
     "                        never: start over; require: fail without a checkpoint\n"
     "  --device D            cpu, cuda (one GPU per rank: node-local rank modulo the GPUs\n"
@@ -90,7 +93,7 @@ static const char usage[] =
     "GPU), 2 bad command line.\n";
 
 enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_RESUME,
+       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,
        OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION };
 
 static const struct option long_options[] = {
@@ -113,6 +116,7 @@ static const struct option long_options[] = {
     {"model-file", required_argument, 0, OPT_MODEL},
     {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
     {"metrics-file", required_argument, 0, OPT_METRICS},
+    {"tensorboard-dir", required_argument, 0, OPT_TENSORBOARD},
     {"resume", required_argument, 0, OPT_RESUME},
     {"threads", required_argument, 0, OPT_THREADS},
     {"device", required_argument, 0, OPT_DEVICE},
@@ -189,6 +193,7 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
         case OPT_MODEL: c->model_file = optarg; break;
         case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
         case OPT_METRICS: c->metrics_file = optarg; break;
+        case OPT_TENSORBOARD: c->tensorboard_dir = optarg; break;
         case OPT_RESUME:
             if (strcmp(optarg, "auto") == 0) c->resume = RESUME_AUTO;
             else if (strcmp(optarg, "never") == 0) c->resume = RESUME_NEVER;
@@ -219,6 +224,7 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
     c->data = argv[optind];
     if (!c->model_file[0]) return err_set(e, "--model-file: empty file name"), 2;
     if (c->metrics_file && !c->metrics_file[0]) return err_set(e, "--metrics-file: empty file name"), 2;
+    if (c->tensorboard_dir && !c->tensorboard_dir[0]) return err_set(e, "--tensorboard-dir: empty directory name"), 2;
     return 0;
 }
 
@@ -318,6 +324,7 @@ struct trainer {
     int threads;
     char *checkpoint_file, *metrics_file;
     struct metrics metrics;  /* rank 0 */
+    struct tensorboard tb;   /* rank 0, with --tensorboard-dir */
     double run_start;        /* dist_time() when training began in this process */
     double logged_at;        /* dist_time() of the last printed loss (or the epoch's start) */
     double lr;               /* the base lr of the last step (SGD's, non-batch-norm group) */
@@ -469,6 +476,7 @@ static void log_step(struct trainer *t, int epoch, int step, double loss) {
     t->logged_at = now;
     struct err e;
     metrics_warn(metrics_step(&t->metrics, &r, &e), &e);
+    metrics_warn(tensorboard_step(&t->tb, &r, &e), &e);
 }
 
 /* One epoch of data-parallel SGD; returns the mean loss per image and adds correct
@@ -609,6 +617,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
 static void trainer_free(struct trainer *t) {
     free(t->pred), free(t->perm), free(t->checkpoint_file), free(t->metrics_file);
     metrics_close(&t->metrics);
+    tensorboard_close(&t->tb);
     dist_grads_free(t->grads);
     checkpoint_state_free(&t->h);
     free(t->buffer_sums);
@@ -626,11 +635,28 @@ static void begin_epoch(struct trainer *t, int epoch) {
     }
 }
 
-/* Rank 0 opens the metrics file, keeping the records up to a resumed checkpoint. */
+/* The run's settings as markdown, for TensorBoard's text tab. */
+static void settings_text(const struct trainer *t, struct strbuf *b) {
+    strbuf_printf(b, "run `%s`: %s, %d rank(s) x %d thread(s), %s; ", t->info.run_id, t->c.model, t->d.world,
+                  t->threads, t->device);
+    if (t->info.global_step) strbuf_printf(b, "resumed after step %ld\n\n", (long)t->info.global_step);
+    else strbuf_printf(b, "fresh start\n\n");
+    strbuf_printf(b, "    %s\n", t->info.config); /* an indented block: shown verbatim */
+}
+
+/* Rank 0 opens the metrics file, keeping the records up to a resumed checkpoint, and with
+ * --tensorboard-dir a new event file whose START drops the points past that checkpoint. */
 static void open_metrics(struct trainer *t) {
     struct err e = {""};
-    int status = t->d.rank == 0 && metrics_open(&t->metrics, t->metrics_file, t->info.run_id, (long)t->info.global_step,
+    long done = (long)t->info.global_step;
+    int status = t->d.rank == 0 && metrics_open(&t->metrics, t->metrics_file, t->info.run_id, done,
                                                 t->info.epochs_completed, &e) != 0;
+    if (t->d.rank == 0 && !status && t->c.tensorboard_dir) {
+        struct strbuf text = {0};
+        settings_text(t, &text);
+        status = tensorboard_open(&t->tb, t->c.tensorboard_dir, done ? done + 1 : 0, text.s, &e) != 0;
+        strbuf_free(&text);
+    }
     dist_agree(status, e.msg);
 }
 
@@ -650,6 +676,7 @@ static void report_epoch(struct trainer *t, int epoch, double loss, double corre
                               .images_per_s = images / train_time, .elapsed_s = elapsed, .eta_s = eta_s};
     struct err e;
     metrics_warn(metrics_epoch(&t->metrics, &r, &e), &e);
+    metrics_warn(tensorboard_epoch(&t->tb, &r, &e), &e);
 }
 
 /* Rank 0: the model file, after the run's closing lines. */
@@ -698,6 +725,7 @@ int main(int argc, char **argv) {
         if (R) printf("final test accuracy %.2f%% (test-time augmentation level %d)\n", acc, c->tta);
         struct err e;
         if (R) metrics_warn(metrics_final(&t.metrics, (long)t.info.global_step, acc, c->tta, dist_time() - t.run_start, &e), &e);
+        if (R) metrics_warn(tensorboard_final(&t.tb, (long)t.info.global_step, acc, &e), &e);
     }
     if (R) finish(&t, epochs_run);
     const struct kernels *k = t.m.k;

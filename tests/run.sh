@@ -11,6 +11,13 @@ B=$BUILD
 PY=/usr/bin/python3
 [[ -x $PY ]] || PY=python3
 passed=0 failed=0 bad_suites=()
+# TensorBoard's own event reader for tests/check_tensorboard.py (PyPI only, not in Debian),
+# installed once into $BUILD/pylib where pip reaches PyPI; the check says skipped otherwise.
+if [[ -z ${TENSORBOARD_PYTHONPATH:-} ]]; then
+  export TENSORBOARD_PYTHONPATH=$B/pylib
+  [[ -d $B/pylib/tensorboard ]] || "$PY" -m pip install -q --disable-pip-version-check --target "$B/pylib" tensorboard >/dev/null 2>&1 ||
+    echo "== note: pip could not install tensorboard into $B/pylib; its reader is skipped"
+fi
 
 suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed" line it prints
   local name=$1 log p f found=0 start=$SECONDS

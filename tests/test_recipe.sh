@@ -5,7 +5,8 @@
 #  - 1 rank takes the same steps over the same images (the global batch is kept);
 #  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit
 #    (weights, momentum, BN statistics, lookahead averages), and so is its metrics file (the
-#    records past the checkpoint, another run's and a torn line are dropped);
+#    records past the checkpoint, another run's and a torn line are dropped), and TensorBoard
+#    reads the same scalars from its event files (the resume's START drops the stale points);
 #  - cifar10-test applies the model's own test-time augmentation, --tta overrides it;
 #  - bad settings for the recipe: one line, the documented exit code.
 # shellcheck source=lib.sh
@@ -19,7 +20,7 @@ mpi() { mpirun -np "$1" "${@:2}"; }
 
 # 1. Two ranks.
 mkdir -p "$T/A"
-run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/A/model.safetensors" "$D"
+run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/A/model.safetensors" --tensorboard-dir "$T/A/tb" "$D"
 expect_rc 0 "airbench94, mpirun -np 2"
 expect_out "data line" "400 training images, 200 test images; 6 steps per epoch of 64 images \(2 ranks x 32\), 16 dropped"
 expect_out "recipe line" "^starting run .*: airbench94, 3.5 epochs \(21 steps\), lr 11.5 \(triangle, airbench's units\), momentum 0.85 \(Nesterov\), weight decay 0.0153, seed 1, augmentation crop \+ alternating flip\$"
@@ -41,6 +42,7 @@ check "checkpoint holds the running statistics' averages" grep -q '"optimizer.lo
 check "model file holds no optimizer state" test "$(header "$T/A/model.safetensors" | grep -c optimizer)" = 0
 cp "$T/out" "$T/A.log"
 check "metrics file against the log" python3 tests/check_metrics.py "$T/A/model.metrics.jsonl" "$T/A.log" 6
+check "TensorBoard events == metrics file" python3 tests/check_tensorboard.py "$T/A/tb" "$T/A/model.metrics.jsonl"
 
 # 2. One rank: the same 21 steps of 64 images.
 mkdir -p "$T/one"
@@ -51,7 +53,7 @@ expect_out "1 rank: 21 steps" "3.5 epochs \(21 steps\)"
 
 # 3. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
 mkdir -p "$T/B"
-B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/B/model.safetensors" "$D")
+B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/B/model.safetensors" --tensorboard-dir "$T/B/tb" "$D")
 setsid "${B_CMD[@]}" >"$T/B1.log" 2>&1 &
 pid=$!
 for _ in $(seq 3000); do [[ -s $T/B/model.checkpoint.safetensors ]] && break; sleep 0.1; done
@@ -65,6 +67,7 @@ run_id=$(sed -n '1s/^{"kind":"step","run":"\([^"]*\)".*/\1/p' "$T/B/model.metric
 check "the killed run's metrics name its run" test -n "$run_id"
 printf '{"kind":"step","run":"%s","epoch":4,"step":3,"global_step":21,"loss":9,"lr":1,"images_per_s":1,"elapsed_s":1}\n{"kind":"epoch","run":"another","epoch":1,"global_step":1}\n{"kind":"step","run":' \
   "$run_id" >>"$T/B/model.metrics.jsonl"
+check "a stale point past the checkpoint in the killed run's event file" python3 tests/check_tensorboard.py --inject "$T/B/tb" 21
 run "${B_CMD[@]}"
 expect_rc 0 "rerun after kill"
 expect_out "rerun resumes" "^resuming run .* from $T/B/model.checkpoint.safetensors: [123] of 4 epochs done\$"
@@ -72,6 +75,9 @@ check "resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/A
 check "resumed checkpoint == uninterrupted checkpoint (lookahead included)" cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$T/B/model.checkpoint.safetensors")
 check "same final score" test "$(grep '^final test' "$T/A.log")" = "$(grep '^final test' "$T/out")"
 check "resumed metrics == uninterrupted metrics" python3 tests/check_metrics.py --same "$T/A/model.metrics.jsonl" "$T/B/model.metrics.jsonl"
+check "two event files after the resume" test "$(ls "$T/B/tb" | grep -c tfevents)" = 2
+check "resumed TensorBoard events (the START drops the stale points) == metrics file" \
+  python3 tests/check_tensorboard.py "$T/B/tb" "$T/B/model.metrics.jsonl"
 
 # 4. cifar10-test: the model's own TTA level by default, --tta overrides.
 run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"

@@ -92,6 +92,11 @@ run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --metrics-file "$T/no/such/dir/m.js
 expect_rc 1 "unwritable metrics file"
 expect_err "unwritable metrics file" "$T/no/such/dir/m.jsonl: cannot create temporary file"
 check "no training without metrics" test ! -e "$T/X/m.checkpoint.safetensors"
+touch "$T/file"
+run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --tensorboard-dir "$T/file/tb" --metrics-file "$T/c.metrics.jsonl" --model-file "$T/X/m.safetensors" "$D"
+expect_rc 1 "TensorBoard directory under a file"
+expect_err "TensorBoard directory under a file" "cifar10-train: $T/file/tb: cannot create directory $T/file/tb: Not a directory"
+check "no training without TensorBoard events" test ! -e "$T/X/m.checkpoint.safetensors"
 
 # One allreduce after backward instead of buckets during it: the same sums, the same model.
 mkdir -p "$T/A0"
