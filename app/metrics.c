@@ -4,8 +4,6 @@
 #include "json.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -70,29 +68,6 @@ static int read_kept(struct metrics *m, long global_step, int epochs, struct str
     return 0;
 }
 
-/* Replaces the file by `content` atomically: temporary file, fsync, rename, fsync of the directory. */
-static int replace_file(const char *path, const struct strbuf *content, struct err *e) {
-    size_t n = strlen(path) + 32;
-    char *tmp = XALLOC(n), *dir = strdup(path);
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) rc = err_sys(e, errno, "%s: cannot create temporary file %s", path, tmp);
-    for (size_t done = 0; !rc && done < content->len;) {
-        ssize_t w = write(fd, content->s + done, content->len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) rc = err_sys(e, errno, "%s: write failed", tmp);
-        else done += (size_t)w;
-    }
-    if (!rc && fsync(fd) != 0) rc = err_sys(e, errno, "%s: fsync failed", tmp);
-    if (fd >= 0 && close(fd) != 0 && !rc) rc = err_sys(e, errno, "%s: close failed", tmp);
-    if (!rc && rename(tmp, path) != 0) rc = err_sys(e, errno, "%s: cannot rename %s over it", path, tmp);
-    if (rc && fd >= 0) unlink(tmp);
-    int dfd = rc ? -1 : open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) fsync(dfd), close(dfd);
-    free(tmp), free(dir);
-    return rc;
-}
-
 int metrics_open(struct metrics *m, const char *path, const char *run, long global_step, int epochs, struct err *e) {
     memset(m, 0, sizeof *m);
     m->path = strdup(path);
@@ -100,7 +75,7 @@ int metrics_open(struct metrics *m, const char *path, const char *run, long glob
     struct strbuf kept = {0};
     strbuf_printf(&kept, "%s", ""); /* an empty file for a fresh start still has a buffer */
     int rc = read_kept(m, global_step, epochs, &kept, e);
-    if (!rc) rc = replace_file(path, &kept, e);
+    if (!rc) rc = file_write_atomic(path, kept.s, kept.len, e);
     strbuf_free(&kept);
     if (!rc && !(m->f = fopen(path, "a"))) rc = err_sys(e, errno, "%s: cannot open for appending", path);
     if (rc) metrics_close(m);

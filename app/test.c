@@ -2,11 +2,13 @@
  * with per-class accuracy and a confusion matrix; --min-accuracy turns it into a gate. */
 #include "../common/cpus.h"
 #include "../common/err.h"
+#include "../common/file.h"
 #include "../data/cifar.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "device.h"
 #include "evaluate.h"
+#include "json.h"
 #include "model.h"
 #include "options.h"
 
@@ -17,8 +19,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--tta L] [--device D]\n"
-    "                    [--threads N] --model-file FILE DATA\n"
+    "usage: cifar10-test [--batch-size N] [--min-accuracy PCT] [--tta L] [--json OUT]\n"
+    "                    [--device D] [--threads N] --model-file FILE DATA\n"
     "\n"
     "Scores a model file (or checkpoint) written by cifar10-train on test_batch.bin.\n"
     "DATA: a directory with test_batch.bin, a directory containing cifar-10-batches-bin/, or\n"
@@ -29,6 +31,8 @@ static const char usage[] =
     "  --min-accuracy PCT    exit 3 when the overall accuracy (percent) is below PCT\n"
     "  --tta L               test-time augmentation: 0 none, 1 mirror, 2 mirror and 1-pixel\n"
     "                        translations (default: the model's recipe: airbench94 2, else 0)\n"
+    "  --json OUT            also write the scores to OUT as JSON: overall and per-class\n"
+    "                        accuracy, the confusion matrix (written atomically)\n"
     "  --device D            cpu, cuda (GPU 0 of those visible) or auto (default: cuda when a\n"
     "                        GPU is visible, else cpu); any model file works on either\n"
     "  --threads N           threads (default: the CPUs this process may use)\n"
@@ -38,16 +42,85 @@ static const char usage[] =
     "--device=cuda without a GPU),\n"
     "2 bad command line, 3 accuracy below --min-accuracy.\n";
 
-enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_DEVICE, OPT_TTA, OPT_HELP, OPT_VERSION };
+enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_DEVICE, OPT_TTA, OPT_JSON, OPT_HELP, OPT_VERSION };
 static const struct option long_options[] = {
     {"batch-size", required_argument, 0, OPT_BATCH}, {"min-accuracy", required_argument, 0, OPT_MIN},
     {"model-file", required_argument, 0, OPT_MODEL}, {"threads", required_argument, 0, OPT_THREADS},
     {"device", required_argument, 0, OPT_DEVICE},    {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},       {"tta", required_argument, 0, OPT_TTA},
+    {"json", required_argument, 0, OPT_JSON},
     {0, 0, 0, 0},
 };
 
 static void usage_error(const struct err *e) { err_die(2, "%s (try --help)", e->msg); }
+
+/* What a scoring counts: conf[t][p] images of true class t predicted as p. */
+struct scores {
+    long conf[CIFAR_CLASSES][CIFAR_CLASSES];
+    long correct, total, per_class[CIFAR_CLASSES];
+    int tta;
+};
+
+static void scores_sum(struct scores *s) {
+    s->correct = s->total = 0;
+    for (int t = 0; t < CIFAR_CLASSES; t++) {
+        s->per_class[t] = 0;
+        for (int p = 0; p < CIFAR_CLASSES; p++) s->per_class[t] += s->conf[t][p];
+        s->correct += s->conf[t][t];
+        s->total += s->per_class[t];
+    }
+}
+
+/* The workshop's lines, then the confusion matrix. */
+static void scores_print(const struct scores *s) {
+    printf("Accuracy of the network on the %ld test images: %ld %%\n", s->total, 100 * s->correct / s->total);
+    printf("Overall accuracy: %.2f%% (%ld of %ld; test-time augmentation level %d)\n", 100.0 * s->correct / s->total,
+           s->correct, s->total, s->tta);
+    for (int t = 0; t < CIFAR_CLASSES; t++) {
+        if (s->per_class[t])
+            printf("Accuracy for class: %-5s is %.1f %%\n", cifar_short_names[t], 100.0 * s->conf[t][t] / s->per_class[t]);
+        else
+            printf("Accuracy for class: %-5s is n/a (no test images)\n", cifar_short_names[t]);
+    }
+    printf("Finished Testing\n");
+    printf("Confusion matrix (rows: true class, columns: predicted class):\n%-6s", "");
+    for (int p = 0; p < CIFAR_CLASSES; p++) printf("%6s", cifar_short_names[p]);
+    printf("\n");
+    for (int t = 0; t < CIFAR_CLASSES; t++) {
+        printf("%-6s", cifar_short_names[t]);
+        for (int p = 0; p < CIFAR_CLASSES; p++) printf("%6ld", s->conf[t][p]);
+        printf("\n");
+    }
+}
+
+/* The scores as one JSON object (accuracies in percent, null for a class without images). */
+static int scores_write_json(const struct scores *s, const char *path, const char *model_file,
+                             const struct run_info *info, const char *net, struct err *e) {
+    struct strbuf b = {0};
+    strbuf_printf(&b, "{\"model_file\":");
+    strbuf_json_string(&b, model_file);
+    strbuf_printf(&b, ",\"model\":");
+    strbuf_json_string(&b, net);
+    strbuf_printf(&b, ",\"run\":");
+    strbuf_json_string(&b, info->run_id);
+    strbuf_printf(&b, ",\"epochs_completed\":%d,\"tta\":%d,\"total\":%ld,\"correct\":%ld,\"accuracy\":%.4f",
+                  info->epochs_completed, s->tta, s->total, s->correct, 100.0 * s->correct / s->total);
+    strbuf_printf(&b, ",\n \"classes\":[");
+    for (int t = 0; t < CIFAR_CLASSES; t++) {
+        strbuf_printf(&b, "%s{\"name\":\"%s\",\"total\":%ld,\"correct\":%ld,\"accuracy\":", t ? ",\n  " : "",
+                      cifar_class_names[t], s->per_class[t], s->conf[t][t]);
+        if (s->per_class[t]) strbuf_printf(&b, "%.4f}", 100.0 * s->conf[t][t] / s->per_class[t]);
+        else strbuf_printf(&b, "null}");
+    }
+    strbuf_printf(&b, "],\n \"confusion\":[");
+    for (int t = 0; t < CIFAR_CLASSES; t++)
+        for (int p = 0; p < CIFAR_CLASSES; p++)
+            strbuf_printf(&b, "%s%ld%s", p ? "," : t ? ",\n  [" : "[", s->conf[t][p], p == CIFAR_CLASSES - 1 ? "]" : "");
+    strbuf_printf(&b, "]}\n");
+    int rc = file_write_atomic(path, b.s, b.len, e);
+    strbuf_free(&b);
+    return rc;
+}
 
 int main(int argc, char **argv) {
     err_set_progname("cifar10-test");
@@ -55,7 +128,7 @@ int main(int argc, char **argv) {
     int batch = 250, threads = 0, tta = -1;
     enum device_kind device = DEVICE_AUTO;
     double min_accuracy = -1;
-    const char *model_file = "cifar10-model.safetensors";
+    const char *model_file = "cifar10-model.safetensors", *json_file = NULL;
     struct err e = {""};
     opterr = 0;
     int opt;
@@ -69,6 +142,10 @@ int main(int argc, char **argv) {
             if (min_accuracy > 100) err_set(&e, "--min-accuracy: %s is above 100", optarg), usage_error(&e);
             break;
         case OPT_MODEL: model_file = optarg; break;
+        case OPT_JSON:
+            json_file = optarg;
+            if (!optarg[0]) err_set(&e, "--json: empty file name"), usage_error(&e);
+            break;
         case OPT_TTA:
             if (options_int("--tta", optarg, 0, EVALUATE_TTA_MAX, &tta, &e)) usage_error(&e);
             break;
@@ -121,33 +198,12 @@ int main(int argc, char **argv) {
         tta = recipe.tta;
     }
     int *pred = XALLOC((size_t)batch * sizeof(int));
-    long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
-    evaluate_range(&m, &data.test, 0, data.test.n, tta, pred, conf);
-    long correct = 0, total = data.test.n, per_class[CIFAR_CLASSES] = {0};
-    for (int t = 0; t < CIFAR_CLASSES; t++)
-        for (int p = 0; p < CIFAR_CLASSES; p++) {
-            per_class[t] += conf[t][p];
-            if (t == p) correct += conf[t][p];
-        }
-    printf("Accuracy of the network on the %ld test images: %ld %%\n", total, 100 * correct / total);
-    printf("Overall accuracy: %.2f%% (%ld of %ld; test-time augmentation level %d)\n", 100.0 * correct / total, correct,
-           total, tta);
-    for (int t = 0; t < CIFAR_CLASSES; t++) {
-        if (per_class[t])
-            printf("Accuracy for class: %-5s is %.1f %%\n", cifar_short_names[t], 100.0 * conf[t][t] / per_class[t]);
-        else
-            printf("Accuracy for class: %-5s is n/a (no test images)\n", cifar_short_names[t]);
-    }
-    printf("Finished Testing\n");
-    printf("Confusion matrix (rows: true class, columns: predicted class):\n%-6s", "");
-    for (int p = 0; p < CIFAR_CLASSES; p++) printf("%6s", cifar_short_names[p]);
-    printf("\n");
-    for (int t = 0; t < CIFAR_CLASSES; t++) {
-        printf("%-6s", cifar_short_names[t]);
-        for (int p = 0; p < CIFAR_CLASSES; p++) printf("%6ld", conf[t][p]);
-        printf("\n");
-    }
-    double accuracy = 100.0 * correct / total;
+    struct scores sc = {.tta = tta};
+    evaluate_range(&m, &data.test, 0, data.test.n, tta, pred, sc.conf);
+    scores_sum(&sc);
+    scores_print(&sc);
+    if (json_file && scores_write_json(&sc, json_file, model_file, &info, net->name, &e) != 0) err_die(1, "%s", e.msg);
+    double accuracy = 100.0 * sc.correct / sc.total;
     free(pred);
     checkpoint_state_free(&st);
     model_free(&m);

@@ -38,9 +38,10 @@ cp "$T/out" "$T/A.log"
 check "metrics file (model file's name, .metrics.jsonl) against the log" \
   python3 tests/check_metrics.py "$T/A/model.metrics.jsonl" "$T/A.log" 12
 
-# 2. cifar10-test: the workshop's format, a confusion matrix that adds up, the gate.
-run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"
+# 2. cifar10-test: the workshop's format, a confusion matrix that adds up, the gate, --json.
+run "$BIN/cifar10-test" --json "$T/A/test.json" --model-file "$T/A/model.safetensors" "$D"
 expect_rc 0 "cifar10-test"
+check "--json says what the text says" python3 tests/check_test_json.py "$T/A/test.json" "$T/out" "$T/A/model.safetensors"
 expect_out "test reading" "^reading $D\$"
 expect_out "test loading" "^loading model $T/A/model.safetensors\$"
 expect_out "overall accuracy" "^Accuracy of the network on the 200 test images: [0-9]+ %\$"
@@ -55,9 +56,10 @@ check "trained model beats chance ($acc %)" test "${acc:-0}" -ge 30
 run "$BIN/cifar10-test" --min-accuracy "$acc" --model-file "$T/A/model.safetensors" "$D"
 expect_rc 0 "gate at the achieved accuracy"
 if ((acc < 100)); then
-  run "$BIN/cifar10-test" --min-accuracy $((acc + 1)) --model-file "$T/A/model.safetensors" "$D"
+  run "$BIN/cifar10-test" --min-accuracy $((acc + 1)) --json "$T/A/gate.json" --model-file "$T/A/model.safetensors" "$D"
   expect_rc 3 "gate above the achieved accuracy"
   expect_err "gate message" "is below --min-accuracy $((acc + 1))"
+  check "--json is written below the gate too" python3 tests/check_test_json.py "$T/A/gate.json" "$T/out"
 fi
 run "$BIN/cifar10-test" --model-file "$T/A/model.checkpoint.safetensors" "$D"
 expect_rc 0 "a checkpoint scores too"
@@ -70,6 +72,10 @@ head -c 5000 "$T/A/model.safetensors" >"$T/bad.safetensors"
 run "$BIN/cifar10-test" --model-file "$T/bad.safetensors" "$D"
 expect_rc 1 "truncated model"
 expect_err "truncated model" "$T/bad.safetensors: truncated"
+touch "$T/file"
+run "$BIN/cifar10-test" --json "$T/file/t.json" --model-file "$T/A/model.safetensors" "$D"
+expect_rc 1 "--json under a file"
+expect_err "--json under a file" "$T/file/t.json: cannot create temporary file $T/file/t.json.tmp."
 run "$BIN/cifar10-test" --model-file "$T/none.safetensors" "$D"
 expect_rc 1 "missing model"
 expect_err "missing model" "$T/none.safetensors: No such file or directory"
@@ -92,7 +98,6 @@ run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --metrics-file "$T/no/such/dir/m.js
 expect_rc 1 "unwritable metrics file"
 expect_err "unwritable metrics file" "$T/no/such/dir/m.jsonl: cannot create temporary file"
 check "no training without metrics" test ! -e "$T/X/m.checkpoint.safetensors"
-touch "$T/file"
 run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --tensorboard-dir "$T/file/tb" --metrics-file "$T/c.metrics.jsonl" --model-file "$T/X/m.safetensors" "$D"
 expect_rc 1 "TensorBoard directory under a file"
 expect_err "TensorBoard directory under a file" "cifar10-train: $T/file/tb: cannot create directory $T/file/tb: Not a directory"
