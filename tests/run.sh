@@ -88,6 +88,11 @@ suite dockerfile tests/test_dockerfile.sh
 suite "k8s manifests" "$PY" tests/test_k8s.py
 suite "eks scripts" tests/test_eks_scripts.sh
 suite rehearse tests/test_rehearse.sh
+if "$PY" -c 'import matplotlib' 2>/dev/null; then
+  suite "plots (scripts/plot-run.py)" "$PY" tests/test_plots.py
+else
+  echo "== plots: skipped: $PY cannot import matplotlib (scripts/install-deps.sh --test installs python3-matplotlib)"
+fi
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn
   suite "pytorch reference, test-net" torch_reference test-net
