@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Deletes what the other eks-*.sh scripts made, in the order that lets each deletion succeed:
-# the jobs, then the volume's Kubernetes objects and namespace, then EFS (access point, mount
+# the jobs and TensorBoard, then the volume's Kubernetes objects and namespace, then EFS (access point, mount
 # targets, file system, security group: the group goes only once the mount targets' network
 # interfaces are gone), then the cluster (eksctl). Costs stop when this finishes.
 #
 #   scripts/eks-cleanup.sh [--jobs-only] [--keep-cluster] [--delete-images] [--yes]
 #
-#   --jobs-only      only the MPIJob and Jobs (keep volume, data and cluster)
+#   --jobs-only      only the MPIJob, Jobs and TensorBoard (keep volume, data and cluster)
 #   --keep-cluster   everything but the cluster
 #   --delete-images  also the ECR repository cifar10-dp and its images
 #   --yes            do not ask for confirmation
@@ -39,6 +39,7 @@ aws_() { aws --region "$REGION" "$@"; }
 say "jobs"
 k delete mpijob cifar10-train --ignore-not-found --wait=true
 k delete job cifar10-test cifar10-data --ignore-not-found --wait=true
+k delete deployment,service tensorboard --ignore-not-found --wait=true # it holds the volume
 ((jobs_only)) && exit 0
 
 say "volume objects and namespace"

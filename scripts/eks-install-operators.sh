@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the jobs need on the cluster: the pinned mpi-operator release (MPIJob v2beta1),
-# the Amazon EFS CSI driver (EKS add-on, with an IAM role for its controller), and with --gpu the
+# the Amazon EFS CSI driver (EKS add-on, with an IAM role for its controller), metrics-server
+# (for `kubectl top` in eks-status.sh; skipped when the cluster has one), and with --gpu the
 # NVIDIA device plugin (nvidia.com/gpu). Safe to run again.
 #
 #   scripts/eks-install-operators.sh [--gpu]
@@ -10,6 +11,7 @@
 . "$(dirname "$0")/eks-lib.sh"
 MPI_OPERATOR_VERSION=v0.6.0
 NVIDIA_PLUGIN_VERSION=v0.17.2
+METRICS_SERVER_VERSION=v0.7.2
 gpu=0
 while (($#)); do
   case $1 in
@@ -36,6 +38,14 @@ eksctl create iamserviceaccount --cluster "$CLUSTER" --region "$REGION" --namesp
 eksctl create addon --cluster "$CLUSTER" --region "$REGION" --name aws-efs-csi-driver \
   --service-account-role-arn "arn:aws:iam::$account:role/$role" --force
 kubectl -n kube-system rollout status deployment/efs-csi-controller --timeout=300s
+
+if [[ -n $(kubectl -n kube-system get deployment metrics-server --ignore-not-found -o name) ]]; then
+  say "metrics-server: already installed"
+else
+  say "metrics-server $METRICS_SERVER_VERSION"
+  kubectl apply -f "https://github.com/kubernetes-sigs/metrics-server/releases/download/$METRICS_SERVER_VERSION/components.yaml"
+fi
+kubectl -n kube-system rollout status deployment/metrics-server --timeout=300s
 
 if ((gpu)); then
   say "NVIDIA device plugin $NVIDIA_PLUGIN_VERSION"

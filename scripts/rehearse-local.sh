@@ -8,7 +8,11 @@
 #      SLOTS_PER_WORKER), killed with SIGKILL once the first epoch's checkpoint exists, then
 #      the same command again: it must resume from the checkpoint and finish;
 #   3. the test Job's wait-for-model init container and its command with the MIN_ACCURACY gate,
-#      which must pass, and with a gate above the achieved accuracy, which must fail (exit 3).
+#      which must pass, and with a gate above the achieved accuracy, which must fail (exit 3);
+#   4. the TensorBoard Deployment's command (k8s/tensorboard) over the stand-in volume, where the
+#      tensorboard package can be imported (TENSORBOARD_PYTHONPATH, as tests/run.sh sets): its
+#      HTTP API must list the run and serve epochs 1, 2, 3 once each (the resume's stale points
+#      dropped); the port is the only change (a pod has its own network).
 # Only settings.env values change (in a copy): DATA_URL, DATA_MD5, MODEL, EPOCHS, BATCH_SIZE,
 # RUN_ID and MIN_ACCURACY. MODEL=workshop-cnn keeps the two training runs to seconds (airbench94's
 # whitening alone wants 5000 images; its recipe's kill and resume are tests/test_recipe.sh's).
@@ -65,7 +69,7 @@ cp -r "$k8s" "$work/k8s"
 SETTINGS=$work/k8s/settings/settings.env
 render() {
   local part
-  for part in data train-cpu test; do
+  for part in data train-cpu test tensorboard; do
     kubectl kustomize "$work/k8s/$part" >"$work/$part.yaml" || die "kubectl kustomize $k8s/$part failed"
   done
 }
@@ -165,4 +169,47 @@ rc=0
 launch test2.log || rc=$?
 ((rc == 3)) || { show test2.log; die "a gate of $((acc + 1)) % gave exit $rc, want 3"; }
 echo "   ok: MIN_ACCURACY=$((acc + 1)) fails the Job (exit 3)"
-echo "$ME: the data, training (with a resume) and test commands of the manifests all ran as expected"
+
+step "4. TensorBoard Deployment (tensorboard) over the runs"
+tb_path=${TENSORBOARD_PYTHONPATH:-}
+if ! PYTHONPATH=$tb_path python3 -c "import tensorboard" 2>/dev/null; then
+  echo "   skipped: python3 cannot import tensorboard (set TENSORBOARD_PYTHONPATH; tests/run.sh installs it)"
+else
+  # the image's tensorboard command, from the pip package
+  printf '#!/bin/sh\nPYTHONPATH=%s exec python3 -c "import sys; from tensorboard.main import run_main; sys.exit(run_main())" "$@"\n' \
+    "$tb_path" >"$work/bin/tensorboard"
+  chmod +x "$work/bin/tensorboard"
+  container tensorboard.yaml Deployment/tensorboard tensorboard
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for i in "${!cargv[@]}"; do cargv[i]=${cargv[i]/#--port=6006/--port=$port}; done
+  echo "   ${cargv[*]}"
+  launch tensorboard.log &
+  tb_pid=$!
+  ok=0
+  python3 - "$port" <<'PY' && ok=1
+import json, sys, time, urllib.request
+base = "http://127.0.0.1:%s/data/plugin/scalars" % sys.argv[1]
+run = "rehearsal/tensorboard"
+for _ in range(120):
+    try:
+        tags = json.load(urllib.request.urlopen(base + "/tags", timeout=5))
+        if run in tags and "epoch/epoch" in tags[run]:
+            break
+    except OSError:
+        pass
+    time.sleep(0.5)
+else:
+    sys.exit("TensorBoard lists no run %s with epoch/epoch" % run)
+q = "/scalars?run=rehearsal%2Ftensorboard&tag="
+epochs = [v for _, _, v in json.load(urllib.request.urlopen(base + q + "epoch%2Fepoch"))]
+steps = [s for _, s, _ in json.load(urllib.request.urlopen(base + q + "train%2Floss"))]
+if epochs != [1, 2, 3] or steps != sorted(set(steps)):
+    sys.exit("TensorBoard serves epochs %s and loss steps %s" % (epochs, steps))
+print("   ok: TensorBoard serves run %s: epochs %s, %d loss points, steps %d..%d" % (run, epochs, len(steps), steps[0], steps[-1]))
+PY
+  pkill -P "$tb_pid" 2>/dev/null || true
+  kill "$tb_pid" 2>/dev/null || true
+  wait "$tb_pid" 2>/dev/null || true
+  ((ok)) || { show tensorboard.log; die "the TensorBoard Deployment's command does not serve the run"; }
+fi
+echo "$ME: the data, training (with a resume), test and TensorBoard commands of the manifests all ran as expected"

@@ -55,7 +55,7 @@ setting_is() { ok "$1: settings.env has $(grep "^$2=" "$SETTINGS"), want $3" gre
 TAB=$'\t'
 
 # Every script: --help, and a bad argument is exit 2.
-for s in eks-create-cluster eks-install-operators eks-create-efs eks-build-push eks-deploy eks-status eks-cleanup; do
+for s in eks-create-cluster eks-install-operators eks-create-efs eks-build-push eks-deploy eks-status eks-tensorboard eks-cleanup; do
   fresh
   script "$s.sh" --help
   expect_rc 0 "$s --help"
@@ -99,7 +99,17 @@ in_order "install-operators calls" \
   "eksctl create iamserviceaccount --cluster cifar10-dp --region us-west-2 --namespace kube-system --name efs-csi-controller-sa --role-name cifar10-dp-efs-csi-driver --role-only --attach-policy-arn arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy --approve" \
   "eksctl create addon --cluster cifar10-dp --region us-west-2 --name aws-efs-csi-driver --service-account-role-arn arn:aws:iam::123456789012:role/cifar10-dp-efs-csi-driver --force" \
   "kubectl -n kube-system rollout status deployment/efs-csi-controller --timeout=300s" \
+  "kubectl -n kube-system get deployment metrics-server --ignore-not-found -o name" \
+  "kubectl apply -f https://github.com/kubernetes-sigs/metrics-server/releases/download/v0.7.2/components.yaml" \
+  "kubectl -n kube-system rollout status deployment/metrics-server --timeout=300s" \
   "kubectl apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.2/deployments/static/nvidia-device-plugin.yml"
+fresh
+rules "aws sts get-caller-identity*${TAB}0${TAB}123456789012" \
+  "kubectl -n kube-system get deployment metrics-server *${TAB}0${TAB}deployment.apps/metrics-server"
+script eks-install-operators.sh
+expect_rc 0 "install-operators with metrics-server present"
+not_called "metrics-server already there: not installed again" "metrics-server/releases"
+called "metrics-server already there: still waited for" "kubectl -n kube-system rollout status deployment/metrics-server --timeout=300s"
 fresh
 rules "aws sts get-caller-identity*${TAB}0${TAB}None"
 script eks-install-operators.sh
@@ -238,7 +248,35 @@ not_called "--no-wait polls nothing" "jsonpath={.status.conditions"
 fresh
 script eks-status.sh --follow
 expect_rc 0 "status --follow"
-in_order "status calls" "kubectl -n cifar10 get mpijobs,jobs,pods,pvc -o wide" "kubectl -n cifar10 logs -f job/cifar10-train-launcher"
+in_order "status calls" "kubectl -n cifar10 get mpijobs,jobs,pods,pvc -o wide" "kubectl top nodes" \
+  "kubectl -n cifar10 top pods --containers" "kubectl -n cifar10 logs -f job/cifar10-train-launcher"
+fresh
+rules "kubectl top nodes${TAB}1${TAB}error: Metrics API not available"
+script eks-status.sh
+expect_rc 0 "status without metrics-server figures"
+expect_out "status explains the missing figures" "no figures yet: metrics-server"
+
+# 6b. TensorBoard.
+fresh
+script eks-tensorboard.sh --port 7007
+expect_rc 0 "tensorboard"
+in_order "tensorboard calls" "kubectl apply -k $R/k8s/tensorboard" \
+  "kubectl -n cifar10 rollout status deployment/tensorboard --timeout=600s" \
+  "kubectl -n cifar10 port-forward service/tensorboard 7007:6006"
+if [[ -n $REAL_KUBECTL ]]; then
+  tb_render=("$FAKE_DIR"/render.*.tensorboard.yaml)
+  check "tensorboard applies a Deployment running TENSORBOARD_IMAGE" \
+    grep -q "image: $(sed -n 's/^TENSORBOARD_IMAGE=//p' "$SETTINGS")\$" "${tb_render[0]}"
+fi
+fresh
+script eks-tensorboard.sh --no-forward
+not_called "--no-forward forwards nothing" "port-forward"
+fresh
+script eks-tensorboard.sh --delete
+called "tensorboard --delete" "kubectl -n cifar10 delete deployment,service tensorboard --ignore-not-found --wait=true"
+not_called "--delete applies nothing" "apply"
+script eks-tensorboard.sh --port 0
+expect_rc 2 "--port 0"
 
 # 7. Clean-up: confirmation, then jobs -> volume -> EFS -> security group -> cluster.
 fresh
@@ -256,6 +294,7 @@ expect_rc 0 "clean-up"
 in_order "clean-up order" \
   "kubectl -n cifar10 delete mpijob cifar10-train --ignore-not-found --wait=true" \
   "kubectl -n cifar10 delete job cifar10-test cifar10-data --ignore-not-found --wait=true" \
+  "kubectl -n cifar10 delete deployment,service tensorboard --ignore-not-found --wait=true" \
   "kubectl delete -k $R/k8s/storage --ignore-not-found --wait=true" \
   "aws --region us-west-2 efs delete-access-point --access-point-id fsap-0ace" \
   "aws --region us-west-2 efs delete-mount-target --mount-target-id fsmt-1" \

@@ -18,7 +18,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K8S = os.path.join(ROOT, "k8s")
-PARTS = ["storage", "data", "train-cpu", "train-gpu", "test"]
+PARTS = ["storage", "data", "train-cpu", "train-gpu", "test", "tensorboard"]
 passed = failed = 0
 
 
@@ -63,9 +63,9 @@ def settings(k8s_dir):
 def pods(docs):
     """(label, pod spec, pod metadata, object) for every pod template in the documents."""
     for d in docs:
-        if d["kind"] == "Job":
+        if d["kind"] in ("Job", "Deployment"):
             t = d["spec"]["template"]
-            yield "Job/%s" % d["metadata"]["name"], t["spec"], t.get("metadata", {}), d
+            yield "%s/%s" % (d["kind"], d["metadata"]["name"]), t["spec"], t.get("metadata", {}), d
         elif d["kind"] == "MPIJob":
             for role, r in d["spec"]["mpiReplicaSpecs"].items():
                 t = r["template"]
@@ -122,7 +122,8 @@ def check_parts(k, k8s_dir, tag):
                 mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
                 check(cw + " mounts only volumes the pod has", set(mounts) <= set(vols), str(mounts))
                 check(cw + " has the volume at /efs-shared", [mounts.get(n) for n in efs] == ["/efs-shared"], str(mounts))
-                check(cw + " runs the settings' image", c["image"] == s["IMAGE"], c["image"])
+                image = s["TENSORBOARD_IMAGE"] if part == "tensorboard" else s["IMAGE"]
+                check(cw + " runs the settings' image", c["image"] == image, c["image"])
                 check(cw + " has a memory limit", "memory" in c.get("resources", {}).get("limits", {}))
                 for e in c.get("envFrom", []):
                     check(cw + " reads a rendered ConfigMap", e["configMapRef"]["name"] in cms, e["configMapRef"]["name"])
@@ -151,6 +152,8 @@ def check_parts(k, k8s_dir, tag):
               re.search(r'mpirun --hostfile /etc/mpi/hostfile --bind-to none \\\s+-np "\$\(\(WORKERS \* SLOTS_PER_WORKER\)\)"', script) is not None, script)
         check(w + "model under this run's directory",
               '--model-file "/efs-shared/runs/$RUN_ID/cifar10-model.safetensors"' in script and script.rstrip().endswith("/efs-shared/cifar-10-batches-bin"))
+        check(w + "TensorBoard events under this run's directory, where k8s/tensorboard looks",
+              '--tensorboard-dir "/efs-shared/runs/$RUN_ID/tensorboard"' in script, script)
         wspec = W["template"]["spec"]
         worker = wspec["containers"][0]
         res = worker["resources"]
@@ -183,10 +186,40 @@ def check_parts(k, k8s_dir, tag):
         check(tag + "test Job gates on MIN_ACCURACY", args[:2] == ["--min-accuracy", "$(MIN_ACCURACY)"], str(args))
         check(tag + "test Job scores this run's model",
               "/efs-shared/runs/$(RUN_ID)/cifar10-model.safetensors" in args, str(args))
+        check(tag + "test Job writes the scores as JSON beside the model",
+              args[args.index("--json") + 1] == "/efs-shared/runs/$(RUN_ID)/test.json" if "--json" in args else False, str(args))
         rules = test["spec"].get("podFailurePolicy", {}).get("rules", [])
         check(tag + "a failed gate (exit 3) is not retried",
               any(x["action"] == "FailJob" and x["onExitCodes"]["values"] == [3] for x in rules))
+    check_tensorboard(r["tensorboard"], tag)
     return r
+
+
+def check_tensorboard(docs, tag):
+    """TensorBoard reads every run's directory read-only, serves on the port its Service
+    forwards, and loads with the Python loader (which honours a resumed run's SessionLog START)."""
+    dep, svc = one(docs, "Deployment"), one(docs, "Service")
+    if not (dep and svc):
+        return
+    w = tag + "tensorboard: "
+    spec = dep["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    args = c["command"] + c["args"]
+    check(w + "tensorboard --logdir=/efs-shared/runs (every run's directory)",
+          args[0] == "tensorboard" and "--logdir=/efs-shared/runs" in args, str(args))
+    check(w + "Python loader (--load_fast=false)", "--load_fast=false" in args, str(args))
+    check(w + "listens on all addresses", "--bind_all" in args, str(args))
+    port = next(p for p in c["ports"] if p["name"] == "http")["containerPort"]
+    check(w + "--port = containerPort", "--port=%d" % port in args, str(args))
+    check(w + "volume mounted read-only", all(m.get("readOnly") for m in c["volumeMounts"]) and
+          all(v["persistentVolumeClaim"].get("readOnly") for v in spec["volumes"] if "persistentVolumeClaim" in v))
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    check(w + "Service selects the pods", svc["spec"]["selector"].items() <= labels.items(), str(svc["spec"]["selector"]))
+    check(w + "Deployment selects its pods", dep["spec"]["selector"]["matchLabels"].items() <= labels.items())
+    sp = svc["spec"]["ports"][0]
+    check(w + "Service port 6006 to the container's http port",
+          sp["port"] == 6006 and sp["targetPort"] in ("http", port), str(sp))
+    check(w + "ready when it answers HTTP", c["readinessProbe"]["httpGet"]["port"] in ("http", port))
 
 
 def check_cluster_and_image(rendered):
@@ -236,7 +269,8 @@ def main():
             text = f.read()
         for key, value in (("WORKERS", "5"), ("SLOTS_PER_WORKER", "4"), ("CPUS_PER_WORKER", "12"),
                            ("MEMORY_PER_WORKER", "30Gi"), ("EFS_ID", "fs-0123456789abcdef0"),
-                           ("EFS_ACCESS_POINT", "fsap-0fedcba9876543210"), ("IMAGE", "1.dkr.ecr.x.amazonaws.com/c:t")):
+                           ("EFS_ACCESS_POINT", "fsap-0fedcba9876543210"), ("IMAGE", "1.dkr.ecr.x.amazonaws.com/c:t"),
+                           ("TENSORBOARD_IMAGE", "registry.example/tensorboard:1")):
             text = re.sub(r"^%s=.*$" % key, "%s=%s" % (key, value), text, flags=re.M)
         with open(env_path, "w") as f:
             f.write(text)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/rehearse-local.sh: the manifests' own command lines run the whole job locally
-# (data prep, 2-rank training killed and resumed, the test gate), and a wrong flag or value
-# in a manifest makes the rehearsal fail.
+# (data prep, 2-rank training killed and resumed, the test gate, TensorBoard over the run), and a
+# wrong flag or value in a manifest makes the rehearsal fail.
 # shellcheck disable=SC2016 # the sed expressions below hold the manifests' $(VAR) references
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -17,10 +17,17 @@ expect_rc 0 "rehearsal of k8s/"
 expect_out "data step" "ok: data published with MD5 [0-9a-f]{32}; a second run is a no-op"
 expect_out "killed mid-run" "killed \(SIGKILL\) after: epoch 1/3"
 expect_out "resumed" "ok: resuming run .* from $T/ok/efs-shared/runs/rehearsal/cifar10-model.checkpoint.safetensors: [12] of 3 epochs done"
-expect_out "test command from the manifest" "cifar10-test --min-accuracy 30 --model-file $T/ok/efs-shared/runs/rehearsal/cifar10-model.safetensors $T/ok/efs-shared/cifar-10-batches-bin"
+expect_out "test command from the manifest" "cifar10-test --min-accuracy 30 --json $T/ok/efs-shared/runs/rehearsal/test.json --model-file $T/ok/efs-shared/runs/rehearsal/cifar10-model.safetensors $T/ok/efs-shared/cifar-10-batches-bin"
 expect_out "gate passes" "ok: accuracy [0-9]+ % passes MIN_ACCURACY=30"
 expect_out "gate fails above the accuracy" "ok: MIN_ACCURACY=[0-9]+ fails the Job \(exit 3\)"
 check "model on the stand-in volume" test -s "$T/ok/efs-shared/runs/rehearsal/cifar10-model.safetensors"
+check "scores as JSON on the stand-in volume" test -s "$T/ok/efs-shared/runs/rehearsal/test.json"
+if PYTHONPATH=${TENSORBOARD_PYTHONPATH:-} python3 -c "import tensorboard" 2>/dev/null; then
+  expect_out "TensorBoard's command serves the resumed run, each epoch once" \
+    "ok: TensorBoard serves run rehearsal/tensorboard: epochs \[1.0, 2.0, 3.0\]"
+else
+  expect_out "TensorBoard step says it is skipped" "skipped: python3 cannot import tensorboard"
+fi
 
 # Broken manifests must fail the rehearsal, naming the step.
 broken() { # broken NAME FILE SED-EXPRESSION WANT-IN-STDERR
