@@ -6,7 +6,7 @@
 #
 # Build stage: scripts/install-deps.sh, then the project's Makefile: the two steps .ci/run takes
 # (tests/test_dockerfile.sh runs this stage's RUN lines and checks the runtime stage against them).
-# Runtime stage: the two binaries, get-data.sh, the Open MPI runtime and an sshd set up for
+# Runtime stage: the three programs, get-data.sh, the Open MPI runtime and an sshd set up for
 # mpi-operator v2: user mpiuser (uid 1000), port 2222, host key = the mounted ssh key. No build
 # tools, no secrets: mpi-operator mounts the job's ssh key at run time.
 ARG FLAVOUR=cpu
@@ -26,14 +26,17 @@ RUN scripts/install-deps.sh
 RUN make -j"$(nproc)" $MAKE_FLAGS all
 
 FROM debian:12-slim AS runtime-cpu
+# cifar10-predict's picture libraries, by their names in each base distribution.
+ENV IMAGE_LIBS="libpng16-16 libjpeg62-turbo"
 FROM nvidia/cuda:${CUDA_TAG}-runtime-ubuntu24.04 AS runtime-gpu
+ENV IMAGE_LIBS="libpng16-16t64 libjpeg-turbo8"
 
 FROM runtime-${FLAVOUR}
-# openmpi-bin brings libopenmpi3 and the ssh client; libgomp1 and zlib1g are the binaries' other
-# libraries; curl and ca-certificates are get-data.sh's download.
+# openmpi-bin brings libopenmpi3 and the ssh client; libgomp1, zlib1g and IMAGE_LIBS are the
+# binaries' other libraries; curl and ca-certificates are get-data.sh's download.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      openmpi-bin libgomp1 zlib1g openssh-server openssh-client curl ca-certificates \
+      openmpi-bin libgomp1 zlib1g $IMAGE_LIBS openssh-server openssh-client curl ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 # uid 1000 is taken by "ubuntu" in the Ubuntu 24.04 base images.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \
@@ -41,7 +44,7 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \
  && mkdir -p /run/sshd
 COPY k8s/image/ssh_config /etc/ssh/ssh_config.d/mpi-operator.conf
 COPY --chown=mpiuser:mpiuser k8s/image/sshd_config /home/mpiuser/.sshd_config
-COPY --from=build /src/build/cifar10-train /src/build/cifar10-test /src/scripts/get-data.sh /usr/local/bin/
+COPY --from=build /src/build/cifar10-train /src/build/cifar10-test /src/build/cifar10-predict /src/scripts/get-data.sh /usr/local/bin/
 # Ranks sharing a pod talk through /dev/shm; the single-copy (CMA) mode would need ptrace,
 # which pods do not grant. mpirun passes OMPI_MCA_* settings on to every rank.
 ENV OMPI_MCA_btl_vader_single_copy_mechanism=none

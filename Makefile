@@ -1,5 +1,6 @@
-# cifar10-dp build.  `make` builds build/cifar10-train and build/cifar10-test; `make test` runs
-# the test suite; `make clean`.  Needs Open MPI's mpicc, zlib and a C11 gcc with OpenMP; with
+# cifar10-dp build.  `make` builds build/cifar10-train, cifar10-test, cifar10-predict and
+# cifar10-bench; `make test` runs the test suite; `make clean`.  Needs Open MPI's mpicc, zlib,
+# libpng, libjpeg and a C11 gcc with OpenMP; with
 # nvcc and cuDNN (CUDA 13, e.g. /usr/local/cuda) the same binaries also get the CUDA backend.
 # No -march=native: the vector paths (generic x86-64, AVX2+FMA, AVX-512) are all compiled and
 # chosen at run time, so the binaries run on any x86-64.
@@ -27,6 +28,11 @@ endif
 MPI_VERSION := $(shell mpirun --version 2>/dev/null | head -n 1)
 $(info MPI:  $(MPICC) ($(if $(MPI_VERSION),$(MPI_VERSION),mpirun not found)))
 $(info zlib: found)
+# cifar10-predict reads pictures with libpng and libjpeg(-turbo).
+ifeq ($(shell printf '$(HASH)include <stdio.h>\n$(HASH)include <png.h>\n$(HASH)include <jpeglib.h>\nint main(void){return 0;}' | $(MPICC) -x c - -lpng -ljpeg -o /dev/null 2>/dev/null && echo y),)
+$(error libpng or libjpeg not found (Debian: apt-get install libpng-dev libjpeg-dev))
+endif
+$(info libpng, libjpeg: found)
 
 # CUDA backend: CUDA=auto (default) builds it when nvcc and cuDNN are found, CUDA=1 insists,
 # CUDA=0 builds the CPU backend only. CUDA_ARCH: the GPU generations to compile for (SASS for
@@ -74,7 +80,7 @@ $(info CUDA: nvcc $(NVCC_VERSION) at $(NVCC), cuDNN in $(CUDNN_INC); CUDA backen
 endif
 
 LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
-           data/cifar.c data/augment.c data/shard.c \
+           data/cifar.c data/augment.c data/shard.c data/image.c \
            kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
            kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
@@ -108,10 +114,10 @@ LDLIBS    += -L$(CUDNN_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDNN_LIB) -Wl,-rp
              -lcudnn -lcublas -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 LIB      := $(BUILD)/libcifar10.a
-BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench
+BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench $(BUILD)/cifar10-predict
 TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
-             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten
+             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump
 
 .PHONY: all test bench clean install
 all: $(BINS)
@@ -145,6 +151,9 @@ $(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/dist.o $(LIB)
 $(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/app/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
+	$(LINK)
+$(BUILD)/cifar10-predict $(BUILD)/tests/image_dump: LDLIBS += -lpng -ljpeg
+$(BUILD)/cifar10-predict: $(BUILD)/app/predict.o $(LIB)
 	$(LINK)
 $(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/app/dist.o $(LIB)
 	$(LINK)

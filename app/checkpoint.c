@@ -52,6 +52,15 @@ static struct st_tensor st_of(const struct model_tensor *t, const char *name, co
     return s;
 }
 
+/* How pixels become the network input, as the metadata states it. */
+#define INPUT_META "RGB 32x32, NCHW float32: x = (pixel / 255 - mean[c]) / std[c]"
+
+/* The normalisation of the input pipeline (augment.h) as the metadata writes it. */
+static void normalization_meta(char mean[96], char std[96]) {
+    snprintf(mean, 96, "[%.4f,%.4f,%.4f]", augment_mean[0], augment_mean[1], augment_mean[2]);
+    snprintf(std, 96, "[%.4f,%.4f,%.4f]", augment_std[0], augment_std[1], augment_std[2]);
+}
+
 int checkpoint_write(const char *path, const struct model *m, const struct model_state *state,
                      const struct run_info *info, struct err *e) {
     int full = strcmp(info->kind, "checkpoint") == 0;
@@ -68,8 +77,7 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
             nt++;
         }
     char mean[96], std[96], classes[256] = "[", epochs[16], step[32];
-    snprintf(mean, sizeof mean, "[%.4f,%.4f,%.4f]", augment_mean[0], augment_mean[1], augment_mean[2]);
-    snprintf(std, sizeof std, "[%.4f,%.4f,%.4f]", augment_std[0], augment_std[1], augment_std[2]);
+    normalization_meta(mean, std);
     for (int c = 0; c < CIFAR_CLASSES; c++)
         snprintf(classes + strlen(classes), sizeof classes - strlen(classes), "%s\"%s\"", c ? "," : "", cifar_class_names[c]);
     strcat(classes, "]");
@@ -80,7 +88,7 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
         {"format_version", CHECKPOINT_FORMAT_VERSION},
         {"kind", full ? "checkpoint" : "model"},
         {"model", m->net->name},
-        {"input", "RGB 32x32, NCHW float32: x = (pixel / 255 - mean[c]) / std[c]"},
+        {"input", INPUT_META},
         {"normalization_mean", mean},
         {"normalization_std", std},
         {"classes", classes},
@@ -92,6 +100,23 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
         {"created_by", "cifar10-dp " CIFAR10_DP_VERSION},
     };
     return safetensors_write(path, t, nt, meta, (int)(sizeof meta / sizeof meta[0]), e);
+}
+
+int checkpoint_check_input(const char *path, struct err *e) {
+    struct safetensors st;
+    if (safetensors_read(path, &st, e) != 0) return -1;
+    char mean[96], std[96];
+    normalization_meta(mean, std);
+    const char *want[][2] = {{"input", INPUT_META}, {"normalization_mean", mean}, {"normalization_std", std}};
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        const char *has = safetensors_meta(&st, want[i][0]);
+        if (!has || strcmp(has, want[i][1]) != 0)
+            rc = err_set(e, "%s: metadata %s is %s; this build's input pipeline has %s", path, want[i][0],
+                         has ? has : "missing", want[i][1]);
+    }
+    safetensors_free(&st);
+    return rc;
 }
 
 /* Checks the file's format metadata; returns its model name, or NULL with e set. */

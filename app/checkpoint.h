@@ -66,4 +66,9 @@ int checkpoint_read(const char *path, const struct model *m, struct model_state 
  * ("PATH: holds model X, which this build does not know (known: ...)") otherwise. */
 const struct net_def *checkpoint_net(const char *path, struct err *e);
 
+/* Whether the file's input metadata (input, normalization_mean, normalization_std) is what this
+ * build's input pipeline does, so pictures prepared by it mean to the network what they meant
+ * in training. Returns 0, or -1 with "PATH: metadata X is ...; this build's ... has ..." in e. */
+int checkpoint_check_input(const char *path, struct err *e);
+
 #endif

@@ -58,3 +58,17 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
     }
     free(logits), free(sum);
 }
+
+void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, int end, int tta, float *out) {
+    CHECK(tta >= 0 && tta <= EVALUATE_TTA_MAX);
+    int idx[1024], classes = m->net->classes, chunk = m->max_batch < 1024 ? m->max_batch : 1024;
+    float *logits = XALLOC((size_t)chunk * classes * sizeof(float));
+    int *pred = XALLOC((size_t)chunk * sizeof(int));
+    for (int at = begin; at < end;) {
+        int n = end - at < chunk ? end - at : chunk;
+        for (int i = 0; i < n; i++) idx[i] = at + i;
+        predict_views(m, set, idx, n, tta, pred, logits, out + (size_t)(at - begin) * classes);
+        at += n;
+    }
+    free(logits), free(pred);
+}

@@ -21,4 +21,8 @@
 void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta, int *pred,
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 
+/* The TTA-weighted logits of images [begin, end) of set into logits[end - begin][classes], in
+ * batches as evaluate_range. */
+void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, int end, int tta, float *logits);
+
 #endif

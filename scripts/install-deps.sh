@@ -4,9 +4,9 @@
 # references, plots, TensorBoard's reader from PyPI), PyYAML, yamllint, ShellCheck, sshd (the
 # k8s/Dockerfile checks; kubectl >= 1.21 is used when present). Nothing is fetched twice.
 set -euo pipefail
-pkgs=(build-essential make libopenmpi-dev openmpi-bin openssh-client zlib1g-dev curl ca-certificates)
+pkgs=(build-essential make libopenmpi-dev openmpi-bin openssh-client zlib1g-dev libpng-dev libjpeg-dev curl ca-certificates)
 case ${1:-} in
-  --test) pkgs+=(python3 python3-pip python3-matplotlib python3-torch python3-numpy python3-yaml yamllint shellcheck openssh-server) ;;
+  --test) pkgs+=(python3 python3-pip python3-matplotlib python3-pil python3-torch python3-numpy python3-yaml yamllint shellcheck openssh-server) ;;
   "") ;;
   -h | --help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;;
   *) echo "install-deps.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;

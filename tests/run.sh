@@ -103,6 +103,11 @@ if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   # 3 steps, 1 per epoch: the final lookahead after step 3, the bias stops at step 3; ~1 min on 2 cores
   suite "pytorch reference, airbench94, airbench94 recipe" torch_recipe airbench94 3 1 2
   suite "airbench94 in pytorch (scripts/airbench_torch.py)" env PY="$PY" tests/test_airbench_torch.sh
+  if "$PY" -c 'import PIL' 2>/dev/null; then
+    suite "cifar10-predict vs PIL and pytorch" "$PY" tests/test_predict.py "$B"
+  else
+    echo "== cifar10-predict vs PIL: skipped: $PY cannot import PIL (scripts/install-deps.sh --test installs python3-pil)"
+  fi
 else
   echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
 fi

@@ -60,6 +60,24 @@ run mpirun -np 2 "$BIN/cifar10-train" --epochs=-5 "$T/data"
 expect_rc 2 "mpirun train bad flag"
 expect_err "mpirun train bad flag" "--epochs: -5 must be > 0"
 
+run "$BIN/cifar10-predict" --help
+expect_rc 0 "predict --help"
+expect_out "predict --help" "--max-pixels"
+run "$BIN/cifar10-predict" --version
+expect_out "predict --version" "^cifar10-predict [0-9]+\.[0-9]+\.[0-9]+$"
+for case in "|no IMAGE given" "--top 0 x.png|--top: 0 is out of range" "--tta 3 x.png|--tta: 3 is out of range" \
+  "--max-pixels abc x.png|--max-pixels: 'abc'" "--device tpu x.png|--device: 'tpu' is not cpu, cuda or auto" \
+  "--json=1 x.png|--json=1" "--frobnicate x.png|--frobnicate: unknown flag (try --help)"; do
+  args=${case%%|*} want=${case#*|}
+  # shellcheck disable=SC2086
+  run "$BIN/cifar10-predict" $args
+  expect_rc 2 "predict $args"
+  expect_err "predict $args" "$want"
+done
+run "$BIN/cifar10-predict" --model-file "$T/none.safetensors" x.png
+expect_rc 1 "predict without a model file"
+expect_err "predict without a model file" "$T/none.safetensors: No such file or directory"
+
 run "$BIN/cifar10-test" --help
 expect_rc 0 "test --help"
 expect_out "test --help" "--min-accuracy"

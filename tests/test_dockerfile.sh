@@ -4,7 +4,7 @@
 #    lines are executed here, in a clean copy of the tracked files (as COPY . . gives them), with
 #    the CPU flavour's MAKE_FLAGS;
 #  - every file the runtime stage copies from the build stage exists after that build;
-#  - every shared library ldd reports for the two binaries comes from a package the runtime
+#  - every shared library ldd reports for the binaries comes from a package the runtime
 #    stage installs, one they depend on, or the base image (Debian's required packages);
 #  - the runtime stage installs no compiler, make or -dev package and copies no key;
 #  - the sshd config parses (sshd -t, with a stand-in key) and the ssh client config gives
@@ -57,11 +57,15 @@ for f in "${words[@]:0:${#words[@]}-1}"; do
   check "runtime copies $f from the build" test -e "$T${f}"
   [[ $f == */build/* ]] && bins+=("$T$f")
 done
-check "runtime holds both binaries and get-data.sh in $dest" \
-  test "$copies" = "/src/build/cifar10-train /src/build/cifar10-test /src/scripts/get-data.sh /usr/local/bin/"
+check "runtime holds the three programs and get-data.sh in $dest" \
+  test "$copies" = "/src/build/cifar10-train /src/build/cifar10-test /src/build/cifar10-predict /src/scripts/get-data.sh /usr/local/bin/"
 
 # 3. Libraries: each from a runtime package, a dependency of one, or Debian's required set.
-mapfile -t pkgs < <(sed -n 's/^RUN apt-get update.*apt-get install -y --no-install-recommends \(.*\)&& rm -rf.*/\1/p' <<<"$final" | tr -s ' ' '\n' | sed '/^$/d')
+# $IMAGE_LIBS: the CPU flavour's value (its ENV in the runtime-cpu stage)
+image_libs=$(stage runtime-cpu | sed -n 's/^ENV IMAGE_LIBS="\(.*\)"$/\1/p')
+check "the CPU runtime names its picture libraries (ENV IMAGE_LIBS)" test -n "$image_libs"
+mapfile -t pkgs < <(sed -n 's/^RUN apt-get update.*apt-get install -y --no-install-recommends \(.*\)&& rm -rf.*/\1/p' <<<"$final" |
+  sed "s/\\\$IMAGE_LIBS/$image_libs/" | tr -s ' ' '\n' | sed '/^$/d')
 check "runtime installs packages (${pkgs[*]})" test "${#pkgs[@]}" -ge 4
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances "${pkgs[@]}" 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
