@@ -5,7 +5,7 @@
  * Decoding gives what PIL's Image.open(f).convert("RGB") gives: palette and grayscale expanded
  * to RGB, alpha dropped (not composited), 16-bit samples reduced to their high byte, CMYK and
  * YCCK JPEGs converted as PIL converts CMYK (R = (255 - C)(255 - K) / 255 on the un-inverted
- * values; Adobe files store them inverted); progressive and interlaced files decode as usual.
+ * values; Adobe files store them inverted); progressive JPEGs and interlaced PNGs decode as usual.
  * Unlike a bare Image.open, the EXIF orientation (JPEG APP1, PNG eXIf) is applied, as
  * PIL.ImageOps.exif_transpose does, so a phone photo is upright. */
 #ifndef DATA_IMAGE_H
