@@ -117,7 +117,7 @@ def main(argv):
     ap.add_argument("--confusion", metavar="TEST.json", help="draw the confusion matrix of a cifar10-test --json file")
     ap.add_argument("--label", action="append", default=[], help="legend name of the next metrics file")
     ap.add_argument("--out", help="output file, .png or .svg (default curves.png or confusion.png)")
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)  # --label A a.jsonl --label B b.jsonl
     if bool(a.confusion) == bool(a.files):
         ap.error("give metrics files, or --confusion TEST.json")
     if len(a.label) > len(a.files):

@@ -110,6 +110,8 @@ def curves(d):
     rc, out, _ = run_main(["--out", png, "--label", "workshop", a, b])
     check(f"PNG written ({rc}, {out!r})", rc == 0 and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
           and os.path.getsize(png) > 10000)
+    rc, _, _ = run_main(["--out", png, "--label", "A", a, "--label", "B", b])
+    check(f"labels between the files, as the README shows ({rc})", rc == 0)
     rc, _, _ = run_main(["--out", svg, a, b])
     text = open(svg).read() if rc == 0 else ""
     check("SVG keeps the titles and the default labels (file names)",
