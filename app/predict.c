@@ -152,23 +152,31 @@ static void json_picture(struct strbuf *b, const char *file, const double *prob,
     strbuf_printf(b, "}}");
 }
 
-/* Scores the loaded pictures; prints them (in the order given) and the failed ones in JSON. */
+/* A failed picture's JSON entry. */
+static void json_failed(struct strbuf *b, const char *file, const struct err *e) {
+    strbuf_printf(b, "{\"file\":");
+    strbuf_json_string(b, file);
+    strbuf_printf(b, ",\"error\":");
+    strbuf_json_string(b, e->msg);
+    strbuf_printf(b, "}");
+}
+
+/* Scores the loaded pictures and prints every picture in the order given: a line each, or one
+ * JSON document (failed pictures included) with --json. */
 static void predict(struct model *m, const struct options *o, char **files, const struct pictures *p) {
     float *logits = XALLOC(((size_t)p->loaded + 1) * CIFAR_CLASSES * sizeof(float));
     struct cifar_set set = {.n = p->loaded, .records = p->pointers};
     if (p->loaded) evaluate_logits(m, &set, 0, p->loaded, o->tta, logits);
     struct strbuf b = {0};
-    strbuf_printf(&b, "{\"model_file\":");
-    strbuf_json_string(&b, o->model_file);
-    strbuf_printf(&b, ",\"model\":\"%s\",\"tta\":%d,\"images\":[", m->net->name, o->tta);
+    if (o->json) {
+        strbuf_printf(&b, "{\"model_file\":");
+        strbuf_json_string(&b, o->model_file);
+        strbuf_printf(&b, ",\"model\":\"%s\",\"tta\":%d,\"images\":[", m->net->name, o->tta);
+    }
     for (int i = 0, k = 0; i < p->n; i++) {
-        if (i) strbuf_printf(&b, ",\n ");
+        if (o->json && i) strbuf_printf(&b, ",\n ");
         if (!p->ok[i]) {
-            strbuf_printf(&b, "{\"file\":");
-            strbuf_json_string(&b, files[i]);
-            strbuf_printf(&b, ",\"error\":");
-            strbuf_json_string(&b, p->errors[i].msg);
-            strbuf_printf(&b, "}");
+            if (o->json) json_failed(&b, files[i], &p->errors[i]);
             continue;
         }
         double prob[CIFAR_CLASSES];
@@ -177,8 +185,10 @@ static void predict(struct model *m, const struct options *o, char **files, cons
         if (o->json) json_picture(&b, files[i], prob, order, o->top);
         else print_text(files[i], prob, order, o->top);
     }
-    strbuf_printf(&b, "]}\n");
-    if (o->json) fputs(b.s, stdout);
+    if (o->json) {
+        strbuf_printf(&b, "]}\n");
+        fputs(b.s, stdout);
+    }
     strbuf_free(&b);
     free(logits);
 }

@@ -56,11 +56,17 @@ static void pb_message(struct pb *b, int field, struct pb *m) {
     *m = (struct pb){0};
 }
 
-static void pb_fixed(struct pb *b, int field, int wire, uint64_t bits, int bytes) {
+
+static void put_le(struct pb *b, uint64_t v, int bytes) {
     uint8_t le[8];
-    for (int i = 0; i < bytes; i++) le[i] = (uint8_t)(bits >> (8 * i));
-    pb_key(b, field, wire);
+    for (int i = 0; i < bytes; i++) le[i] = (uint8_t)(v >> (8 * i));
     pb_put(b, le, (size_t)bytes);
+}
+
+/* A fixed-width field (fixed64: a double's bits, fixed32: a float's), little-endian. */
+static void pb_fixed(struct pb *b, int field, int wire, uint64_t bits, int bytes) {
+    pb_key(b, field, wire);
+    put_le(b, bits, bytes);
 }
 
 /* CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), bit by bit: records are short. */
@@ -80,11 +86,6 @@ static uint32_t masked_crc(const uint8_t *p, size_t n) {
     return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-static void put_le(struct pb *b, uint64_t v, int bytes) {
-    uint8_t le[8];
-    for (int i = 0; i < bytes; i++) le[i] = (uint8_t)(v >> (8 * i));
-    pb_put(b, le, (size_t)bytes);
-}
 
 /* Writes one Event (its fields after wall_time and step in `body`, which is freed) in TFRecord
  * framing; flushes, and fsyncs when asked. */
