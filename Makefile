@@ -92,8 +92,14 @@ ISAS    := generic avx2 avx512
 march_generic := -march=x86-64 -mtune=generic
 march_avx2    := -march=x86-64-v3 -mtune=generic
 march_avx512  := -march=x86-64-v4 -mtune=generic
+# The bf16 GEMM: a generic build (the same packing, dot products emulated exactly in float: the
+# path CPUs without the instructions use, and the tests' reference) and an AVX512_BF16 one.
+BF16_ISA_SRC := kernels/cpu/gemm_bf16.c
+BF16_ISAS    := generic avx512bf16
+march_avx512bf16 := -march=x86-64-v4 -mavx512bf16 -mtune=generic
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o)) \
+            $(foreach i,$(BF16_ISAS),$(BF16_ISA_SRC:%.c=$(BUILD)/%.$(i).o))
 
 ifeq ($(USE_CUDA),1)
 CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
@@ -134,7 +140,7 @@ $$(BUILD)/%.$(1).o: %.c
 	@echo "  CC    $$< ($(1))"
 	$$(Q)$$(MPICC) $$(CFLAGS) $$(march_$(1)) -DCPU_ISA=$(1) -c $$< -o $$@
 endef
-$(foreach i,$(ISAS),$(eval $(call isa_rule,$(i))))
+$(foreach i,$(ISAS) avx512bf16,$(eval $(call isa_rule,$(i))))
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)

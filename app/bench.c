@@ -38,6 +38,8 @@ static const char usage[] =
     "  --runs N         timed runs; the median is reported (default 5)\n"
     "  --isa NAME       vector path: avx512, avx2 or generic (default: best this CPU has)\n"
     "  --device D       cpu, cuda or auto (default: cuda when a GPU is visible)\n"
+    "  --precision P    fp32, bf16 or auto: the products of the convolutions and linear layers\n"
+    "                   (default fp32; auto: bf16 where the CPU has AVX512_BF16)\n"
     "  --bucket-mb MB   gradient allreduce bucket size (default 2; 0: one after backward)\n"
     "  --help\n";
 
@@ -45,19 +47,22 @@ struct bench_config {
     int batch, threads, warmup, steps, runs;
     const char *isa, *model;
     enum device_kind device;
+    enum precision precision;
     double bucket_mb;
 };
 
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_DEVICE, OPT_BUCKET, OPT_HELP };
+    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_DEVICE, OPT_BUCKET, OPT_PRECISION, OPT_HELP };
     static const struct option long_options[] = {
         {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
         {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
         {"runs", required_argument, 0, OPT_RUNS},        {"isa", required_argument, 0, OPT_ISA},
         {"device", required_argument, 0, OPT_DEVICE},    {"bucket-mb", required_argument, 0, OPT_BUCKET},
         {"model", required_argument, 0, OPT_MODEL},      {"help", no_argument, 0, OPT_HELP},
+        {"precision", required_argument, 0, OPT_PRECISION},
         {0, 0, 0, 0}};
-    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0, .model = "workshop-cnn"};
+    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0, .model = "workshop-cnn",
+                                .precision = PRECISION_FP32};
     opterr = 0;
     int opt, rc = 0;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
@@ -79,6 +84,10 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
             break;
         case OPT_DEVICE:
             if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "--device: '%s' is not cpu, cuda or auto", optarg);
+            break;
+        case OPT_PRECISION:
+            if (precision_parse(optarg, &c->precision) != 0)
+                rc = err_set(e, "--precision: '%s' is not fp32, bf16 or auto", optarg);
             break;
         case OPT_BUCKET: rc = options_double("--bucket-mb", optarg, 0.0, 0, &c->bucket_mb, e); break;
         case OPT_HELP:
@@ -124,9 +133,9 @@ int main(int argc, char **argv) {
     omp_set_num_threads(threads);
 
     char device[512];
-    const struct kernels *k = device_select(c.device, d.local_rank, device, sizeof device, &e);
+    const struct kernels *k = device_select(c.device, c.precision, 1, d.local_rank, device, sizeof device, &e);
     dist_agree(k ? 0 : 1, e.msg);
-    int on_cpu = strcmp(k->name, "cpu") == 0;
+    int on_cpu = k->host;
     dist_print_all(device);
     /* The same answer on every rank (the peak measurement below is collective). */
     on_cpu = dist_max_double(on_cpu ? 0.0 : 1.0) == 0.0;
@@ -141,9 +150,18 @@ int main(int argc, char **argv) {
         double mine = gemm_fma_peak(isas[i], threads, 0.3);
         peak_all[i] = mine < 0 ? -1.0 : sum_ranks(mine);
     }
-    const char *isa = gemm_isa();
-    double peak = 0.0;
-    for (int i = 0; i < 3; i++)
+    /* The bf16 peak (VDPBF16PS) likewise, where the CPU has it; a cpu-bf16 run's fraction of
+     * peak is taken against it. */
+    double bf16_one = -1.0, bf16_all = -1.0;
+    if (on_cpu && kernels_cpu_bf16_native()) {
+        bf16_one = d.rank == 0 ? gemm_bf16_peak(1, 0.3) : 0.0;
+        dist_bcast(&bf16_one, sizeof bf16_one, 0);
+        bf16_all = sum_ranks(gemm_bf16_peak(threads, 0.3));
+    }
+    int bf16 = strcmp(k->name, "cpu-bf16") == 0;
+    const char *isa = bf16 ? "avx512bf16" : gemm_isa();
+    double peak = bf16 ? bf16_all : 0.0;
+    for (int i = 0; i < 3 && !bf16; i++)
         if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
 
     struct model m;
@@ -208,6 +226,9 @@ int main(int argc, char **argv) {
                 if (peak_one[i] > 0)
                     printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i], d.world,
                            threads);
+            if (bf16_one > 0)
+                printf("\nbf16 multiply-add peak (VDPBF16PS): %.1f (1 thread) / %.1f (%d x %d threads)", bf16_one,
+                       bf16_all, d.world, threads);
             printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
             printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
                    "GFLOP/s", "peak");
@@ -237,8 +258,8 @@ int main(int argc, char **argv) {
                (double)d.world * c.batch * c.steps / run_seconds[c.runs - 1],
                (double)d.world * c.batch * c.steps / run_seconds[0]);
         if (on_cpu)
-            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s FMA peak (%.1f)\n",
-                   flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa, peak);
+            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s %s peak (%.1f)\n",
+                   flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa, bf16 ? "bf16" : "FMA", peak);
         else
             printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c.batch * 1e-9, gflops,
                    d.world);

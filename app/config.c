@@ -14,6 +14,7 @@ void config_defaults(struct train_config *c) {
     c->print_freq = 5;
     c->eval = 1;
     c->device = DEVICE_AUTO;
+    c->precision = PRECISION_AUTO;
     c->bucket_mb = 2.0;
     c->resume = RESUME_AUTO;
     c->model_file = "cifar10-model.safetensors";
@@ -31,6 +32,7 @@ void config_recipe(struct train_config *c, const char *model) {
     c->lookahead = c->whiten_images = c->first_bias_epochs = 0;
     c->warmup_epochs = 1.0;
     c->tta = 0;
+    c->bf16_recipe = 0;
     if (strcmp(model, net_airbench94.name) == 0) { /* legacy/airbench94.py's hyp */
         c->epochs = 9.9;
         c->batch_size = 1024;

@@ -51,6 +51,8 @@ struct train_config {
     int threads;           /* 0: the CPUs this process may use */
     int eval;              /* score test_batch.bin after every epoch when present */
     enum device_kind device;
+    enum precision precision; /* of the products (device.h); auto resolves with bf16_recipe */
+    int bf16_recipe;          /* the recipe allows bf16 products under --precision auto */
     double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
     enum resume_mode resume;
     const char *model_file, *checkpoint_file, *metrics_file, *data;

@@ -12,11 +12,43 @@ int device_parse(const char *s, enum device_kind *out) {
     return 0;
 }
 
-const struct kernels *device_select(enum device_kind want, int local_rank, char *desc, size_t size,
-                                    struct err *e) {
+int precision_parse(const char *s, enum precision *out) {
+    if (strcmp(s, "auto") == 0) *out = PRECISION_AUTO;
+    else if (strcmp(s, "fp32") == 0) *out = PRECISION_FP32;
+    else if (strcmp(s, "bf16") == 0) *out = PRECISION_BF16;
+    else return -1;
+    return 0;
+}
+
+const char *precision_name(enum precision p) {
+    return p == PRECISION_BF16 ? "bf16" : p == PRECISION_FP32 ? "fp32" : "auto";
+}
+
+/* The CPU table for the precision asked for; appends the choice and its reason to desc. bf16
+ * without AVX512_BF16 is refused: the plain-C path computes it at a small fraction of the float
+ * speed, which no run wants (the tests reach it through kernels_cpu_bf16 directly). */
+static const struct kernels *cpu_table(enum precision p, int bf16_ok, char *desc, size_t size,
+                                       struct err *e) {
+    size_t used = strlen(desc);
+    int native = kernels_cpu_bf16_native();
+    if (p == PRECISION_BF16 && !native)
+        return err_set(e, "--precision=bf16: this CPU lacks AVX512_BF16 (use fp32 or auto)"), NULL;
+    if (p == PRECISION_BF16 || (p == PRECISION_AUTO && native && bf16_ok)) {
+        snprintf(desc + used, size - used, ", bf16 products (%s)",
+                 p == PRECISION_BF16 ? "--precision bf16" : "auto: AVX512_BF16, recipe allows");
+        return kernels_cpu_bf16();
+    }
+    if (p == PRECISION_AUTO)
+        snprintf(desc + used, size - used, ", fp32 (auto: %s)",
+                 !native ? "no AVX512_BF16" : "the recipe is fp32");
+    return kernels_cpu();
+}
+
+const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
+                                    int local_rank, char *desc, size_t size, struct err *e) {
     if (want == DEVICE_CPU) {
         snprintf(desc, size, "cpu");
-        return kernels_cpu();
+        return cpu_table(precision, bf16_ok, desc, size, e);
     }
 #if CIFAR10_CUDA
     struct err why;
@@ -27,20 +59,23 @@ const struct kernels *device_select(enum device_kind want, int local_rank, char 
                            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset"),
                    NULL;
         snprintf(desc, size, "cpu (auto: no GPU visible: %s)", why.msg);
-        return kernels_cpu();
+        return cpu_table(precision, bf16_ok, desc, size, e);
     }
+    if (precision == PRECISION_BF16)
+        return err_set(e, "--precision=bf16: the CUDA backend computes in fp32 only (use fp32 or auto)"),
+               NULL;
     int gpu = local_rank % gpus;
     const struct kernels *k = kernels_cuda(gpu);
     char name[256];
     kernels_cuda_describe(name, sizeof name);
-    snprintf(desc, size, "cuda: GPU %d of %d visible, %s (local rank %d)%s", gpu, gpus, name, local_rank,
-             want == DEVICE_AUTO ? " (auto)" : "");
+    snprintf(desc, size, "cuda: GPU %d of %d visible, %s (local rank %d)%s", gpu, gpus, name,
+             local_rank, want == DEVICE_AUTO ? " (auto)" : "");
     return k;
 #else
     (void)local_rank;
     if (want == DEVICE_CUDA)
         return err_set(e, "--device=cuda: this build has no CUDA backend (built with CUDA=0 or without nvcc)"), NULL;
     snprintf(desc, size, "cpu (auto: this build has no CUDA backend)");
-    return kernels_cpu();
+    return cpu_table(precision, bf16_ok, desc, size, e);
 #endif
 }

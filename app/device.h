@@ -12,12 +12,22 @@ enum device_kind { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 /* "cpu", "cuda" or "auto"; -1 for anything else. */
 int device_parse(const char *s, enum device_kind *out);
 
+/* --precision: the number format of the convolutions' and linear layers' products. fp32:
+ * float throughout; bf16: operands rounded to bfloat16, float accumulation and outputs, float
+ * everything else (kernels_cpu_bf16); auto: bf16 where the CPU has AVX512_BF16 and the
+ * network's recipe allows it, else fp32. */
+enum precision { PRECISION_AUTO, PRECISION_FP32, PRECISION_BF16 };
+int precision_parse(const char *s, enum precision *out);
+const char *precision_name(enum precision p);
+
 /* Picks the backend: auto means CUDA when this process sees a GPU, else the CPU. On CUDA the
  * GPU is local_rank modulo the GPUs visible, so ranks on a node spread over its GPUs and
- * several ranks may share one. Returns the table and writes what was chosen and why to desc
- * ("cuda: GPU 1 of 2, NVIDIA H100 ... (local rank 1)", "cpu (auto: no GPU: ...)"); NULL with
- * one line in e when --device=cuda cannot be honoured. */
-const struct kernels *device_select(enum device_kind want, int local_rank, char *desc, size_t size,
-                                    struct err *e);
+ * several ranks may share one. precision picks the table's number format as enum precision
+ * says (bf16_ok: the network's recipe allows bf16 under auto). Returns the table and writes
+ * what was chosen and why to desc ("cuda: GPU 1 of 2, NVIDIA H100 ... (local rank 1)",
+ * "cpu (auto: no GPU: ...), bf16 (auto: AVX512_BF16)"); NULL with one line in e when
+ * --device=cuda or --precision=bf16 cannot be honoured. */
+const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
+                                    int local_rank, char *desc, size_t size, struct err *e);
 
 #endif

@@ -83,6 +83,10 @@ static const char usage[] =
     "                        never: start over; require: fail without a checkpoint\n"
     "  --device D            cpu, cuda (one GPU per rank: node-local rank modulo the GPUs\n"
     "                        visible) or auto (default: cuda when a GPU is visible, else cpu)\n"
+    "  --precision P         the convolutions' and linear layers' products: fp32, bf16 (bfloat16\n"
+    "                        operands, float sums; CPUs with AVX512_BF16) or auto (default:\n"
+    "                        bf16 where the CPU has it and the recipe allows it; no recipe\n"
+    "                        does yet)\n"
     "  --bucket-mb MB        gradient allreduce bucket size, overlapped with backward\n"
     "                        (default 2; 0: one allreduce after the whole backward)\n"
     "  --threads N           threads per rank (default: the CPUs this process may use, divided\n"
@@ -94,7 +98,7 @@ static const char usage[] =
 
 enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,
-       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION };
+       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION };
 
 static const struct option long_options[] = {
     {"model", required_argument, 0, OPT_MODEL_NAME},
@@ -121,6 +125,7 @@ static const struct option long_options[] = {
     {"threads", required_argument, 0, OPT_THREADS},
     {"device", required_argument, 0, OPT_DEVICE},
     {"bucket-mb", required_argument, 0, OPT_BUCKET},
+    {"precision", required_argument, 0, OPT_PRECISION},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -203,6 +208,10 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
         case OPT_THREADS: rc = options_int(flag, optarg, 1, 4096, &c->threads, e); break;
         case OPT_DEVICE:
             if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, optarg);
+            break;
+        case OPT_PRECISION:
+            if (precision_parse(optarg, &c->precision) != 0)
+                rc = err_set(e, "%s: '%s' is not fp32, bf16 or auto", flag, optarg);
             break;
         case OPT_BUCKET:
             rc = options_double(flag, optarg, 0.0, 0, &c->bucket_mb, e);
@@ -573,15 +582,16 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     t->threads = c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
     if (t->threads < 1) t->threads = 1;
     omp_set_num_threads(t->threads);
-    const struct kernels *k = device_select(c->device, t->d.local_rank, t->device, sizeof t->device, &e);
+    const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank, t->device, sizeof t->device, &e);
     dist_agree(k ? 0 : 1, e.msg);
     if (t->d.rank == 0) {
         char quota[32] = "none";
         if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
         printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
-               "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s\n",
+               "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
                CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
-               t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa());
+               t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa(),
+               kernels_cpu_bf16_native() ? "avx512bf16" : "none");
     }
     dist_print_all(t->device);
     if (t->d.rank == 0) printf("reading %s\n", c->data);
@@ -593,7 +603,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     model_init(&t->m, net, k, t->batch, c->seed);
     t->m.label_smoothing = (float)c->label_smoothing;
     t->m.loss_reduction = c->loss;
-    t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), strcmp(k->name, "cpu") != 0);
+    t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), !k->host);
     if (t->d.rank == 0) {
         printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
         if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {

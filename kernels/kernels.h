@@ -41,7 +41,8 @@ enum xent_reduction { XENT_MEAN, XENT_SUM };
 int kernels_conv_out(int size, int k, int pad);
 
 struct kernels {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "cpu-bf16", "cuda" */
+    int host;         /* 1: the backend computes on the host in host memory (the CPU tables) */
 
     /* Memory: zero-filled, aligned allocation; exits with a message on failure. */
     void *(*alloc)(size_t bytes);
@@ -213,6 +214,13 @@ int kernels_check(const struct kernels *k, struct err *e);
 
 /* The CPU backend (OpenMP threads; vector code chosen at run time). */
 const struct kernels *kernels_cpu(void);
+/* The same backend ("cpu-bf16") with the convolutions' and linear layers' products in bf16:
+ * operands rounded to bfloat16 (nearest even) as the GEMMs pack them, products summed in float,
+ * float outputs; every other op, and all memory, as kernels_cpu(). Runs on any CPU, but only
+ * those with AVX512_BF16 (kernels_cpu_bf16_native() == 1) have the instructions that make it
+ * fast; elsewhere the same sums are computed in plain C, slowly (tests). */
+const struct kernels *kernels_cpu_bf16(void);
+int kernels_cpu_bf16_native(void);
 
 /* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
  * builds have none of these three). kernels_cuda_devices: the GPUs this process can use, or 0

@@ -224,9 +224,9 @@ static void parse_args(int argc, char **argv) {
     dist_agree(bad ? 2 : 0, "usage: test_dist [--device cpu|cuda|auto] [--out DIR]");
     char desc[512];
     struct err e = {""};
-    K = device_select(want, d.local_rank, desc, sizeof desc, &e);
+    K = device_select(want, PRECISION_FP32, 0, d.local_rank, desc, sizeof desc, &e);
     dist_agree(K ? 0 : 1, e.msg);
-    on_gpu = strcmp(K->name, "cpu") != 0;
+    on_gpu = !K->host;
     if (device_mode) dist_print_all(desc);
 }
 

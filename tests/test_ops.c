@@ -10,6 +10,8 @@
  *         (the code that differs per ISA: the GEMM, the Winograd convolution, GELU) on every ISA
  *         path this CPU has, with 2 threads; and, in child processes, that the conv and linear ops
  *         stop at their CHECK when given a workspace one byte short;
+ *   cpu-bf16  kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU
+ *         has (avx512bf16 where the CPU has AVX512_BF16, the plain-C path always), 2 threads;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
  *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
  *         table again on the backend kernels_cuda() makes afresh after it.
@@ -22,12 +24,20 @@
  *   exact (==): ReLU, max pool (values, and the gradient's routing to the first maximum on
  *       ties), the argmax count of softmax cross-entropy, the asynchronous copies, lookahead
  *       with decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema;
+ *   relative L2 error <= 4e-2: conv and linear y, dx, dw on cpu-bf16 (db is a float sum and
+ *       keeps 1e-5). Operands rounded to bf16 carry up to 2^-9 relative error each; measured
+ *       here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5e-3, F(4x4) (the odd
+ *       maps) 1e-2 to 2.7e-2, as its transforms (coefficients up to 8) amplify the rounding
+ *       of the transformed tiles and filters. The column prints its worst error;
  *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
  *       pixel from the wrong place is off by a multiple of the scale, about 0.017).
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
  * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
  *
- * "CPU internals" at the end: the GEMM itself on every ISA path. */
+ * "CPU internals" at the end: the GEMM itself on every ISA path; bf16_round on hand-worked
+ * values; gemm_bf16 on both paths against the double product of the bf16_round-ed operands
+ * (1e-5: those products are exact in float), and that it rounds every operand exactly as
+ * bf16_round (==). */
 #include "../common/err.h"
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/kernels.h"
@@ -46,6 +56,7 @@
 #define TOL 1e-5       /* float arithmetic ops */
 #define TOL_FINE 1e-6  /* softmax cross-entropy, SGD, lookahead */
 #define TOL_INPUT 1e-6 /* input_prepare, per element */
+#define TOL_BF16 4e-2  /* conv and linear with bf16 operands (cpu-bf16), see the header */
 
 /* ---- The case table ---- */
 
@@ -215,6 +226,9 @@ static const struct op_case cases[] = {
 /* ---- Buffers of one case (freed when it ends), the backend under test, messages ---- */
 
 static const struct kernels *B; /* the backend under test */
+/* Tolerance of the products (conv and linear y, dx, dw): TOL, or TOL_BF16 on cpu-bf16. */
+static double tol_products = TOL;
+static double worst_products; /* the largest such error seen in the current column */
 static char where[96];          /* the column: "cpu avx512, 3 threads" */
 static char what[192];          /* the case: "conv N2 C3 K5 6x10 k3 pad 1 bias mask" */
 static unsigned seed;           /* reset per case, so every backend sees the same inputs */
@@ -276,6 +290,14 @@ static void name_case(const struct op_case *c, const char *fmt, ...) {
 static void expect_rel(const char *out, const float *h, const double *ref, size_t n, double tol) {
     double e = check_rel_l2(h, ref, n);
     EXPECT(e <= tol, "%s: %s: %s: rel L2 error %.3g > %.0e", where, what, out, e, tol);
+}
+
+/* A product of the conv and linear ops: within tol_products; the worst error is kept for the
+ * column's summary line (how close the bf16 column comes to its bound). */
+static void expect_products(const char *out, const float *h, const double *ref, size_t n) {
+    double e = check_rel_l2(h, ref, n);
+    if (e > worst_products) worst_products = e;
+    expect_rel(out, h, ref, n, tol_products);
 }
 
 /* Every element of h[n] within tol of ref[n] (tol 0: equal). */
@@ -407,10 +429,10 @@ static void run_conv(const struct op_case *c) {
     void *ws = dev_alloc(ws_bytes);
     float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
     B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws, ws_bytes);
-    expect_rel("y", host_of(gy, ny), ry, ny, TOL);
+    expect_products("y", host_of(gy, ny), ry, ny);
     B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws, ws_bytes);
-    expect_rel("dx", host_of(gdx, nx), rdx, nx, TOL);
-    expect_rel("dw", host_of(gdw, nw), rdw, nw, TOL);
+    expect_products("dx", host_of(gdx, nx), rdx, nx);
+    expect_products("dw", host_of(gdw, nw), rdw, nw);
     expect_rel("db", host_of(gdb, s->K), rdb, s->K, TOL);
     conv_skipped(c, gx, gw, gdy, mask, ws, ws_bytes, gdx, gdw, gdb);
 }
@@ -621,10 +643,10 @@ static void run_linear(const struct op_case *c) {
     void *ws = dev_alloc(ws_bytes);
     float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(O);
     B->linear_forward(gx, gw, gb, gy, N, I, O, sc, ws, ws_bytes);
-    expect_rel("y", host_of(gy, ny), ry, ny, TOL);
+    expect_products("y", host_of(gy, ny), ry, ny);
     B->linear_backward(gx, gw, gdy, gdx, gdw, gdb, N, I, O, sc, ws, ws_bytes);
-    expect_rel("dx", host_of(gdx, nx), rdx, nx, TOL);
-    expect_rel("dw", host_of(gdw, nw), rdw, nw, TOL);
+    expect_products("dx", host_of(gdx, nx), rdx, nx);
+    expect_products("dw", host_of(gdw, nw), rdw, nw);
     expect_rel("db", host_of(gdb, O), rdb, O, TOL);
     if (!(c->flags & (F_NO_DX | F_NO_DB))) return;
     float *vdx = c->flags & F_NO_DX ? NULL : dev_nan(nx), *vdw = dev_nan(nw);
@@ -788,14 +810,14 @@ static run_fn *const runners[] = {
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 
-/* The table on backend B (only the conv, linear and GELU cases when per_isa_only), as column
- * `where`. */
-static void run_cases(int per_isa_only) {
+/* The table on backend B, as column `where`: all of it (which 0), the conv, linear and GELU
+ * cases (1: the per-ISA code) or the conv and linear cases (2: the bf16 products). */
+static void run_cases(int which) {
     double t0 = omp_get_wtime();
     int ran = 0;
     for (size_t i = 0; i < NCASES; i++) {
         const struct op_case *c = &cases[i];
-        if (per_isa_only && c->op != OP_CONV && c->op != OP_LINEAR && c->op != OP_GELU) continue;
+        if (which && c->op != OP_CONV && c->op != OP_LINEAR && (which == 2 || c->op != OP_GELU)) continue;
         seed = 1000u * (unsigned)i + 1;
         runners[c->op](c);
         release_case();
@@ -922,6 +944,32 @@ static void cpu_column(void) {
     B->shutdown(); /* nothing to release; it must be there and callable */
 }
 
+/* cpu-bf16: the conv and linear cases (the ops that differ from the cpu table) on every bf16
+ * GEMM path this CPU has (avx512bf16 where present; the plain-C one always), 2 threads, within
+ * TOL_BF16; then the rest of the table once, which must match the float tolerances. */
+static void cpu_bf16_column(void) {
+    static const char *const paths[] = {"avx512bf16", "generic"};
+    B = kernels_cpu_bf16();
+    expect_complete(B);
+    EXPECT(B->host && strcmp(B->name, "cpu-bf16") == 0, "kernels_cpu_bf16: name %s host %d", B->name, B->host);
+    const char *best = gemm_bf16_isa();
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    for (int i = 0; i < 2; i++) {
+        if (gemm_bf16_select(paths[i]) != 0) {
+            printf("test_ops: cpu-bf16 %s: skipped: this CPU lacks AVX512_BF16\n", paths[i]);
+            continue;
+        }
+        snprintf(where, sizeof where, "cpu-bf16 %s, 2 threads, conv and linear", paths[i]);
+        tol_products = TOL_BF16, worst_products = 0.0;
+        run_cases(2);
+        printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products, TOL_BF16);
+    }
+    tol_products = TOL;
+    gemm_bf16_select(best);
+    omp_set_num_threads(threads);
+}
+
 static void cuda_column(void) {
 #if CIFAR10_CUDA
     struct err why = {""};
@@ -960,8 +1008,10 @@ static void gemm_reference(int M, int N, int Kd, double alpha, const float *A, p
 }
 
 /* One size, both operands transposed or not; beta 0 on odd sizes, with C full of NaN (it must
- * not be read); size 3 through gemm_parallel. */
-static void gemm_case(const char *isa, int s, int M, int N, int Kd, float *ws) {
+ * not be read); size 3 through gemm_parallel. math GEMM_BF16: gemm_bf16, against the double
+ * product of the operands as bf16_round rounds them (the products are then exact in float, so
+ * the float tolerance holds: what is tested is the packing, the pairing and the sums). */
+static void gemm_case(enum gemm_math math, const char *isa, int s, int M, int N, int Kd, float *ws) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             float *A = hfill((size_t)M * Kd, -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
@@ -969,18 +1019,23 @@ static void gemm_case(const char *isa, int s, int M, int N, int Kd, float *ws) {
             double *R = dnew((size_t)M * N);
             ptrdiff_t rsa = ta ? 1 : Kd, csa = ta ? M : 1, rsb = tb ? 1 : N, csb = tb ? Kd : 1;
             float alpha = 0.75f, beta = s % 2 ? 0.0f : 0.5f;
-            gemm_reference(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, R);
+            float *Ar = hfill((size_t)M * Kd, 0, 0), *Br = hfill((size_t)Kd * N, 0, 0);
+            for (size_t i = 0; i < (size_t)M * Kd; i++) Ar[i] = math == GEMM_BF16 ? bf16_round(A[i]) : A[i];
+            for (size_t i = 0; i < (size_t)Kd * N; i++) Br[i] = math == GEMM_BF16 ? bf16_round(Bm[i]) : Bm[i];
+            gemm_reference(M, N, Kd, alpha, Ar, rsa, csa, Br, rsb, csb, beta, C, R);
             if (beta == 0.0f) memset(C, 0xff, (size_t)M * N * sizeof(float));
-            if (s == 3) gemm_parallel(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
-            else gemm(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
+            if (s == 3) gemm_parallel(math, M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
+            else gemm_of(math)(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
             double e = check_rel_l2(C, R, (size_t)M * N);
-            EXPECT(e <= TOL, "gemm %s %dx%dx%d ta=%d tb=%d: rel err %.3g", isa, M, N, Kd, ta, tb, e);
+            EXPECT(e <= TOL, "%s %s %dx%dx%d ta=%d tb=%d: rel err %.3g", math == GEMM_BF16 ? "gemm_bf16" : "gemm",
+                   isa, M, N, Kd, ta, tb, e);
         }
 }
 
-static void test_gemm_path(const char *isa) {
-    if (gemm_select(isa) != 0) {
-        printf("test_ops: cpu internals: gemm %s: skipped: this CPU lacks it\n", isa);
+static void test_gemm_path(enum gemm_math math, const char *isa) {
+    const char *name = math == GEMM_BF16 ? "gemm_bf16" : "gemm";
+    if ((math == GEMM_BF16 ? gemm_bf16_select(isa) : gemm_select(isa)) != 0) {
+        printf("test_ops: cpu internals: %s %s: skipped: this CPU lacks it\n", name, isa);
         return;
     }
     /* Sizes straddle every blocking edge: MC=96, KC=256, NC=512 and the MR/NR tiles. */
@@ -988,25 +1043,110 @@ static void test_gemm_path(const char *isa) {
     float *ws = XALLOC(gemm_workspace_floats() * sizeof(float) * (size_t)omp_get_max_threads());
     for (int s = 0; s < 5; s++) {
         seed = 100u * (unsigned)s + 7;
-        gemm_case(isa, s, sizes[s][0], sizes[s][1], sizes[s][2], ws);
+        gemm_case(math, isa, s, sizes[s][0], sizes[s][1], sizes[s][2], ws);
         while (n_host) free(host_bufs[--n_host]);
     }
     free(ws);
-    printf("test_ops: cpu internals: gemm %s: done\n", isa);
+    printf("test_ops: cpu internals: %s %s: done\n", name, isa);
+}
+
+/* bf16_round against values worked out by hand: exact bf16 values stay, ties go to the even
+ * mantissa, overflow rounds to infinity, NaN stays NaN, and what would be a bf16 subnormal
+ * becomes a signed zero (as VDPBF16PS reads subnormals). */
+static void test_bf16_round(void) {
+    static const struct {
+        float in, want;
+    } cases[] = {
+        {1.0f, 1.0f},
+        {-2.5f, -2.5f},
+        {1.0f + 0x1p-8f, 1.0f},                 /* tie: mantissa 0 is even, down */
+        {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},   /* tie: 1 + 2^-7 is odd, up */
+        {1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 0x1p-7f}, /* past the tie: up */
+        {-(1.0f + 0x1p-9f), -1.0f},             /* below the tie: down */
+        {3.14159265f, 3.140625f},
+        {0x1.fffffep127f, INFINITY},            /* FLT_MAX rounds up to infinity */
+        {INFINITY, INFINITY},
+        {-INFINITY, -INFINITY},
+        {0x1p-126f, 0x1p-126f},                 /* the smallest normal stays */
+        {0x1p-130f, 0.0f},                      /* subnormal: zero */
+        {-0x1p-140f, -0.0f},
+        {0.0f, 0.0f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float got = bf16_round(cases[i].in);
+        EXPECT(got == cases[i].want && signbit(got) == signbit(cases[i].want),
+               "bf16_round(%a) = %a, want %a", (double)cases[i].in, (double)got, (double)cases[i].want);
+    }
+    EXPECT(isnan(bf16_round(NAN)), "bf16_round(NaN) = %a, want a NaN", (double)bf16_round(NAN));
+    printf("test_ops: cpu internals: bf16_round: done\n");
+}
+
+/* gemm_bf16 on the current path rounds every operand exactly as bf16_round does, whichever way
+ * it packs it (the AVX512_BF16 path converts whole rows with VCVTNE2PS2BF16): with one
+ * factor 1 and the other terms zero, each output is one rounded operand, compared with ==.
+ * Values: ties, subnormals, the largest finite bf16, and random ones (no infinity: inf x 0 would
+ * turn its row to NaN); A's rows contiguous (and
+ * transposed), B's rows contiguous (and transposed). */
+static void test_gemm_bf16_rounding(const char *isa) {
+    if (gemm_bf16_select(isa) != 0) return;
+    enum { M = 40, N = 70, KD = 64 };
+    static const float special[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f + 0x1p-20f), 0x1p-130f,
+                                    -0x1p-140f, 0x1.fefffep127f, 0x1p-126f, 3.14159265f};
+    float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
+    float *v = hfill((size_t)M * KD, -3, 3), *ones = hfill((size_t)KD * N, 0, 0), *C = hfill((size_t)M * N, 0, 0);
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) v[i * 5] = special[i];
+    int bad = 0;
+    for (int t = 0; t < 2; t++) {
+        /* A = v as M x KD (t 0: rows contiguous; t 1: transposed storage), B = e_k x ones: column
+         * j of the product picks A(i, j % KD) when B(k, j) = (k == j % KD). */
+        memset(ones, 0, (size_t)KD * N * sizeof(float));
+        for (int j = 0; j < N; j++) ones[(size_t)(j % KD) * (t ? 1 : N) + (size_t)j * (t ? KD : 1)] = 1.0f;
+        gemm_bf16(M, N, KD, 1.0f, v, t ? 1 : KD, t ? M : 1, ones, t ? 1 : N, t ? KD : 1, 0.0f, C, N, ws);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float want = bf16_round(t ? v[(size_t)(j % KD) * M + i] : v[(size_t)i * KD + j % KD]);
+                if (!(C[(size_t)i * N + j] == want) && bad++ == 0)
+                    EXPECT(0, "gemm_bf16 %s: A(%d,%d) packed as %a, bf16_round gives %a", isa, i, j % KD,
+                           (double)C[(size_t)i * N + j], (double)want);
+            }
+        /* B = v as KD x N picked by A = the identity rows: C(i, j) = B(i, j). */
+        float *id = hfill((size_t)KD * KD, 0, 0), *Bv = hfill((size_t)KD * N, -3, 3), *C2 = hfill((size_t)KD * N, 0, 0);
+        for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) Bv[i * 7] = special[i];
+        for (int i = 0; i < KD; i++) id[(size_t)i * KD + i] = 1.0f;
+        gemm_bf16(KD, N, KD, 1.0f, id, KD, 1, Bv, t ? 1 : N, t ? KD : 1, 0.0f, C2, N, ws);
+        for (int i = 0; i < KD; i++)
+            for (int j = 0; j < N; j++) {
+                float want = bf16_round(t ? Bv[(size_t)j * KD + i] : Bv[(size_t)i * N + j]);
+                if (!(C2[(size_t)i * N + j] == want) && bad++ == 0)
+                    EXPECT(0, "gemm_bf16 %s: B(%d,%d) packed as %a, bf16_round gives %a", isa, i, j,
+                           (double)C2[(size_t)i * N + j], (double)want);
+            }
+    }
+    EXPECT(bad == 0, "gemm_bf16 %s: %d operands rounded differently from bf16_round", isa, bad);
+    while (n_host) free(host_bufs[--n_host]);
+    free(ws);
+    printf("test_ops: cpu internals: gemm_bf16 %s rounds as bf16_round: done\n", isa);
 }
 
 static void cpu_internals(void) {
-    const char *best = gemm_isa();
-    test_gemm_path("generic");
-    test_gemm_path("avx2");
-    test_gemm_path("avx512");
+    const char *best = gemm_isa(), *best_bf16 = gemm_bf16_isa();
+    test_gemm_path(GEMM_FP32, "generic");
+    test_gemm_path(GEMM_FP32, "avx2");
+    test_gemm_path(GEMM_FP32, "avx512");
     gemm_select(best);
+    test_bf16_round();
+    test_gemm_path(GEMM_BF16, "generic");
+    test_gemm_path(GEMM_BF16, "avx512bf16");
+    test_gemm_bf16_rounding("generic");
+    test_gemm_bf16_rounding("avx512bf16");
+    gemm_bf16_select(best_bf16);
 }
 
 int main(void) {
     setenv("NVIDIA_TF32_OVERRIDE", "0", 1); /* before CUDA starts: FP32 everywhere */
     print_table();
     cpu_column();
+    cpu_bf16_column();
     cuda_column();
     cpu_internals();
     return check_summary("test_ops");

@@ -8,6 +8,7 @@
 #    records past the checkpoint, another run's and a torn line are dropped), and TensorBoard
 #    reads the same scalars from its event files (the resume's START drops the stale points);
 #  - cifar10-test applies the model's own test-time augmentation, --tta overrides it;
+#  - with --precision bf16 (CPUs with AVX512_BF16): learns, and resumes bit for bit;
 #  - bad settings for the recipe: one line, the documented exit code.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -90,6 +91,33 @@ expect_out "--tta 0" "test-time augmentation level 0\)\$"
 run "$BIN/cifar10-test" --tta 3 --model-file "$T/A/model.safetensors" "$D"
 expect_rc 2 "--tta 3"
 expect_err "--tta 3" "--tta: 3 is out of range 0..2"
+
+# 6. bf16 products (--precision bf16), where the CPU has AVX512_BF16: the recipe still learns,
+#    the model differs from the float one (the bf16 table is in use), and kill -9 + rerun is
+#    bit-identical to the uninterrupted bf16 run.
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  mkdir -p "$T/C" "$T/D"
+  run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --precision bf16 --model-file "$T/C/model.safetensors" "$D"
+  expect_rc 0 "airbench94 in bf16, mpirun -np 2"
+  expect_out "bf16 named" "^rank 1: cpu, bf16 products \(--precision bf16\)\$"
+  bf16_acc=$(sed -n 's/^final test accuracy \([0-9.]*\)% .*/\1/p' "$T/out")
+  check "the recipe learns in bf16 ($bf16_acc %, float $acc %)" awk -v a="$bf16_acc" 'BEGIN { exit !(a >= 60) }'
+  differ() { ! cmp -s "$1" "$2"; }
+  check "bf16 model != float model" differ <(st_data "$T/A/model.safetensors") <(st_data "$T/C/model.safetensors")
+  D_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --precision bf16 --model-file "$T/D/model.safetensors" "$D")
+  setsid "${D_CMD[@]}" >"$T/D1.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 3000); do [[ -s $T/D/model.checkpoint.safetensors ]] && break; sleep 0.1; done
+  sleep 0.5
+  kill -9 -- -"$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  check "bf16: killed before finishing" test ! -e "$T/D/model.safetensors"
+  run "${D_CMD[@]}"
+  expect_rc 0 "bf16: rerun after kill"
+  check "bf16: resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/C/model.safetensors") <(st_data "$T/D/model.safetensors")
+else
+  echo "test_recipe: bf16 run skipped: this CPU lacks AVX512_BF16"
+fi
 
 # 5. Settings the recipe cannot take.
 run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --batch-size 63 --model-file "$T/X/m.safetensors" "$D"

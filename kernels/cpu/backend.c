@@ -2,6 +2,7 @@
 #include "../kernels.h"
 #include "../../common/err.h"
 #include "cpu.h"
+#include "gemm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ static void cpu_shutdown(void) {}
 
 static const struct kernels cpu_kernels = {
     .name = "cpu",
+    .host = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
@@ -64,14 +66,38 @@ static const struct kernels cpu_kernels = {
     .shutdown = cpu_shutdown,
 };
 
-/* The table is constant, so one check decides for every call; a missing op is a bug in this
- * file, reported at start-up rather than as a NULL call later. */
-const struct kernels *kernels_cpu(void) {
-    static int checked;
-    if (!checked) {
-        struct err e;
-        if (kernels_check(&cpu_kernels, &e) != 0) err_die(1, "internal error: %s", e.msg);
-        checked = 1;
-    }
-    return &cpu_kernels;
+/* The float table with bf16 products in the convolution and linear ops. */
+static struct kernels bf16_of(struct kernels k) {
+    k.name = "cpu-bf16";
+    k.conv_forward = cpu_conv_forward_bf16;
+    k.conv_backward = cpu_conv_backward_bf16;
+    k.linear_forward = cpu_linear_forward_bf16;
+    k.linear_backward = cpu_linear_backward_bf16;
+    return k;
 }
+
+/* The tables are constant once made, so one check decides for every call; a missing op is a
+ * bug in this file, reported at start-up rather than as a NULL call later. */
+static const struct kernels *checked(const struct kernels *k) {
+    struct err e;
+    if (kernels_check(k, &e) != 0) err_die(1, "internal error: %s", e.msg);
+    return k;
+}
+
+const struct kernels *kernels_cpu(void) {
+    static const struct kernels *t;
+    if (!t) t = checked(&cpu_kernels);
+    return t;
+}
+
+const struct kernels *kernels_cpu_bf16(void) {
+    static struct kernels bf16;
+    static const struct kernels *t;
+    if (!t) {
+        bf16 = bf16_of(cpu_kernels);
+        t = checked(&bf16);
+    }
+    return t;
+}
+
+int kernels_cpu_bf16_native(void) { return gemm_bf16_hw(); }

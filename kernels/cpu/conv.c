@@ -184,12 +184,14 @@ static void col2im(const float *col, float *dx, const struct conv_shape *s) {
             }
 }
 
-void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                      float *y, int relu, void *ws, size_t ws_bytes) {
+static void conv_forward(enum gemm_math math, const struct conv_shape *s, const float *x,
+                         const float *w, const float *b, float *y, int relu, void *ws,
+                         size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
+    gemm_fn *mm = gemm_of(math);
     int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan(s).fwd;
     if (m) {
-        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, m, ws);
+        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, m, math, ws);
         return;
     }
     int HWo = kernels_conv_out(H, s->k, s->pad) * kernels_conv_out(W, s->k, s->pad);
@@ -207,7 +209,7 @@ void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w
                 for (int o = 0; o < K; o++)
                     for (int i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
             /* y_n[K][HWo] = (b ? y_n : 0) + w[K][Ckk] col[Ckk][HWo] */
-            gemm(K, HWo, Ckk, 1.0f, w, Ckk, 1, col, HWo, 1, b ? 1.0f : 0.0f, yn, HWo, gws);
+            mm(K, HWo, Ckk, 1.0f, w, Ckk, 1, col, HWo, 1, b ? 1.0f : 0.0f, yn, HWo, gws);
             if (relu)
                 for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
         }
@@ -217,15 +219,15 @@ void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w
 /* One image's share of the im2col backward: adds its weight and bias gradients to this thread's
  * partials dwt[K][Ckk] and dbt[K] (each skipped when its output, dw or db, is NULL) and writes
  * its input gradient dxn (when not NULL; col is then overwritten with d(col)). */
-static void backward_image(const struct conv_shape *s, const float *xn, const float *w,
-                           const float *dyn, float *dxn, const float *maskn, float *dwt, float *dbt,
-                           float *col, float *gws) {
+static void backward_image(gemm_fn *mm, const struct conv_shape *s, const float *xn,
+                           const float *w, const float *dyn, float *dxn, const float *maskn,
+                           float *dwt, float *dbt, float *col, float *gws) {
     int K = s->K, CHW = s->C * s->H * s->W, Ckk = s->C * s->k * s->k;
     int HWo = kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
     if (dwt) {
         im2col_t(xn, col, s);
         /* dwt[K][Ckk] += dy_n[K][HWo] colT[HWo][Ckk] */
-        gemm(K, Ckk, HWo, 1.0f, dyn, HWo, 1, col, Ckk, 1, 1.0f, dwt, Ckk, gws);
+        mm(K, Ckk, HWo, 1.0f, dyn, HWo, 1, col, Ckk, 1, 1.0f, dwt, Ckk, gws);
     }
     if (dbt)
         for (int o = 0; o < K; o++) {
@@ -235,7 +237,7 @@ static void backward_image(const struct conv_shape *s, const float *xn, const fl
         }
     if (dxn) {
         /* dcol[Ckk][HWo] = w^T[Ckk][K] dy_n[K][HWo], reusing col */
-        gemm(Ckk, HWo, K, 1.0f, w, 1, Ckk, dyn, HWo, 1, 0.0f, col, HWo, gws);
+        mm(Ckk, HWo, K, 1.0f, w, 1, Ckk, dyn, HWo, 1, 0.0f, col, HWo, gws);
         col2im(col, dxn, s);
         if (maskn)
             for (int i = 0; i < CHW; i++) dxn[i] = maskn[i] > 0.0f ? dxn[i] : 0.0f;
@@ -243,9 +245,10 @@ static void backward_image(const struct conv_shape *s, const float *xn, const fl
 }
 
 /* Weight and bias gradients and, when dx is not NULL, the input gradient, all by im2col. */
-static void backward_im2col(const struct conv_shape *s, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db,
+static void backward_im2col(enum gemm_math math, const struct conv_shape *s, const float *x,
+                            const float *w, const float *dy, float *dx, float *dw, float *db,
                             const float *dx_mask, float *ws) {
+    gemm_fn *mm = gemm_of(math);
     size_t CHW = (size_t)s->C * s->H * s->W, dw_floats = (size_t)s->K * s->C * s->k * s->k;
     size_t KHWo = (size_t)s->K * kernels_conv_out(s->H, s->k, s->pad) *
                   kernels_conv_out(s->W, s->k, s->pad);
@@ -261,7 +264,7 @@ static void backward_im2col(const struct conv_shape *s, const float *x, const fl
         memset(dwt + lo, 0, (hi - lo) * sizeof(float));
 #pragma omp for schedule(static)
         for (int n = 0; n < s->N; n++)
-            backward_image(s, x + n * CHW, w, dy + n * KHWo, dx ? dx + n * CHW : NULL,
+            backward_image(mm, s, x + n * CHW, w, dy + n * KHWo, dx ? dx + n * CHW : NULL,
                            dx && dx_mask ? dx_mask + n * CHW : NULL, dw ? dwt : NULL,
                            db ? dwt + dw_floats : NULL, col, gws);
         /* Sum the per-thread partials in thread order (implicit barrier above). */
@@ -277,18 +280,43 @@ static void backward_im2col(const struct conv_shape *s, const float *x, const fl
     }
 }
 
-void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                       float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                       size_t ws_bytes) {
+static void conv_backward(enum gemm_math math, const struct conv_shape *s, const float *x,
+                          const float *w, const float *dy, float *dx, float *dw, float *db,
+                          const float *dx_mask, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     struct conv_plan p = plan(s);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
-        backward_im2col(s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
+        backward_im2col(math, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
     /* The Winograd passes after the im2col one, since all use the workspace. */
-    if (dw && p.dw) winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, ws);
+    if (dw && p.dw)
+        winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
     /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
      * transposed filters. */
     if (dx && p.dx)
-        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx, ws);
+        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx,
+                         math, ws);
+}
+
+/* The table's entries: float (cpu) and bf16 (cpu-bf16) products, the same code otherwise. */
+void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                      float *y, int relu, void *ws, size_t ws_bytes) {
+    conv_forward(GEMM_FP32, s, x, w, b, y, relu, ws, ws_bytes);
+}
+
+void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w,
+                           const float *b, float *y, int relu, void *ws, size_t ws_bytes) {
+    conv_forward(GEMM_BF16, s, x, w, b, y, relu, ws, ws_bytes);
+}
+
+void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                       float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                       size_t ws_bytes) {
+    conv_backward(GEMM_FP32, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
+void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw, float *db,
+                            const float *dx_mask, void *ws, size_t ws_bytes) {
+    conv_backward(GEMM_BF16, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }

@@ -7,6 +7,7 @@
 #define KERNELS_CPU_CPU_H
 
 #include "../kernels.h"
+#include "gemm.h"
 
 #include <stddef.h>
 
@@ -18,6 +19,18 @@ void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w
 void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
                        float *dx, float *dw, float *db, const float *dx_mask, void *ws,
                        size_t ws_bytes);
+/* The bf16 table's convolution and linear layer: operands rounded to bf16 for the products
+ * (gemm_bf16), everything else as the float ones. */
+void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w,
+                           const float *b, float *y, int relu, void *ws, size_t ws_bytes);
+void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw, float *db,
+                            const float *dx_mask, void *ws, size_t ws_bytes);
+void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N,
+                             int I, int O, float scale, void *ws, size_t ws_bytes);
+void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx,
+                              float *dw, float *db, int N, int I, int O, float scale, void *ws,
+                              size_t ws_bytes);
 void cpu_relu_forward(const float *x, float *y, size_t n);
 void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cpu_gelu_forward(const float *x, float *y, size_t n);
@@ -57,16 +70,16 @@ size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, 
  * NULL), then ReLU (relu) or the ReLU-backward mask (mask[N][out][H][W], when not NULL). */
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
                       const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                      float *ws);
+                      enum gemm_math math, float *ws);
 /* dw[K][C][3][3] = the filter gradient of that convolution (flip 0, C -> K), from x[N][C][H][W]
  * and dy[N][K][H][W], summed over the batch. */
 void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
-                          int W, int m, float *ws);
+                          int W, int m, enum gemm_math math, float *ws);
 typedef void winograd_fn(const float *x, const float *w, int flip, const float *bias, int relu,
                          const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                         float *ws);
+                         enum gemm_math math, float *ws);
 typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N, int C, int K,
-                              int H, int W, int m, float *ws);
+                              int H, int W, int m, enum gemm_math math, float *ws);
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
 winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2,
     winograd_filter_grad_avx512;

@@ -14,6 +14,11 @@
 
 #include <stddef.h>
 
+/* The signature every GEMM here shares (gemm, gemm_bf16 and their per-ISA paths). */
+typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
+                     ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta,
+                     float *C, int ldc, float *ws);
+
 /* Floats of scratch one gemm() call needs (independent of M, N, K). */
 size_t gemm_workspace_floats(void);
 
@@ -21,11 +26,27 @@ size_t gemm_workspace_floats(void);
 void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
           const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws);
 
-/* Same product with the N columns split across the OpenMP team (call outside a parallel region);
- * ws: omp_get_max_threads() * gemm_workspace_floats() floats. */
-void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-                   const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
-                   float *ws);
+/* The same product with A and B rounded to bfloat16 (round to nearest even; subnormal results
+ * flushed to signed zero) and the products summed in float: on AVX512_BF16 (VDPBF16PS) twice
+ * the multiply-adds per instruction of gemm(). Same workspace as gemm(). CPUs without the
+ * instructions run a plain-C path that computes the same sums (slowly: for tests). */
+void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
+               float *ws);
+
+/* The value bfloat16 stores for f, as gemm_bf16 rounds it (the tests' references). */
+float bf16_round(float f);
+
+/* One product from one of the two: GEMM_FP32 is gemm(), GEMM_BF16 gemm_bf16(). The convolution
+ * and linear ops take this as a value, so one code path serves both precisions. */
+enum gemm_math { GEMM_FP32, GEMM_BF16 };
+
+/* Same product (gemm or gemm_bf16 by math) with the N columns split across the OpenMP team
+ * (call outside a parallel region); ws: omp_get_max_threads() * gemm_workspace_floats()
+ * floats. */
+void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A,
+                   ptrdiff_t rsa, ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb,
+                   float beta, float *C, int ldc, float *ws);
 
 /* The instruction-set paths: name ("avx512", "avx2", "generic") of the one in use, and a switch
  * used by tests and benchmarks; gemm_select returns -1 when the CPU lacks that path. The choice
@@ -33,16 +54,28 @@ void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t r
 const char *gemm_isa(void);
 int gemm_select(const char *isa);
 
+/* gemm or gemm_bf16, by math. */
+gemm_fn *gemm_of(enum gemm_math math);
+
+/* The bf16 paths ("avx512bf16", "generic"): the one in use, and a switch for tests and
+ * benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16. */
+const char *gemm_bf16_isa(void);
+int gemm_bf16_select(const char *isa);
+int gemm_bf16_hw(void);
+
 /* The machine's FP32 FMA peak on one ISA path: runs a latency-free FMA loop on every thread of
  * the current OpenMP team size (threads) for about `seconds`; returns GFLOP/s summed over the
  * threads, or -1 when the CPU lacks that path. */
 double gemm_fma_peak(const char *isa, int threads, double seconds);
 
-/* One ISA path, as compiled from gemm.c (see isa.h); used only by the dispatcher. */
-typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
-                     ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta,
-                     float *C, int ldc, float *ws);
-gemm_fn gemm_generic, gemm_avx2, gemm_avx512;
+/* The bf16 multiply-add peak (VDPBF16PS, 2 flops per multiply-add), measured as
+ * gemm_fma_peak; -1 on CPUs without AVX512_BF16. */
+double gemm_bf16_peak(int threads, double seconds);
+
+/* One ISA path, as compiled from gemm.c and gemm_bf16.c (see isa.h); used only by the
+ * dispatcher. */
+gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx512bf16;
+double gemm_bf16_probe_avx512bf16(long iters);
 double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters),
     gemm_fma_probe_avx512(long iters);
 

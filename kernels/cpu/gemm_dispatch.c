@@ -26,6 +26,7 @@ static int has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 static int always(void) { return 1; }
+static int has_avx512bf16(void) { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
 
 /* Best first. */
 static const struct path paths[] = {
@@ -39,12 +40,25 @@ static const struct path paths[] = {
 
 static const struct path *current;
 
+/* The bf16 GEMM's paths, best first, chosen independently of the float ones. */
+struct bf16_path {
+    const char *name;
+    gemm_fn *fn;
+    int (*supported)(void);
+};
+static const struct bf16_path bf16_paths[] = {
+    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16},
+    {"generic", gemm_bf16_generic, always},
+};
+static const struct bf16_path *current_bf16;
+
 __attribute__((constructor)) static void gemm_choose(void) {
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (paths[i].supported()) {
             current = &paths[i];
-            return;
+            break;
         }
+    current_bf16 = has_avx512bf16() ? &bf16_paths[0] : &bf16_paths[1];
 }
 
 const char *gemm_isa(void) { return current->name; }
@@ -59,6 +73,27 @@ int gemm_select(const char *isa) {
     return -1;
 }
 
+const char *gemm_bf16_isa(void) { return current_bf16->name; }
+int gemm_bf16_hw(void) { return has_avx512bf16(); }
+
+int gemm_bf16_select(const char *isa) {
+    for (size_t i = 0; i < sizeof bf16_paths / sizeof bf16_paths[0]; i++)
+        if (strcmp(bf16_paths[i].name, isa) == 0) {
+            if (!bf16_paths[i].supported()) return -1;
+            current_bf16 = &bf16_paths[i];
+            return 0;
+        }
+    return -1;
+}
+
+void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
+               float *ws) {
+    current_bf16->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
+}
+
+gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : gemm; }
+
 void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
           const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     current->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
@@ -66,18 +101,19 @@ void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdi
 
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
                       const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                      float *ws) {
-    current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, m, ws);
+                      enum gemm_math math, float *ws) {
+    current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, m, math, ws);
 }
 
 void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
-                          int W, int m, float *ws) {
-    current->winograd_grad(x, dy, dw, N, C, K, H, W, m, ws);
+                          int W, int m, enum gemm_math math, float *ws) {
+    current->winograd_grad(x, dy, dw, N, C, K, H, W, m, math, ws);
 }
 
-void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-                   const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
-                   float *ws) {
+void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A,
+                   ptrdiff_t rsa, ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb,
+                   float beta, float *C, int ldc, float *ws) {
+    gemm_fn *fn = math == GEMM_BF16 ? current_bf16->fn : current->fn;
     /* Column ranges in multiples of 64 (a multiple of every path's NR) so threads never share a
      * cache line of C; static split, so results do not depend on timing. */
 #pragma omp parallel
@@ -87,25 +123,22 @@ void gemm_parallel(int M, int N, int K, float alpha, const float *A, ptrdiff_t r
         int lo = (int)((long)chunks * t / nt) * 64, hi = (int)((long)chunks * (t + 1) / nt) * 64;
         if (hi > N) hi = N;
         if (lo < hi)
-            current->fn(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo,
-                        ldc, ws + (size_t)t * gemm_workspace_floats());
+            fn(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo, ldc,
+               ws + (size_t)t * gemm_workspace_floats());
     }
 }
 
-double gemm_fma_peak(const char *isa, int threads, double seconds) {
-    const struct path *p = NULL;
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        if (strcmp(paths[i].name, isa) == 0) p = &paths[i];
-    if (!p || !p->supported()) return -1.0;
+/* GFLOP/s of probe (returns the flops it ran) on threads threads for about `seconds`. */
+static double peak(double (*probe)(long iters), int threads, double seconds) {
     /* Calibrate on one thread, then run all threads for the same iteration count at once; the
      * rate is total flops over the slowest thread's time. */
     long iters = 1000;
     double t0 = clock_seconds();
-    p->probe(iters);
+    probe(iters);
     while (clock_seconds() - t0 < 0.05 * seconds) {
         iters *= 2;
         t0 = clock_seconds();
-        p->probe(iters);
+        probe(iters);
     }
     iters = (long)((double)iters * seconds / (clock_seconds() - t0 + 1e-9)) + 1;
     double flops = 0.0, start = 0.0, end = 0.0;
@@ -114,10 +147,21 @@ double gemm_fma_peak(const char *isa, int threads, double seconds) {
 #pragma omp barrier
 #pragma omp single
         start = clock_seconds();
-        flops += p->probe(iters);
+        flops += probe(iters);
 #pragma omp barrier
 #pragma omp single
         end = clock_seconds();
     }
     return flops / (end - start) * 1e-9;
+}
+
+double gemm_fma_peak(const char *isa, int threads, double seconds) {
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(paths[i].name, isa) == 0 && paths[i].supported())
+            return peak(paths[i].probe, threads, seconds);
+    return -1.0;
+}
+
+double gemm_bf16_peak(int threads, double seconds) {
+    return has_avx512bf16() ? peak(gemm_bf16_probe_avx512bf16, threads, seconds) : -1.0;
 }

@@ -1,5 +1,6 @@
 /* Per-ISA compilation. The files in the Makefile's ISA_SRC (gemm.c, winograd.c, gelu.c) are
- * compiled once per instruction set, with -DCPU_ISA=generic|avx2|avx512 and the matching -march;
+ * compiled once per instruction set, with -DCPU_ISA=generic|avx2|avx512 and the matching -march
+ * (the bf16 GEMM, gemm_bf16.c, once as generic and once as avx512bf16: BF16_ISA_SRC);
  * this header turns CPU_ISA into the vector width VEC (floats) and ISA_FN(name), the name a
  * function is exported under for that path (gemm_avx512, ...). gemm_dispatch.c picks the path at
  * start-up (gelu.c follows its choice). Functions that must exist once (not per ISA) are compiled
@@ -8,13 +9,18 @@
 #define KERNELS_CPU_ISA_H
 
 #if !defined(CPU_ISA)
-#error "compile with -DCPU_ISA=generic|avx2|avx512 (see the Makefile's ISA_SRC)"
+#error "compile with -DCPU_ISA=generic|avx2|avx512|avx512bf16 (see the Makefile's ISA_SRC)"
 #endif
 
 #define generic 1
 #define avx2 2
 #define avx512 3
-#if CPU_ISA == avx512
+#define avx512bf16 4
+#if CPU_ISA == avx512bf16
+#define VEC 16
+#define ISA_FN(name) name##_avx512bf16
+#define ISA_HAS_BF16 1
+#elif CPU_ISA == avx512
 #define VEC 16
 #define ISA_FN(name) name##_avx512
 #elif CPU_ISA == avx2
@@ -28,5 +34,6 @@
 #undef generic
 #undef avx2
 #undef avx512
+#undef avx512bf16
 
 #endif

@@ -427,7 +427,8 @@ static int chunk_size(struct tiling tl, int N, int nt) {
 
 void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias,
                               int relu, const float *mask, float *y, int N, int in, int out,
-                              int H, int W, int m, float *ws) {
+                              int H, int W, int m, enum gemm_math math, float *ws) {
+    gemm_fn *mm = gemm_of(math);
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W;
@@ -454,7 +455,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
                 input_tiles(m, S, tiles, V + (size_t)c * tiles, (size_t)in * tiles, tiles);
             }
             for (int xi = 0; xi < A2; xi++)
-                gemm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1,
+                mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1,
                      V + (size_t)xi * in * tiles, tiles, 1, 0.0f, Mt + (size_t)xi * out * tiles,
                      tiles, gws);
             for (int o = 0; o < out; o++) {
@@ -471,7 +472,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
 }
 
 void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, int N, int C, int K,
-                                  int H, int W, int m, float *ws) {
+                                  int H, int W, int m, enum gemm_math math, float *ws) {
+    gemm_fn *mm = gemm_of(math);
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W, dU_floats = (size_t)A2 * C * K;
@@ -505,7 +507,7 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T */
             for (int xi = 0; xi < A2; xi++)
-                gemm(C, K, tiles, 1.0f, V + (size_t)xi * C * tiles, tiles, 1,
+                mm(C, K, tiles, 1.0f, V + (size_t)xi * C * tiles, tiles, 1,
                      D + (size_t)xi * K * tiles, 1, tiles, 1.0f, dU + (size_t)xi * C * K, K, gws);
         }
         /* Thread 0's partial += the others', in thread order (implicit barrier above). */

@@ -1,0 +1,266 @@
+/* The bf16 GEMM (gemm.h: gemm_bf16): gemm()'s contract, with both operands rounded to bfloat16
+ * as they are packed and the products summed in float. The blocking is gemm.c's (BLIS style),
+ * the panels hold bf16 pairs along k, the layout AVX512_BF16's VDPBF16PS reads:
+ *
+ *   Ap[kp][MR][2]: A(r, 2kp) and A(r, 2kp+1) side by side (one 32-bit word per row),
+ *   Bp[kp][NR][2]: B(2kp, c) and B(2kp+1, c) side by side,
+ *
+ * zero past the matrix (rows, columns, and the odd k of an odd depth), so one VDPBF16PS adds
+ * two k steps into 16 float accumulators: the 2 x 16 multiply-adds of a float FMA's 16 in one
+ * instruction.
+ *
+ * Compiled twice (isa.h): CPU_ISA=avx512bf16 is that kernel; CPU_ISA=generic computes the same
+ * thing in plain C (every product of two bf16 is exact in float, and each is added in the
+ * instruction's order, odd k then even k, rounding to nearest), so it runs anywhere: on CPUs
+ * without the instructions and as the tests' check of the packing. */
+#include "gemm.h"
+#include "isa.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(ISA_HAS_BF16)
+#include <immintrin.h>
+#endif
+
+/* 12 x 32 floats of accumulators: 24 of the 32 zmm registers, plus 2 of B and 1 of A (8 x 48
+ * and 6 x 64 measured the same on Zen 5). */
+#define MR 12
+#define NV 2 /* vectors of 16 columns */
+#define NR (16 * NV)
+#define KC 256 /* even: k pairs never straddle a block */
+#define MC 96  /* a multiple of MR */
+#define NC 512
+
+#define GEMM_NAME ISA_FN(gemm_bf16)
+#define PROBE_NAME ISA_FN(gemm_bf16_probe)
+
+/* Round to nearest even; NaN stays a (quiet) NaN; values whose bfloat16 would be subnormal
+ * become signed zeros, as VDPBF16PS treats subnormal inputs (DAZ), so both paths agree. Written
+ * without branches so the packing loops vectorise. */
+static inline uint32_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nan = ((u >> 16) | 0x40u) & 0xffffu, zero = (u >> 16) & 0x8000u;
+    uint32_t r = (u & 0x7f800000u) == 0 ? zero : rounded;
+    return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
+}
+
+#ifdef ISA_IS_GENERIC /* once, not per ISA */
+float bf16_round(float f) {
+    uint32_t u = bf16_bits(f) << 16;
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+#endif
+
+/* Two floats as one bf16 pair word: lo at the lower address (little endian). */
+static inline uint32_t pair(float lo, float hi) { return bf16_bits(lo) | bf16_bits(hi) << 16; }
+
+/* dst[c] = pair(r0[c], r1[c]) for c < 16: two lines of 16 floats, interleaved as bf16. */
+static inline void pairs16(const float *r0, const float *r1, uint32_t *dst) {
+#if defined(ISA_HAS_BF16)
+    /* VCVTNE2PS2BF16 rounds as bf16_bits does (nearest even, subnormals to zero, NaN quiet):
+     * r0 lands in the low 16 halves, r1 in the high; VPERMW interleaves them. */
+    static const short interleave[32] __attribute__((aligned(64))) = {
+        0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(r1), _mm512_loadu_ps(r0));
+    _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(_mm512_load_si512(interleave), v));
+#else
+    for (int c = 0; c < 16; c++) dst[c] = pair(r0[c], r1[c]);
+#endif
+}
+
+/* dst[k] = pair(line[2k], line[2k + 1]) for k < 16: 32 consecutive floats (a row of A along
+ * k) are already in pair order, so this is a plain conversion. */
+static inline void pairs_along16(const float *line, uint32_t *dst) {
+#if defined(ISA_HAS_BF16)
+    __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(line + 16), _mm512_loadu_ps(line));
+    _mm512_storeu_si512(dst, (__m512i)v);
+#else
+    for (int k = 0; k < 16; k++) dst[k] = pair(line[2 * k], line[2 * k + 1]);
+#endif
+}
+
+/* Packs rows [0, mc) x cols [0, kc) of op(A): panel p holds Ap[kp*MR + r] = the pair
+ * (A(pMR + r, 2kp), A(pMR + r, 2kp + 1)); zero past mc rows and past kc. Rows contiguous
+ * along k (csa == 1, the forward's weights): 16 pairs of a row at a time through a buffer. */
+static void pack_a(int mc, int kc, const float *A, ptrdiff_t rsa, ptrdiff_t csa, uint32_t *Ap) {
+    int kp = (kc + 1) / 2;
+    for (int p = 0; p < mc; p += MR) {
+        int rows = mc - p < MR ? mc - p : MR;
+        for (int r = 0; r < MR; r++) {
+            const float *row = A + (ptrdiff_t)(p + r) * rsa;
+            int k = 0;
+            if (r < rows && csa == 1)
+                for (uint32_t buf[16]; 2 * k + 32 <= kc; k += 16) {
+                    pairs_along16(row + 2 * k, buf);
+                    for (int i = 0; i < 16; i++) Ap[(k + i) * MR + r] = buf[i];
+                }
+            for (; k < kp; k++) {
+                float lo = 0.0f, hi = 0.0f;
+                if (r < rows) {
+                    lo = row[2 * k * csa];
+                    if (2 * k + 1 < kc) hi = row[(2 * k + 1) * csa];
+                }
+                Ap[k * MR + r] = pair(lo, hi);
+            }
+        }
+        Ap += (size_t)MR * kp;
+    }
+}
+
+/* Packs rows [0, kc) x cols [0, nc) of op(B): Bp[kp*NR + c] = the pair (B(2kp, pNR + c),
+ * B(2kp + 1, pNR + c)); zero past nc columns and past kc. Rows of B contiguous (csb == 1, the
+ * usual case): two rows at a time, 16 columns per step; columns contiguous (rsb == 1): 16
+ * pairs of a column at a time. */
+static void pack_b(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb, uint32_t *Bp) {
+    int kp = (kc + 1) / 2;
+    for (int p = 0; p < nc; p += NR) {
+        int cols = nc - p < NR ? nc - p : NR;
+        int k = 0;
+        if (rsb == 1) /* columns contiguous along k (a transposed B): as pack_a's rows */
+            for (uint32_t buf[16]; 2 * k + 32 <= kc; k += 16)
+                for (int c = 0; c < NR; c++) {
+                    if (c < cols) pairs_along16(B + (ptrdiff_t)(p + c) * csb + 2 * k, buf);
+                    for (int i = 0; i < 16; i++) Bp[(size_t)(k + i) * NR + c] = c < cols ? buf[i] : 0;
+                }
+        for (; k < kp; k++) {
+            const float *r0 = B + 2 * k * rsb + p * csb, *r1 = r0 + rsb;
+            uint32_t *dst = Bp + (size_t)k * NR;
+            int odd = 2 * k + 1 < kc;
+            if (csb == 1 && cols == NR && odd) {
+                for (int c = 0; c < NR; c += 16) pairs16(r0 + c, r1 + c, dst + c);
+            } else {
+                for (int c = 0; c < cols; c++) dst[c] = pair(r0[c * csb], odd ? r1[c * csb] : 0.0f);
+                for (int c = cols; c < NR; c++) dst[c] = 0;
+            }
+        }
+        Bp += (size_t)NR * kp;
+    }
+}
+
+/* C tile (mr x nr valid) = alpha * acc + beta * C (C not read when beta is 0). */
+static void store_tile(float acc[MR][NR], int mr, int nr, float alpha, float beta, float *C,
+                       int ldc) {
+    for (int r = 0; r < mr; r++) {
+        float *c = C + (ptrdiff_t)r * ldc;
+        if (beta == 0.0f)
+            for (int j = 0; j < nr; j++) c[j] = alpha * acc[r][j];
+        else
+            for (int j = 0; j < nr; j++) c[j] = alpha * acc[r][j] + beta * c[j];
+    }
+}
+
+#if defined(ISA_HAS_BF16)
+/* acc = sum over kp of Ap[kp][0..MR) x Bp[kp][0..NR), two k steps per instruction. */
+static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
+                         int nr, float alpha, float beta, float *restrict C, int ldc) {
+    __m512 acc[MR][NV];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int k = 0; k < kp; k++) {
+        __m512bh b[NV];
+        for (int v = 0; v < NV; v++)
+            b[v] = (__m512bh)_mm512_loadu_si512(Bp + (size_t)k * NR + 16 * v);
+        for (int r = 0; r < MR; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)Ap[k * MR + r]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+        }
+    }
+    float tile[MR][NR] __attribute__((aligned(64)));
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) _mm512_store_ps(tile[r] + 16 * v, acc[r][v]);
+    store_tile(tile, mr, nr, alpha, beta, C, ldc);
+}
+#else
+static float widen(uint32_t bits16) {
+    uint32_t u = bits16 << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The same sums as VDPBF16PS, one lane at a time: acc += hi * hi, then += lo * lo. */
+static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
+                         int nr, float alpha, float beta, float *restrict C, int ldc) {
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    for (int k = 0; k < kp; k++)
+        for (int r = 0; r < MR; r++) {
+            uint32_t a = Ap[k * MR + r];
+            float alo = widen(a & 0xffffu), ahi = widen(a >> 16);
+            for (int c = 0; c < NR; c++) {
+                uint32_t b = Bp[(size_t)k * NR + c];
+                acc[r][c] += ahi * widen(b >> 16);
+                acc[r][c] += alo * widen(b & 0xffffu);
+            }
+        }
+    store_tile(acc, mr, nr, alpha, beta, C, ldc);
+}
+#endif
+
+void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
+               float *ws) {
+    /* Half a float per packed element: both panels fit in gemm_workspace_floats(). */
+    _Static_assert((MC * KC + KC * NC) / 2 <= 96 * 256 + 256 * 512, "panels fit gemm's workspace");
+    uint32_t *Ap = (uint32_t *)ws;              /* [MC/MR][KC/2][MR] pairs */
+    uint32_t *Bp = Ap + (size_t)MC * KC / 2;    /* [NC/NR][KC/2][NR] pairs */
+    if (K == 0) { /* C = beta * C, as BLAS defines it */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC, kp = (kc + 1) / 2;
+            float beta_block = pc == 0 ? beta : 1.0f; /* later K blocks accumulate */
+            pack_b(kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = M - ic < MC ? M - ic : MC;
+                pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, Ap);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int nr = nc - jr < NR ? nc - jr : NR;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int mr = mc - ir < MR ? mc - ir : MR;
+                        micro_kernel(kp, Ap + (size_t)ir * kp, Bp + (size_t)jr * kp, mr, nr,
+                                     alpha, beta_block, C + (ptrdiff_t)(ic + ir) * ldc + jc + jr,
+                                     ldc);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#if defined(ISA_HAS_BF16)
+/* Throughput probe: 12 independent VDPBF16PS chains (enough to cover latency x ports). Returns
+ * the flops executed: 2 per multiply-add, 32 multiply-adds per instruction. */
+double PROBE_NAME(long iters) {
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80); /* (1, 1) */
+    __m512bh y = (__m512bh)_mm512_set1_epi32(0x33d633d6); /* (1e-7, 1e-7): no overflow */
+    /* Named registers, not an array: an array would live in memory, and the chains would wait
+     * on store forwarding instead of the arithmetic units. */
+    __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1), a2 = _mm512_set1_ps(2);
+    __m512 a3 = _mm512_set1_ps(3), a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5);
+    __m512 a6 = _mm512_set1_ps(6), a7 = _mm512_set1_ps(7), a8 = _mm512_set1_ps(8);
+    __m512 a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
+#define DP(a) a = _mm512_dpbf16_ps(a, x, y)
+    for (long it = 0; it < iters; it++) {
+        DP(a0), DP(a1), DP(a2), DP(a3), DP(a4), DP(a5), DP(a6), DP(a7), DP(a8), DP(a9), DP(a10);
+        DP(a11);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+    }
+#undef DP
+    __m512 sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+    volatile float sink = _mm512_reduce_add_ps(sum);
+    (void)sink;
+    return 2.0 * 32 * 12.0 * (double)iters;
+}
+#endif
