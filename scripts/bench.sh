@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training-throughput benchmark (`make bench` runs this after building).
 #
-#   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch] [--no-airbench]
+#   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch] [--no-airbench] [--no-bf16]
 #
 # (CPU backend; GPUs: scripts/gpu-check.sh bench)
 # 1. build/cifar10-bench: 1 rank x N threads (N: the CPUs this process may use), full training
@@ -13,6 +13,8 @@
 #    (TORCH_PYTHON: the interpreter whose torch is measured, default Debian's /usr/bin/python3);
 # 4. airbench94 (unless --no-airbench): 1 to 3 again with --model airbench94 at batch 512 per
 #    rank (PyTorch: scripts/bench_torch.py --model airbench94, batch 512, N threads);
+# 5. bf16 (unless --no-bf16; only where the CPU has AVX512_BF16): both networks again, 1 rank x
+#    N threads, with --precision bf16, against PyTorch's bf16 autocast (bench_torch.py --bf16);
 # then a summary with the ratios. Nothing here is a pass/fail test: the figures are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,7 @@ runs=5
 steps=5
 torch=1
 airbench=1
+bf16=1
 ab_batch=512 # airbench94's images per rank per step
 while (($#)); do
   case $1 in
@@ -30,6 +33,7 @@ while (($#)); do
     --steps) steps=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
     --no-airbench) airbench=0; shift ;;
+    --no-bf16) bf16=0; shift ;;
     -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -103,6 +107,41 @@ if ((airbench)); then
   fi
 fi
 
+# bf16: NAME BATCH MODEL: ours with --precision bf16, and PyTorch's bf16 autocast (faster layout).
+bf16_pair() {
+  echo
+  echo "== cifar10-bench --precision bf16: $3, 1 rank x $threads thread(s), batch $2"
+  "$build/cifar10-bench" --model "$3" --precision bf16 --batch-size "$2" --device cpu --threads "$threads" \
+    --runs "$runs" --steps "$steps" | tee "$log/$1-bf16"
+  if ((torch)) && "$py" -c 'import torch, numpy' 2>/dev/null; then
+    for layout in channels_last contiguous; do
+      echo "== PyTorch bf16 autocast: $3, batch $2, $threads thread(s), $layout"
+      "$py" scripts/bench_torch.py --bf16 --model "$3" --batch-size "$2" --threads "$threads" --runs "$runs" \
+        --steps "$steps" --memory-format "$layout" | tee "$log/$1-bf16-torch-$layout"
+    done
+    faster "$log/$1-bf16-torch"
+  fi
+}
+if ((bf16)) && grep -qw avx512_bf16 /proc/cpuinfo; then
+  bf16_pair one 128 workshop-cnn
+  ((airbench)) && bf16_pair ab-one "$ab_batch" airbench94
+elif ((bf16)); then
+  echo
+  echo "== bf16: skipped (this CPU lacks AVX512_BF16)"
+fi
+
+# bf16_summary NAME LABEL: ours in bf16 against ours in float and against PyTorch's autocast.
+bf16_summary() {
+  [[ -f $log/$1-bf16 ]] || return 0
+  local b f t
+  b=$(result "$log/$1-bf16" images_per_s) f=$(result "$log/$1" images_per_s)
+  echo "cifar10-dp $2 bf16: $b images/s, $(result "$log/$1-bf16" fraction_of_peak | awk '{printf "%.1f", 100 * $1}')% of the measured bf16 peak; bf16 / fp32 = $(awk -v a="$b" -v b="$f" 'BEGIN { printf "%.2f", a / b }')"
+  if [[ -f $log/$1-bf16-torch ]]; then
+    t=$(result "$log/$1-bf16-torch" images_per_s)
+    echo "PyTorch $2 bf16 autocast ($(layout_of "$log/$1-bf16-torch")): $t images/s; ours / PyTorch = $(awk -v a="$b" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+  fi
+}
+
 ours=$(result "$log/one" images_per_s)
 echo
 echo "== summary"
@@ -127,3 +166,5 @@ if [[ -f $log/ab-one ]]; then
     echo "PyTorch airbench94 ($(layout_of "$log/ab-torch")), $threads threads, batch $ab_batch: $t images/s; ours / PyTorch = $(awk -v a="$ab" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
   fi
 fi
+bf16_summary one "workshop-cnn, 1 rank x $threads threads, batch 128"
+bf16_summary ab-one "airbench94, 1 rank x $threads threads, batch $ab_batch"

@@ -9,7 +9,10 @@ schedule's first step (lr x 0.2), the frozen whitening filter computed from the 
 --memory-format channels_last (default) holds images, activations and filters as NHWC, PyTorch's
 faster layout for convolutions on the CPU (oneDNN) and on tensor cores; contiguous: NCHW.
 --device cuda runs on the GPU (batch already on the device, PyTorch's defaults: TF32 for cuDNN
-convolutions, FP32 matmuls); --compile adds torch.compile."""
+convolutions, FP32 matmuls); --compile adds torch.compile. --bf16 runs the forward and the loss
+under torch.autocast(dtype=torch.bfloat16) (bf16 convolutions and matmuls with float32
+accumulation, float32 weights and optimizer): PyTorch's mixed precision, the peer of
+cifar10-bench --precision bf16."""
 import argparse
 import statistics
 import time
@@ -36,6 +39,7 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast of the forward and loss")
     p.add_argument("--memory-format", default="channels_last", choices=["channels_last", "contiguous"])
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
@@ -80,7 +84,8 @@ def main():
 
     def step():
         opt.zero_grad()
-        loss = loss_fn(fwd(x), y)
+        with torch.autocast(device_type=a.device, dtype=torch.bfloat16, enabled=a.bf16):
+            loss = loss_fn(fwd(x), y)
         loss.backward()
         opt.step()
 
@@ -97,6 +102,7 @@ def main():
     ips = a.batch_size * a.steps / statistics.median(times)
     where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} thread(s)"
     mode = ("torch.compile" if a.compile else "eager") + ", " + ("NHWC" if a.memory_format == "channels_last" else "NCHW")
+    mode += ", bf16 autocast" if a.bf16 else ""
     net = "" if a.model == "workshop-cnn" else f", {a.model}"
     print(f"PyTorch {torch.__version__} ({mode}{net}): {where}, batch {a.batch_size}: "
           f"{ips:.1f} images/s (median of {a.runs} runs)")

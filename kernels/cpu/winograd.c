@@ -234,26 +234,29 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
 
 /* dst[(j win + i) ds + ty TW + tx] = src[m ty + j - off][m tx + i - off] (zero outside
  * src[H][W]) for j, i < win, the TH x TW tiles of one plane. The columns inside the map are a
- * strided copy without tests, which vectorises for a constant m. */
+ * strided copy without tests, which vectorises for a constant m. Source rows are visited in
+ * order (tile row, then row within the tile), each feeding all win slots of its row at once:
+ * the plane usually comes from memory, and a pass per slot would walk it m rows apart, win
+ * times over, waiting on a cache miss at every new row. */
 INLINE void gather_tiles_m(int m, const float *src, int H, int W, int win, int off, float *dst,
                            size_t ds) {
     struct tiling tl = tiling(m, H, W);
     int TW = tl.TW;
-    for (int j = 0; j < win; j++)
-        for (int i = 0; i < win; i++) {
-            int sx0 = i - off; /* the column under tx = 0; >= -1 */
-            int lo = sx0 < 0 ? 1 : 0, hi = (W - sx0 + m - 1) / m;
-            if (hi > TW) hi = TW;
-            float *restrict d = dst + (size_t)(j * win + i) * ds;
-            for (int ty = 0; ty < tl.TH; ty++, d += TW) {
-                int sy = m * ty + j - off;
+    for (int ty = 0; ty < tl.TH; ty++)
+        for (int j = 0; j < win; j++) {
+            int sy = m * ty + j - off;
+            const float *restrict row = src + (size_t)sy * W;
+            for (int i = 0; i < win; i++) {
+                float *restrict d = dst + (size_t)(j * win + i) * ds + (size_t)ty * TW;
                 if (sy < 0 || sy >= H) {
                     for (int tx = 0; tx < TW; tx++) d[tx] = 0.0f;
                     continue;
                 }
-                const float *restrict row = src + (size_t)sy * W + sx0;
+                int sx0 = i - off; /* the column under tx = 0; >= -1 */
+                int lo = sx0 < 0 ? 1 : 0, hi = (W - sx0 + m - 1) / m;
+                if (hi > TW) hi = TW;
                 for (int tx = 0; tx < lo; tx++) d[tx] = 0.0f;
-                for (int tx = lo; tx < hi; tx++) d[tx] = row[m * tx];
+                for (int tx = lo; tx < hi; tx++) d[tx] = row[m * tx + sx0];
                 for (int tx = hi; tx < TW; tx++) d[tx] = 0.0f;
             }
         }
