@@ -61,15 +61,24 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
         snprintf(desc, size, "cpu (auto: no GPU visible: %s)", why.msg);
         return cpu_table(precision, bf16_ok, desc, size, e);
     }
-    if (precision == PRECISION_BF16)
-        return err_set(e, "--precision=bf16: the CUDA backend computes in fp32 only (use fp32 or auto)"),
-               NULL;
     int gpu = local_rank % gpus;
     const struct kernels *k = kernels_cuda(gpu);
     char name[256];
     kernels_cuda_describe(name, sizeof name);
     snprintf(desc, size, "cuda: GPU %d of %d visible, %s (local rank %d)%s", gpu, gpus, name,
              local_rank, want == DEVICE_AUTO ? " (auto)" : "");
+    int native = kernels_cuda_bf16_native();
+    if (precision == PRECISION_BF16 && !native)
+        return err_set(e, "--precision=bf16: GPU %d has no bf16 tensor cores (compute capability < 8.0)", gpu),
+               NULL;
+    size_t used = strlen(desc);
+    if (precision == PRECISION_BF16 || (precision == PRECISION_AUTO && native && bf16_ok)) {
+        snprintf(desc + used, size - used, ", bf16 products (%s)",
+                 precision == PRECISION_BF16 ? "--precision bf16" : "auto: bf16 tensor cores, recipe allows");
+        return kernels_cuda_bf16(gpu);
+    }
+    if (precision == PRECISION_AUTO)
+        snprintf(desc + used, size - used, ", fp32 (auto: %s)", !native ? "no bf16 tensor cores" : "the recipe is fp32");
     return k;
 #else
     (void)local_rank;

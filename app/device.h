@@ -14,8 +14,8 @@ int device_parse(const char *s, enum device_kind *out);
 
 /* --precision: the number format of the convolutions' and linear layers' products. fp32:
  * float throughout; bf16: operands rounded to bfloat16, float accumulation and outputs, float
- * everything else (kernels_cpu_bf16); auto: bf16 where the CPU has AVX512_BF16 and the
- * network's recipe allows it, else fp32. */
+ * everything else (kernels_cpu_bf16, kernels_cuda_bf16); auto: bf16 where the CPU has
+ * AVX512_BF16 (the GPU bf16 tensor cores) and the network's recipe allows it, else fp32. */
 enum precision { PRECISION_AUTO, PRECISION_FP32, PRECISION_BF16 };
 int precision_parse(const char *s, enum precision *out);
 const char *precision_name(enum precision p);

@@ -94,7 +94,7 @@ static const char usage[] =
     "  --help, --version\n"
     "\n"
     "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
-    "GPU), 2 bad command line.\n";
+    "GPU, --precision=bf16 without AVX512_BF16), 2 bad command line.\n";
 
 enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,

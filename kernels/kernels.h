@@ -231,6 +231,12 @@ int kernels_cpu_bf16_native(void);
  * kernels_cuda_describe: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, PCI 0000:1b:00.0)". */
 int kernels_cuda_devices(struct err *e);
 const struct kernels *kernels_cuda(int device);
+/* After kernels_cuda(device): 1 when that GPU has bf16 tensor cores (compute capability 8.0+).
+ * kernels_cuda_bf16(device): the same backend ("cuda-bf16") with bf16 convolutions (bf16
+ * copies of the operands, cuDNN's bf16 configuration with float accumulation, the result widened
+ * back to float) and linear layers (cuBLAS CUBLAS_COMPUTE_32F_FAST_16BF); only where native. */
+int kernels_cuda_bf16_native(void);
+const struct kernels *kernels_cuda_bf16(int device);
 void kernels_cuda_describe(char *buf, size_t size);
 
 #endif

@@ -14,16 +14,19 @@
 #                                  tests/test_dist on the GPU with 1 and 2 ranks, TF32 off and on,
 #                                  its files compared by tests/check_dist_files.py; 1 and 2 ranks
 #                                  training on one GPU, the workshop network and airbench94's
-#                                  recipe; GPU-trained models scored on the CPU
+#                                  recipe (and 2 ranks of it with --precision bf16; bf16 needs
+#                                  sm_80+); GPU-trained models scored on the CPU
 #   scripts/gpu-check.sh sanitize  compute-sanitizer memcheck (with leak check), racecheck and
 #                                  synccheck on a 10-step training run, and memcheck on 2 ranks
 #                                  of test_dist through the staged path (each within 2 minutes)
 #   scripts/gpu-check.sh bench     images/s at batch 128 and 512: cifar10-bench --device=cuda
 #                                  against PyTorch eager and torch.compile on the same GPU; and
-#                                  airbench94 at batch 1024 against PyTorch eager
+#                                  airbench94 at batch 1024 against PyTorch eager, in fp32 and
+#                                  in bf16 (--precision bf16 against bf16 autocast)
 #   scripts/gpu-check.sh train     the default 10 epochs on the real images, then cifar10-test:
 #                                  accuracy and wall time; then airbench94's whole recipe
-#                                  (9.9 epochs, final TTA score) and its wall time
+#                                  (9.9 epochs, final TTA score) and its wall time, in fp32 and
+#                                  in bf16
 #
 # With the repository's device tool: run "scripts/gpu-check.sh STEP" with carry [".gpu-carry"].
 # Logs and summary.txt (the check lines) go to $OUT (the tool's output folder) or to
@@ -127,11 +130,11 @@ train_ranks() {
     --resume never /tmp/gpu-check-data
 }
 
-# airbench_ranks NP: airbench94's recipe (whitening, Nesterov, lookahead, TTA, reflect crops)
-# for 2.5 epochs of the synthetic set on NP ranks sharing one GPU, global batch 256.
+# airbench_ranks NP [FLAGS...]: airbench94's recipe (whitening, Nesterov, lookahead, TTA, reflect
+# crops) for 2.5 epochs of the synthetic set on NP ranks sharing one GPU, global batch 256.
 airbench_ranks() {
   mpirun -np "$1" build/cifar10-train --device=cuda --model airbench94 --epochs 2.5 --batch-size 256 \
-    --whiten-images 2000 --model-file "/tmp/a$1.safetensors" --resume never /tmp/gpu-check-data
+    --whiten-images 2000 --model-file "/tmp/a$1${2:+-flags}.safetensors" --resume never "${@:2}" /tmp/gpu-check-data
 }
 
 # same_scores MODEL: a 2-rank GPU model scored on the CPU and on the GPU: the same accuracy
@@ -160,6 +163,8 @@ check_test() {
   check "scores cpu=cuda" same_scores /tmp/m2.safetensors
   for np in 1 2; do check "airbench94 train np=$np" airbench_ranks "$np"; done
   check "airbench94 scores cpu=cuda" same_scores /tmp/a2.safetensors
+  # bf16 (cuda-bf16: cuDNN's bf16 convolutions, cuBLAS's FAST_16BF); its accuracy line is printed
+  check "airbench94 bf16 train np=2" airbench_ranks 2 --precision bf16
   step_done test
 }
 
@@ -197,6 +202,11 @@ check_bench() {
   build/cifar10-bench --device=cuda --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 | tee "$out/ours-airbench94.log"
   $py scripts/bench_torch.py --device cuda --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 |
     tee "$out/torch-eager-airbench94.log"
+  echo "== airbench94, batch 1024, bf16: ours --precision bf16 against PyTorch's bf16 autocast"
+  build/cifar10-bench --device=cuda --precision bf16 --model airbench94 --batch-size 1024 --warmup 10 --steps 20 \
+    --runs 5 | tee "$out/ours-airbench94-bf16.log"
+  $py scripts/bench_torch.py --device cuda --bf16 --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 |
+    tee "$out/torch-eager-airbench94-bf16.log"
   {
     echo "images/s: ours / PyTorch eager / torch.compile"
     for b in 128 512; do
@@ -204,6 +214,7 @@ check_bench() {
       echo "batch $b: $(r "$out/ours-$b.log") / $(r "$out/torch-eager-$b.log") / $(r "$out/torch-compile-$b.log")"
     done
     echo "airbench94, batch 1024: $(r "$out/ours-airbench94.log") / $(r "$out/torch-eager-airbench94.log") / -"
+    echo "airbench94, batch 1024, bf16: $(r "$out/ours-airbench94-bf16.log") / $(r "$out/torch-eager-airbench94-bf16.log") / -"
   } | tee "$out/summary.txt"
 }
 
@@ -221,11 +232,17 @@ check_train() {
   build/cifar10-train --device=cuda --model airbench94 --no-eval --model-file /tmp/airbench94.safetensors \
     --resume never "$d" | tee "$out/train-airbench94.log"
   local airbench_s=$((SECONDS - t0))
+  t0=$SECONDS
+  build/cifar10-train --device=cuda --model airbench94 --precision bf16 --no-eval \
+    --model-file /tmp/airbench94-bf16.safetensors --resume never "$d" | tee "$out/train-airbench94-bf16.log"
+  local bf16_s=$((SECONDS - t0))
   {
     echo "workshop-cnn, 10 epochs, its recipe, 1 GPU: ${train_s} s wall (process start to model file)"
     grep '^Accuracy of the network' "$out/test.log"
     echo "airbench94, 9.9 epochs, no per-epoch evaluation, 1 GPU: ${airbench_s} s wall (process start to model file)"
     grep '^final test accuracy' "$out/train-airbench94.log"
+    echo "airbench94 --precision bf16, the same: ${bf16_s} s wall"
+    grep '^final test accuracy' "$out/train-airbench94-bf16.log"
   } | tee "$out/summary.txt"
 }
 

@@ -14,7 +14,8 @@
  *         has (avx512bf16 where the CPU has AVX512_BF16, the plain-C path always), 2 threads;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
  *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
- *         table again on the backend kernels_cuda() makes afresh after it.
+ *         table again on the backend kernels_cuda() makes afresh after it; then the conv and
+ *         linear cases on kernels_cuda_bf16() (cuda-bf16) where the GPU has bf16 tensor cores.
  *
  * Tolerances, backend result against the double reference:
  *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
@@ -24,7 +25,7 @@
  *   exact (==): ReLU, max pool (values, and the gradient's routing to the first maximum on
  *       ties), the argmax count of softmax cross-entropy, the asynchronous copies, lookahead
  *       with decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema;
- *   relative L2 error <= 4e-2: conv and linear y, dx, dw on cpu-bf16 (db is a float sum and
+ *   relative L2 error <= 4e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a float sum and
  *       keeps 1e-5). Operands rounded to bf16 carry up to 2^-9 relative error each; measured
  *       here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5e-3, F(4x4) (the odd
  *       maps) 1e-2 to 2.7e-2, as its transforms (coefficients up to 8) amplify the rounding
@@ -988,6 +989,17 @@ static void cuda_column(void) {
     B = kernels_cuda(0);
     snprintf(where, sizeof where, "cuda after shutdown and kernels_cuda(0) again");
     run_cases(0);
+    if (kernels_cuda_bf16_native()) {
+        B = kernels_cuda_bf16(0);
+        expect_complete(B);
+        snprintf(where, sizeof where, "cuda-bf16, conv and linear");
+        tol_products = TOL_BF16, worst_products = 0.0;
+        run_cases(2);
+        printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products, TOL_BF16);
+        tol_products = TOL;
+    } else {
+        printf("test_ops: cuda-bf16: skipped: GPU 0 has no bf16 tensor cores\n");
+    }
     B->shutdown();
 #else
     printf("test_ops: cuda: skipped: this build has no CUDA backend\n");

@@ -177,7 +177,7 @@ static void cuda_shutdown(void) {
     selected = -1;
 }
 
-static struct kernels table;
+static struct kernels table, bf16_table;
 
 int kernels_cuda_devices(struct err *e) {
     /* Without a driver the runtime only says "driver version is insufficient": say what it is. */
@@ -253,7 +253,28 @@ const struct kernels *kernels_cuda(int device) {
     /* An op added to struct kernels but not filled in above: stop here, not at a NULL call. */
     struct err e;
     if (kernels_check(&table, &e) < 0) err_die(1, "internal error: %s", e.msg);
+    /* The bf16 table: the same backend with bf16 convolutions and linear layers. */
+    bf16_table = table;
+    bf16_table.name = "cuda-bf16";
+    bf16_table.conv_workspace = cuda_conv_workspace_bf16;
+    bf16_table.conv_forward = cuda_conv_forward_bf16;
+    bf16_table.conv_backward = cuda_conv_backward_bf16;
+    bf16_table.linear_forward = cuda_linear_forward_bf16;
+    bf16_table.linear_backward = cuda_linear_backward_bf16;
     return &table;
+}
+
+int kernels_cuda_bf16_native(void) {
+    CHECK(selected >= 0);
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, selected));
+    return major >= 8; /* bf16 tensor cores: Ampere (sm_80) and newer */
+}
+
+const struct kernels *kernels_cuda_bf16(int device) {
+    kernels_cuda(device);
+    CHECK(kernels_cuda_bf16_native());
+    return &bf16_table;
 }
 
 void kernels_cuda_describe(char *buf, size_t size) {

@@ -21,7 +21,15 @@
  *
  * Math: cuDNN's default math mode, which lets Ampere and newer GPUs use TF32 tensor cores for
  * FP32 convolutions, as PyTorch does by default (torch.backends.cudnn.allow_tf32); with
- * NVIDIA_TF32_OVERRIDE=0, FMA-only math (full FP32; the GPU tests use it). */
+ * NVIDIA_TF32_OVERRIDE=0, FMA-only math (full FP32; the GPU tests use it).
+ *
+ * bf16 (the cuda-bf16 table, --precision bf16): cuDNN has no float-in, bf16-compute mode, so
+ * the operands are converted: x, w and dy to bf16 copies, the convolution runs on bf16 tensors
+ * with float accumulation (cuDNN's BFLOAT16 configuration: bf16 x, w, y, compute type FLOAT,
+ * tensor-core math), and its bf16 output (y, dw or dx) is widened back into the float tensor.
+ * That is PyTorch's autocast: bf16 operands and a bf16-rounded result (the CPU's cpu-bf16 keeps
+ * the float result). The copies live at the front of the workspace (conversion_bytes), which
+ * conv_workspace adds to cuDNN's need; the biases and their gradient stay float. */
 extern "C" {
 #include "../../common/err.h"
 }
@@ -59,6 +67,7 @@ struct algo {
 
 struct plan {
     struct conv_shape s;
+    int bf16;                       /* bf16 tensors (see the top), else float */
     int Ho, Wo;                     /* kernels_conv_out of H, W; cuDNN agrees (checked) */
     cudnnTensorDescriptor_t x, y;   /* [N][C][H][W], [N][K][Ho][Wo] */
     cudnnFilterDescriptor_t w;      /* [K][C][k][k] */
@@ -134,29 +143,34 @@ static const struct algo *choose(struct plan *p, int i, size_t bytes) {
 }
 
 static int same_shape(const struct conv_shape *a, const struct conv_shape *b) {
+    /* (the precision is compared by plan_get) */
     return a->N == b->N && a->C == b->C && a->K == b->K && a->H == b->H && a->W == b->W && a->k == b->k &&
            a->pad == b->pad;
 }
 
-/* The plan of shape s: its descriptors, made on first sight; no pass timed yet. */
-static struct plan *plan_get(const struct conv_shape *s) {
+/* The plan of shape s in float or bf16: its descriptors, made on first sight; no pass timed
+ * yet. */
+static struct plan *plan_get(const struct conv_shape *s, int bf16) {
     for (int i = 0; i < nplans; i++)
-        if (same_shape(&plans[i].s, s)) return &plans[i];
+        if (same_shape(&plans[i].s, s) && plans[i].bf16 == bf16) return &plans[i];
     CHECK(nplans < MAX_PLANS);
     CHECK(s->k >= 1 && s->k <= 5 && s->pad >= 0 && s->pad < s->k); /* the contract's range */
     struct plan *p = &plans[nplans++];
     memset(p, 0, sizeof *p); /* a slot reused after cuda_conv_release() has nothing timed */
     p->s = *s;
+    p->bf16 = bf16;
     p->Ho = kernels_conv_out(s->H, s->k, s->pad);
     p->Wo = kernels_conv_out(s->W, s->k, s->pad);
-    p->math = cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    p->math = bf16 ? CUDNN_TENSOR_OP_MATH : cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->K, s->C, s->k, s->k));
-    /* pad_h, pad_w, stride u, v = 1, dilation 1: PyTorch's Conv2d is a cross-correlation. */
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, type, s->N, s->C, s->H, s->W));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, s->K, s->C, s->k, s->k));
+    /* pad_h, pad_w, stride u, v = 1, dilation 1: PyTorch's Conv2d is a cross-correlation; the
+     * compute type is float in both precisions (float accumulation). */
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT));
     /* cuDNN's own output size (1 + (H + 2 pad - k) / stride) must be the one the model sized y
@@ -164,20 +178,66 @@ static struct plan *plan_get(const struct conv_shape *s) {
     int on, oc, oh, ow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
     CHECK(on == s->N && oc == s->K && oh == p->Ho && ow == p->Wo);
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->N, s->K, p->Ho, p->Wo));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, type, s->N, s->K, p->Ho, p->Wo));
     return p;
 }
 
-size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes) {
+/* The bf16 copies at the front of a bf16 plan's workspace, each on a 256-byte boundary:
+ * x, w and y (or dy) converted, then the bf16 results dw and dx of the backward. Float plans
+ * need none. */
+struct copies {
+    __nv_bfloat16 *x, *w, *y, *dw, *dx;
+};
+
+static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+static size_t conversion_bytes(const struct plan *p) {
+    if (!p->bf16) return 0;
+    const struct conv_shape *s = &p->s;
+    size_t x = (size_t)s->N * s->C * s->H * s->W, w = (size_t)s->K * s->C * s->k * s->k;
+    size_t y = (size_t)s->N * s->K * p->Ho * p->Wo, b = sizeof(__nv_bfloat16);
+    return 2 * round256(x * b) + 2 * round256(w * b) + round256(y * b);
+}
+
+static struct copies copies_in(const struct plan *p, void *ws) {
+    const struct conv_shape *s = &p->s;
+    size_t b = sizeof(__nv_bfloat16), x = round256((size_t)s->N * s->C * s->H * s->W * b);
+    size_t w = round256((size_t)s->K * s->C * s->k * s->k * b);
+    size_t y = round256((size_t)s->N * s->K * p->Ho * p->Wo * b);
+    char *at = (char *)ws;
+    struct copies c;
+    c.x = (__nv_bfloat16 *)at, at += x;
+    c.w = (__nv_bfloat16 *)at, at += w;
+    c.y = (__nv_bfloat16 *)at, at += y;
+    c.dw = (__nv_bfloat16 *)at, at += w;
+    c.dx = (__nv_bfloat16 *)at;
+    return c;
+}
+
+/* The workspace an op hands to cuDNN: what follows the bf16 copies. Exits naming the layer
+ * when ws_bytes cannot even hold the copies. */
+static size_t cudnn_bytes(const struct plan *p, size_t ws_bytes) {
+    size_t need = conversion_bytes(p);
+    if (ws_bytes < need) {
+        const struct conv_shape *s = &p->s;
+        fprintf(stderr, "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d, bf16: %zu bytes of workspace cannot hold "
+                "the bf16 copies of the operands (%zu bytes)\n",
+                err_progname(), s->C, s->K, s->H, s->W, s->k, s->pad, s->N, ws_bytes, need);
+        exit(1);
+    }
+    return ws_bytes - need;
+}
+
+static size_t conv_workspace(int bf16, const struct conv_shape *s, unsigned passes) {
     CHECK(passes < 1u << PASSES);
-    struct plan *p = plan_get(s);
+    struct plan *p = plan_get(s, bf16);
     size_t bytes = 0;
     for (int i = 0; i < PASSES; i++)
         if (passes & 1u << i) {
             size_t need = choose(p, i, CONV_WORKSPACE_LIMIT)->memory;
             if (need > bytes) bytes = need;
         }
-    return bytes;
+    return conversion_bytes(p) + bytes;
 }
 
 void cuda_conv_release(void) {
@@ -190,38 +250,91 @@ void cuda_conv_release(void) {
     nplans = 0;
 }
 
-void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y, int relu,
-                       void *ws, size_t ws_bytes) {
-    struct plan *p = plan_get(s);
-    const struct algo *a = choose(p, FORWARD, ws_bytes);
+static void conv_forward(int bf16, const struct conv_shape *s, const float *x, const float *w, const float *b,
+                         float *y, int relu, void *ws, size_t ws_bytes) {
+    struct plan *p = plan_get(s, bf16);
+    size_t cudnn_ws_bytes = cudnn_bytes(p, ws_bytes), ny = (size_t)s->N * s->K * p->Ho * p->Wo;
+    void *cudnn_ws = (char *)ws + conversion_bytes(p);
+    const struct algo *a = choose(p, FORWARD, cudnn_ws_bytes);
     const float one = 1.0f, zero = 0.0f;
+    const void *xo = x, *wo = w;
+    void *yo = y;
+    struct copies c = {};
+    if (bf16) {
+        c = copies_in(p, ws);
+        cuda_to_bf16(x, c.x, (size_t)s->N * s->C * s->H * s->W);
+        cuda_to_bf16(w, c.w, (size_t)s->K * s->C * s->k * s->k);
+        xo = c.x, wo = c.w, yo = c.y;
+    }
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
-    CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, x, p->w, w, p->conv, (cudnnConvolutionFwdAlgo_t)a->algo,
-                                        ws, ws_bytes, &zero, p->y, y));
+    CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, p->conv,
+                                        (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero, p->y, yo));
+    if (bf16) cuda_from_bf16(c.y, y, ny);
     if (b) cuda_bias_act(y, b, 1.0f, s->N, s->K, p->Ho * p->Wo, relu);
-    else if (relu) cuda_relu_forward(y, y, (size_t)s->N * s->K * p->Ho * p->Wo);
+    else if (relu) cuda_relu_forward(y, y, ny);
 }
 
-void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
-                        float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
-    struct plan *p = plan_get(s);
+static void conv_backward(int bf16, const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                          float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+    struct plan *p = plan_get(s, bf16);
+    size_t cudnn_ws_bytes = cudnn_bytes(p, ws_bytes);
+    void *cudnn_ws = (char *)ws + conversion_bytes(p);
+    size_t nx = (size_t)s->N * s->C * s->H * s->W, nw = (size_t)s->K * s->C * s->k * s->k;
     const float one = 1.0f, zero = 0.0f;
-    if (db) { /* db[K] = the sum of dy[N][K][Ho][Wo] over n, y, x */
+    if (db) { /* db[K] = the sum of dy[N][K][Ho][Wo] over n, y, x (float in both precisions) */
         double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(s->N, s->K) * s->K * sizeof(double));
         int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, s->N, s->K, p->Ho * p->Wo);
         cuda_channel_reduce(part, db, S, s->K, 1.0f);
     }
+    /* The operands cuDNN reads and the results it writes: the float tensors, or bf16 copies. */
+    const void *xo = x, *wo = w, *dyo = dy;
+    void *dwo = dw, *dxo = dx;
+    struct copies c = {};
+    if (bf16 && (dw || dx)) {
+        c = copies_in(p, ws);
+        cuda_to_bf16(dy, c.y, (size_t)s->N * s->K * p->Ho * p->Wo);
+        if (dw) cuda_to_bf16(x, c.x, nx);
+        if (dx) cuda_to_bf16(w, c.w, nw);
+        xo = c.x, wo = c.w, dyo = c.y, dwo = c.dw, dxo = c.dx;
+    }
     if (dw) {
-        const struct algo *a = choose(p, BACKWARD_FILTER, ws_bytes);
+        const struct algo *a = choose(p, BACKWARD_FILTER, cudnn_ws_bytes);
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda_cudnn(), &one, p->x, x, p->y, dy, p->conv,
-                                                   (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, ws_bytes, &zero, p->w,
-                                                   dw));
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda_cudnn(), &one, p->x, xo, p->y, dyo, p->conv,
+                                                   (cudnnConvolutionBwdFilterAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes,
+                                                   &zero, p->w, dwo));
+        if (bf16) cuda_from_bf16(c.dw, dw, nw);
     }
     if (!dx) return;
-    const struct algo *a = choose(p, BACKWARD_DATA, ws_bytes);
+    const struct algo *a = choose(p, BACKWARD_DATA, cudnn_ws_bytes);
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
-    CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, w, p->y, dy, p->conv,
-                                             (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, ws_bytes, &zero, p->x, dx));
-    if (dx_mask) cuda_relu_backward(dx_mask, dx, dx, (size_t)s->N * s->C * s->H * s->W);
+    CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, wo, p->y, dyo, p->conv,
+                                             (cudnnConvolutionBwdDataAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
+                                             p->x, dxo));
+    if (bf16) cuda_from_bf16(c.dx, dx, nx);
+    if (dx_mask) cuda_relu_backward(dx_mask, dx, dx, nx);
+}
+
+/* The tables' entries: float (cuda) and bf16 (cuda-bf16). */
+size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes) { return conv_workspace(0, s, passes); }
+size_t cuda_conv_workspace_bf16(const struct conv_shape *s, unsigned passes) { return conv_workspace(1, s, passes); }
+
+void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y, int relu,
+                       void *ws, size_t ws_bytes) {
+    conv_forward(0, s, x, w, b, y, relu, ws, ws_bytes);
+}
+
+void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                            int relu, void *ws, size_t ws_bytes) {
+    conv_forward(1, s, x, w, b, y, relu, ws, ws_bytes);
+}
+
+void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
+                        float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+    conv_backward(0, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
+void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
+                             float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+    conv_backward(1, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }

@@ -16,6 +16,7 @@ extern "C" {
 #include "../kernels.h" /* struct conv_shape, kernels_conv_out */
 }
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <stddef.h>
@@ -96,6 +97,21 @@ void cuda_conv_backward(const struct conv_shape *s, const float *x, const float 
                         size_t ws_bytes);
 /* Destroys every convolution plan (shutdown; the device must be idle). */
 void cuda_conv_release(void);
+/* The cuda-bf16 table's convolution and linear layer (conv.cu, linear.cu: bf16 operands,
+ * float accumulation), and the conversions they use (elementwise.cu): dst[i] = src[i] rounded
+ * to bf16 (nearest even), and widened back. */
+size_t cuda_conv_workspace_bf16(const struct conv_shape *s, unsigned passes);
+void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                            float *y, int relu, void *ws, size_t ws_bytes);
+void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                             float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                             size_t ws_bytes);
+void cuda_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I,
+                              int O, float scale, void *ws, size_t ws_bytes);
+void cuda_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                               float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
+void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n);
+void cuda_from_bf16(const __nv_bfloat16 *src, float *dst, size_t n);
 void cuda_relu_forward(const float *x, float *y, size_t n);
 void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cuda_gelu_forward(const float *x, float *y, size_t n);

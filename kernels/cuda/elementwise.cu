@@ -31,6 +31,15 @@ __global__ static void gelu_backward_kernel(const float *x, const float *dy, flo
     }
 }
 
+/* float <-> bf16 for the bf16 convolutions (conv.cu): round to nearest even, and widen. */
+__global__ static void to_bf16_kernel(const float *src, __nv_bfloat16 *dst, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+__global__ static void from_bf16_kernel(const __nv_bfloat16 *src, float *dst, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = __bfloat162float(src[i]);
+}
+
 /* y[N][C][HW] += scale * b[C], then ReLU when relu != 0. */
 __global__ static void bias_act_kernel(float *y, const float *b, float scale, size_t n, int C, int HW, int relu) {
     GRID_STRIDE(i, n) {
@@ -86,6 +95,16 @@ __global__ static void input_kernel(const unsigned char *img, const int *geom, f
         float v = inside ? (float)img[n * 3072 + (size_t)(c * 32 + sy) * 32 + sx] : 0.0f;
         x[i] = v * nm.scale[c] + nm.shift[c];
     }
+}
+
+void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n) {
+    to_bf16_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(src, dst, n);
+    LAUNCH_CHECK();
+}
+
+void cuda_from_bf16(const __nv_bfloat16 *src, float *dst, size_t n) {
+    from_bf16_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(src, dst, n);
+    LAUNCH_CHECK();
 }
 
 void cuda_relu_forward(const float *x, float *y, size_t n) {
