@@ -33,10 +33,13 @@ ENV IMAGE_LIBS="libpng16-16t64 libjpeg-turbo8"
 
 FROM runtime-${FLAVOUR}
 # openmpi-bin brings libopenmpi3 and the ssh client; libgomp1, zlib1g and IMAGE_LIBS are the
-# binaries' other libraries; curl and ca-certificates are get-data.sh's download.
+# binaries' other libraries; curl and ca-certificates are get-data.sh's download; dumb-init is
+# the launcher's PID 1 (it turns the pod's SIGTERM into the SIGUSR1 mpirun forwards) and procps
+# the workers' preStop hook (pkill, pgrep): see k8s/base/train/mpijob.yaml.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       openmpi-bin libgomp1 zlib1g $IMAGE_LIBS openssh-server openssh-client curl ca-certificates \
+      dumb-init procps \
  && rm -rf /var/lib/apt/lists/*
 # uid 1000 is taken by "ubuntu" in the Ubuntu 24.04 base images.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \

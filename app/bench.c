@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
             model_forward_backward(&m);
             model_batch_next(&m); /* same contents again: the host-side gather is not timed */
             model_batch_submit(&m, c.batch);
-            float stats[2];
+            float stats[MODEL_STATS];
             dist_grads_finish(grads, stats);
             model_sgd_step(&m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)d.world);
         }

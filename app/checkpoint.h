@@ -7,13 +7,19 @@
  * "network.5.num_batches_tracked" as I64). A checkpoint holds the same tensors plus the SGD
  * momentum buffers of the trainable ones ("optimizer.momentum.network.0.weight", ...) and, for
  * recipes with lookahead, its average of every float tensor ("optimizer.lookahead.0.weight").
+ * A checkpoint taken mid-epoch holds rank 0's batch-norm running statistics in the usual names
+ * (they are per rank until the epoch's end averages them) and every other rank r's as
+ * "ranks.R.NAME" (and "optimizer.lookahead.ranks.R.NAME"), so a resume on as many ranks gives
+ * each its own.
  *
  * __metadata__ (all strings): format "cifar10-dp", format_version "1", kind "model" or
  * "checkpoint", model (the network's name, which selects its definition on load), input (how
  * pixels become the network input),
  * normalization_mean / normalization_std (JSON arrays, 0..1 pixel scale), classes (JSON array),
  * config (JSON of the run-defining settings), epochs_completed, global_step, run_id, rng,
- * created_by, crc32. */
+ * created_by, crc32; checkpoints also step_in_epoch, steps_per_epoch, ranks (sets of running
+ * statistics) and epoch_sums (the epoch's loss and correct sums so far, and the running loss
+ * of the log; "%a" floats, exact) (all four optional on reading: an epoch-end checkpoint). */
 #ifndef APP_CHECKPOINT_H
 #define APP_CHECKPOINT_H
 
@@ -32,6 +38,12 @@ struct model_state {
     float *buffers;
     int64_t batches_tracked;
     float *ema_params, *ema_buffers; /* lookahead averages; NULL as momentum */
+    /* Mid-epoch checkpoints: each rank's buffers (running statistics), rank_buffers[r * S ..]
+     * for r < ranks (r 0: the same as buffers), and their lookahead averages likewise. ranks 1
+     * (an epoch's end, a model file): none, rank_buffers NULL. checkpoint_read allocates them
+     * for the ranks the file holds; checkpoint_state_free frees them. */
+    int ranks;
+    float *rank_buffers, *rank_ema_buffers;
 };
 
 /* What checkpoint_state_alloc allocates besides params and buffers. */
@@ -48,10 +60,16 @@ struct run_info {
     int epochs_completed;
     int64_t global_step;
     char config[1024];      /* JSON of the run-defining settings */
+    /* Mid-epoch: step_in_epoch (> 0) steps of epoch epochs_completed + 1 are done, of
+     * steps_per_epoch; the epoch's sums so far (mean losses, correct predictions) and the
+     * running loss since the last printed one. All 0 at an epoch's end. */
+    int step_in_epoch, steps_per_epoch;
+    double epoch_loss, epoch_correct, print_loss;
 };
 
 /* Writes m's tensors from state as a model file (state.momentum ignored) or, with info->kind
- * "checkpoint", a checkpoint; atomically (the previous file survives any failure). */
+ * "checkpoint", a checkpoint (with state->ranks sets of running statistics); atomically (the
+ * previous file survives any failure). */
 int checkpoint_write(const char *path, const struct model *m, const struct model_state *state,
                      const struct run_info *info, struct err *e);
 

@@ -16,6 +16,7 @@ void config_defaults(struct train_config *c) {
     c->device = DEVICE_AUTO;
     c->precision = PRECISION_AUTO;
     c->bucket_mb = 2.0;
+    c->checkpoint_interval = 300;
     c->resume = RESUME_AUTO;
     c->model_file = "cifar10-model.safetensors";
     c->seed = 1;

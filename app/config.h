@@ -54,6 +54,7 @@ struct train_config {
     enum precision precision; /* of the products (device.h); auto resolves with bf16_recipe */
     int bf16_recipe;          /* the recipe allows bf16 products under --precision auto */
     double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
+    double checkpoint_interval; /* seconds between mid-epoch checkpoints (0: epoch ends only) */
     enum resume_mode resume;
     const char *model_file, *checkpoint_file, *metrics_file, *data;
     const char *tensorboard_dir; /* NULL: no TensorBoard event files */

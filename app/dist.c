@@ -96,6 +96,16 @@ void dist_bcast(void *buf, size_t bytes, int root) {
 
 double dist_time(void) { return MPI_Wtime(); }
 
+void dist_gather_floats(const float *mine, float *all, size_t n) {
+    CHECK(n <= INT_MAX);
+    MPI_CHECK(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+}
+
+void dist_scatter_floats(const float *all, float *mine, size_t n) {
+    CHECK(n <= INT_MAX);
+    MPI_CHECK(MPI_Scatter(all, (int)n, MPI_FLOAT, mine, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+}
+
 double dist_max_double(double x) {
     double out;
     MPI_CHECK(MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
@@ -126,11 +136,13 @@ int dist_cuda_aware(void) {
 #define MAX_BUCKETS 64
 /* Every rank's environment must hold this (=1) for DIST_GRADS_DEVICE: see dist.h. */
 #define DEVICE_OPT_IN "CIFAR10_CUDA_AWARE_MPI"
+_Static_assert(MODEL_STATS == 4, "dist.h: (loss, correct, stop, checkpoint)");
 
 struct dist_grads {
     struct model *m;
     enum dist_grads_mode mode;
-    size_t bucket_floats, total; /* total = P + 2 */
+    size_t bucket_floats, total; /* total = P + MODEL_STATS */
+    float signals[2];            /* set by dist_grads_signal, for the next reduction */
     float *host;                 /* STAGED: [total] page-locked */
     int nbuckets;                /* buckets closed this step */
     int started, reduced;        /* of them: reduction started (in order), and completed */
@@ -147,6 +159,13 @@ struct dist_grads {
 
 static float *bucket_buffer(struct dist_grads *g, const struct bucket *b) {
     return (g->mode == DIST_GRADS_STAGED ? g->host : g->m->grads) + b->begin;
+}
+
+/* The signals join the stats in the first bucket (the one holding them) just before its
+ * reduction: behind whatever its download brought (STAGED), in GPU memory for DEVICE. */
+static void signals_put(struct dist_grads *g, float *dst) {
+    if (g->mode == DIST_GRADS_DEVICE) g->m->k->upload(dst, g->signals, sizeof g->signals);
+    else memcpy(dst, g->signals, sizeof g->signals);
 }
 
 /* Bucket i's sums exist (on the host, when staged): a staged bucket goes back to the device
@@ -166,6 +185,7 @@ static void bucket_start(struct dist_grads *g) {
     const struct bucket *b = &g->b[i];
     CHECK(b->end - b->begin <= INT_MAX);
     int n = (int)(b->end - b->begin);
+    if (i == 0) signals_put(g, bucket_buffer(g, b) + (g->total - 2 - b->begin));
     if (g->mode == DIST_GRADS_DEVICE) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bucket_buffer(g, b), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
         g->req[i] = MPI_REQUEST_NULL;
@@ -238,7 +258,7 @@ struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, 
     struct dist_grads *g = XALLOC(sizeof *g);
     g->m = m;
     g->mode = mode;
-    g->total = m->nparams + 2;
+    g->total = m->nparams + MODEL_STATS;
     g->bucket_floats = bucket_bytes / sizeof(float);
     g->open_begin = g->open_end = g->total;
     if (mode == DIST_GRADS_LOCAL) return g;
@@ -281,11 +301,16 @@ static void buckets_finish(struct dist_grads *g) {
     }
 }
 
-void dist_grads_finish(struct dist_grads *g, float stats[2]) {
+void dist_grads_signal(struct dist_grads *g, float stop, float checkpoint) {
+    g->signals[0] = stop, g->signals[1] = checkpoint;
+}
+
+void dist_grads_finish(struct dist_grads *g, float stats[MODEL_STATS]) {
     const struct kernels *k = g->m->k;
-    size_t P = g->total - 2;
+    size_t P = g->total - MODEL_STATS;
     if (g->mode == DIST_GRADS_LOCAL) {
         k->download(stats, g->m->grads + P, 2 * sizeof(float));
+        stats[2] = g->signals[0], stats[3] = g->signals[1];
         return;
     }
     CHECK(g->open_begin == 0 && g->open_end == 0); /* a whole backward went by */
@@ -298,9 +323,9 @@ void dist_grads_finish(struct dist_grads *g, float stats[2]) {
          * one-queue order (it stays right should a backend spread the transfer queue over
          * several streams), for microseconds of host time. */
         for (int i = 0; i < g->nbuckets; i++) k->compute_wait(g->b[i].back);
-        stats[0] = g->host[P], stats[1] = g->host[P + 1]; /* bucket 0's, reduced */
+        memcpy(stats, g->host + P, MODEL_STATS * sizeof(float)); /* bucket 0's, reduced */
     } else {
-        k->download(stats, g->m->grads + P, 2 * sizeof(float));
+        k->download(stats, g->m->grads + P, MODEL_STATS * sizeof(float));
     }
     g->last_buckets = g->nbuckets;
     g->nbuckets = g->started = g->reduced = 0;

@@ -30,6 +30,10 @@ void dist_fail(int code, const char *message) __attribute__((noreturn));
 void dist_allreduce_sum(float *buf, size_t n);
 void dist_allreduce_sum_double(double *buf, size_t n);
 void dist_bcast(void *buf, size_t bytes, int root);
+/* Rank 0 receives every rank's n floats, in rank order, in all[world][n] (unused elsewhere). */
+void dist_gather_floats(const float *mine, float *all, size_t n);
+/* Rank 0's all[world][n] to the ranks: rank r receives all[r] in mine[n]. */
+void dist_scatter_floats(const float *all, float *mine, size_t n);
 /* Largest x over all ranks. */
 double dist_max_double(double x);
 void dist_barrier(void);
@@ -81,9 +85,14 @@ int dist_grads_buckets(const struct dist_grads *g); /* buckets of the last step 
  * the started ones (it moves only inside MPI calls) and, STAGED, starts the copy-back of each
  * reduced bucket. Never blocks, except DEVICE's reductions themselves. */
 void dist_grads_progress(struct dist_grads *g);
-/* Waits for every bucket and returns the summed (loss, correct) pair; the SGD update issued
- * afterwards sees the summed gradients. */
-void dist_grads_finish(struct dist_grads *g, float stats[2]);
+/* Two values every rank contributes to the next step's reduction, summed like the loss: a
+ * rank's request to stop, and a checkpoint's being due (rank 0's clock). Set them before
+ * model_forward_backward; they hold until set again. No extra message: they ride in the
+ * first bucket, beside (loss, correct). */
+void dist_grads_signal(struct dist_grads *g, float stop, float checkpoint);
+/* Waits for every bucket and returns the sums over the ranks of (loss, correct, stop,
+ * checkpoint); the SGD update issued afterwards sees the summed gradients. */
+void dist_grads_finish(struct dist_grads *g, float stats[4]);
 void dist_grads_free(struct dist_grads *g);
 
 #endif

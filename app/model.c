@@ -203,7 +203,7 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
     plan_shapes(m);
     plan_tensors(m);
     m->params = k->alloc(m->nparams * sizeof(float));
-    m->grads = k->alloc((m->nparams + 2) * sizeof(float));
+    m->grads = k->alloc((m->nparams + MODEL_STATS) * sizeof(float));
     m->momentum = k->alloc(m->nparams * sizeof(float));
     m->buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
     m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * sizeof(float));
@@ -348,7 +348,7 @@ int model_forward_backward(struct model *m) {
     m->k->softmax_xent(m->layers[m->nlayers - 1].act, m->batches.dev_labels[slot], d, m->grads + P, n, m->net->classes,
                        m->label_smoothing, m->loss_reduction);
     batches_release(&m->batches, slot);
-    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + 2);
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + MODEL_STATS);
     for (int i = m->nlayers - 1; i >= 0; i--) {
         struct model_layer *L = &m->layers[i];
         float *dx = i > 0 ? other : NULL; /* no gradient for the input images */

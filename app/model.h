@@ -45,9 +45,14 @@ struct model_layer {
                               * around each op call: exact for the synchronous CPU backend) */
 };
 
+/* Floats behind the gradients in m->grads: the (loss, correct count) of the last forward_backward,
+ * then two the caller may set before a reduction (dist_grads's signals: stop, checkpoint), so
+ * one allreduce carries them all. */
+#define MODEL_STATS 4
+
 /* Called during backward each time a layer's gradients are final: the floats [begin, end) of
- * m->grads. Ranges arrive in decreasing order and tile [0, P + 2) exactly, (loss, correct)
- * first, so a caller can start reducing them while backward goes on. On an asynchronous
+ * m->grads. Ranges arrive in decreasing order and tile [0, P + MODEL_STATS) exactly, the
+ * stats first, so a caller can start reducing them while backward goes on. On an asynchronous
  * backend "final" means "issued": the caller orders itself with events. */
 typedef void model_grads_ready_fn(void *ctx, size_t begin, size_t end);
 
@@ -64,8 +69,7 @@ struct model {
     void *grads_ready_ctx;
     /* Backend memory. */
     float *params;    /* [P] */
-    float *grads;     /* [P + 2]: gradients, then (mean loss, correct count) of the last
-                       * forward_backward, so one allreduce carries both */
+    float *grads;     /* [P + MODEL_STATS]: gradients, then the stats (see MODEL_STATS) */
     float *momentum;  /* [P] SGD momentum buffers */
     float *buffers;   /* [S] */
     int64_t batches_tracked; /* num_batches_tracked of every batch-norm layer (they are equal) */

@@ -29,6 +29,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,12 @@ static const char usage[] =
     "  --no-eval             do not score test_batch.bin after every epoch\n"
     "  --print-freq N        print the running loss every N steps (default 5)\n"
     "  --model-file FILE     final model (default cifar10-model.safetensors)\n"
-    "  --checkpoint-file F   per-epoch checkpoint (default: FILE with .checkpoint.safetensors)\n"
+    "  --checkpoint-file F   checkpoint (default: FILE with .checkpoint.safetensors), written at\n"
+    "                        every epoch's end, mid-epoch as --checkpoint-interval says, and on\n"
+    "                        SIGTERM or SIGINT\n"
+    "  --checkpoint-interval S\n"
+    "                        seconds between mid-epoch checkpoints (default 300; 0: epoch ends\n"
+    "                        only)\n"
     "  --metrics-file F      the run's metrics as JSON Lines, one record per printed loss and per\n"
     "                        epoch (default: FILE with .metrics.jsonl)\n"
     "  --tensorboard-dir DIR the same figures and the run's settings as TensorBoard event files\n"
@@ -93,12 +99,42 @@ static const char usage[] =
     "                        among ranks that share them)\n"
     "  --help, --version\n"
     "\n"
+    "SIGTERM, SIGINT or SIGUSR1 to any rank: every rank stops after the step in progress (or the\n"
+    "next), rank 0 writes the checkpoint, and the job exits with 4; the same command resumes.\n"
+    "mpirun forwards SIGUSR1 to the ranks at once; its own SIGTERM reaches them only after\n"
+    "odls_base_sigkill_timeout seconds (default 1), and SIGKILL as long after that.\n"
+    "\n"
     "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
-    "GPU, --precision=bf16 without AVX512_BF16), 2 bad command line.\n";
+    "GPU, --precision=bf16 without AVX512_BF16), 2 bad command line, 4 stopped by a signal, with\n"
+    "the checkpoint written (resumable).\n";
+
+/* The exit code of a run stopped by SIGTERM or SIGINT after writing its checkpoint. */
+#define EXIT_INTERRUPTED 4
+
+/* The signal (SIGTERM, SIGINT, SIGUSR1) that asked this process to stop, 0 while none has:
+ * written by the handler, read before each step. A global because a signal handler can reach
+ * nothing else. SIGUSR1 because mpirun forwards it to every rank at once, while it answers its
+ * own SIGTERM by sending the ranks SIGCONT, then SIGTERM odls_base_sigkill_timeout seconds later
+ * and SIGKILL as many seconds after that (Open MPI 4.1, measured). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+/* From here on SIGTERM, SIGINT and SIGUSR1 ask for a stop at a step boundary (train_epoch)
+ * rather than ending the process. SA_RESTART: a signal in the middle of a file write restarts
+ * the call. */
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    CHECK(sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 && sigaction(SIGUSR1, &sa, NULL) == 0);
+}
 
 enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,
-       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION };
+       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION, OPT_CHECKPOINT_INTERVAL };
 
 static const struct option long_options[] = {
     {"model", required_argument, 0, OPT_MODEL_NAME},
@@ -119,6 +155,7 @@ static const struct option long_options[] = {
     {"print-freq", required_argument, 0, OPT_PRINT_FREQ},
     {"model-file", required_argument, 0, OPT_MODEL},
     {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
+    {"checkpoint-interval", required_argument, 0, OPT_CHECKPOINT_INTERVAL},
     {"metrics-file", required_argument, 0, OPT_METRICS},
     {"tensorboard-dir", required_argument, 0, OPT_TENSORBOARD},
     {"resume", required_argument, 0, OPT_RESUME},
@@ -197,6 +234,7 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
         case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
         case OPT_MODEL: c->model_file = optarg; break;
         case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
+        case OPT_CHECKPOINT_INTERVAL: rc = options_double(flag, optarg, 0.0, 0, &c->checkpoint_interval, e); break;
         case OPT_METRICS: c->metrics_file = optarg; break;
         case OPT_TENSORBOARD: c->tensorboard_dir = optarg; break;
         case OPT_RESUME:
@@ -337,6 +375,7 @@ struct trainer {
     double run_start;        /* dist_time() when training began in this process */
     double logged_at;        /* dist_time() of the last printed loss (or the epoch's start) */
     double lr;               /* the base lr of the last step (SGD's, non-batch-norm group) */
+    double checkpoint_at;    /* dist_time() of the last checkpoint (or the run's start) */
     struct cifar_data data;
     int batch;               /* images per rank per step */
     int steps, global_batch; /* per epoch; images per step over all ranks */
@@ -351,6 +390,51 @@ struct trainer {
     int *pred;               /* [batch] */
     int *perm;               /* [train.n] this epoch's order */
 };
+
+static void drop_saved_ranks(struct model_state *h) {
+    free(h->rank_buffers), free(h->rank_ema_buffers);
+    h->rank_buffers = h->rank_ema_buffers = NULL;
+    h->ranks = 1;
+}
+
+/* Rank 0, resuming a mid-epoch checkpoint of another rank count: its ranks' running statistics
+ * (and their lookahead averages) averaged into h, as the epoch's end would have averaged them. */
+static void average_saved_ranks(struct trainer *t) {
+    struct model_state *h = &t->h;
+    size_t S = t->m.nbuffers;
+    for (int i = 0; i < t->m.ntensors; i++) {
+        const struct model_tensor *mt = &t->m.tensors[i];
+        for (size_t j = mt->offset; mt->running && j < mt->offset + mt->numel; j++) {
+            double sum = 0, ema = 0;
+            for (int r = 0; r < h->ranks; r++) {
+                sum += h->rank_buffers[(size_t)r * S + j];
+                if (h->ema_params) ema += h->rank_ema_buffers[(size_t)r * S + j];
+            }
+            h->buffers[j] = (float)(sum / h->ranks);
+            if (h->ema_params) h->ema_buffers[j] = (float)(ema / h->ranks);
+        }
+    }
+    printf("%s: written mid-epoch by %d ranks, resumed on %d: their batch-norm running statistics averaged\n",
+           t->checkpoint_file, h->ranks, t->d.world);
+    drop_saved_ranks(h);
+}
+
+/* After broadcast_state, resuming a mid-epoch checkpoint of as many ranks as this job: rank r
+ * takes rank r's running statistics (and their lookahead averages) from rank 0's copy. */
+static void scatter_saved_ranks(struct trainer *t) {
+    struct model_state *h = &t->h;
+    int ranks = h->ranks;
+    dist_bcast(&ranks, sizeof ranks, 0);
+    if (ranks == 1) return;
+    CHECK(ranks == t->d.world); /* try_resume averaged any other count */
+    dist_scatter_floats(h->rank_buffers, h->buffers, t->m.nbuffers);
+    model_set_state(&t->m, NULL, NULL, h->buffers);
+    if (h->ema_params) {
+        dist_scatter_floats(h->rank_ema_buffers, h->ema_buffers, t->m.nbuffers);
+        model_set_lookahead(&t->m, h->ema_params, h->ema_buffers);
+    }
+    drop_saved_ranks(h);
+}
 
 /* Rank 0: loads the checkpoint when --resume asks for it and the settings match. Returns 1 when
  * resumed, 0 for a fresh start, -1 with e set on an error. */
@@ -370,11 +454,19 @@ static int try_resume(struct trainer *t, struct err *e) {
         return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file, why.msg);
     if (saved.epochs_completed > t->epochs)
         return err_set(e, "%s: has %d epochs, more than --epochs %g", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
+    if (saved.step_in_epoch > 0 && saved.steps_per_epoch != t->steps)
+        return err_set(e, "%s: written in the middle of an epoch of %d steps; this job's epochs have %d (another rank count?): "
+                       "resume with the ranks it had, or use --resume=never to start over",
+                       t->checkpoint_file, saved.steps_per_epoch, t->steps);
+    if (t->h.ranks > 1 && t->h.ranks != t->d.world) average_saved_ranks(t);
     model_set_state(&t->m, t->h.params, t->h.momentum, t->h.buffers);
     t->m.batches_tracked = t->h.batches_tracked;
     if (t->h.ema_params) model_set_lookahead(&t->m, t->h.ema_params, t->h.ema_buffers);
     t->info.epochs_completed = saved.epochs_completed;
     t->info.global_step = saved.global_step;
+    t->info.step_in_epoch = saved.step_in_epoch;
+    t->info.epoch_loss = saved.epoch_loss, t->info.epoch_correct = saved.epoch_correct;
+    t->info.print_loss = saved.print_loss;
     memcpy(t->info.run_id, saved.run_id, sizeof t->info.run_id);
     return 1;
 }
@@ -409,8 +501,15 @@ static void start_or_resume(struct trainer *t) {
     dist_bcast(&resumed, sizeof resumed, 0);
     dist_bcast(&t->info, sizeof t->info, 0);
     broadcast_state(&t->m, &t->h, t->d.rank);
+    scatter_saved_ranks(t);
     if (t->d.rank != 0) return;
     const struct train_config *c = &t->c;
+    if (resumed && t->info.step_in_epoch > 0) {
+        printf("resuming run %s from %s: %d of %d epochs and %d of %d steps of epoch %d done\n", t->info.run_id,
+               t->checkpoint_file, t->info.epochs_completed, t->epochs, t->info.step_in_epoch, t->steps,
+               t->info.epochs_completed + 1);
+        return;
+    }
     if (resumed) {
         printf("resuming run %s from %s: %d of %d epochs done\n", t->info.run_id, t->checkpoint_file,
                t->info.epochs_completed, t->epochs);
@@ -488,20 +587,51 @@ static void log_step(struct trainer *t, int epoch, int step, double loss) {
     metrics_warn(tensorboard_step(&t->tb, &r, &e), &e);
 }
 
-/* One epoch of data-parallel SGD; returns the mean loss per image and adds correct
- * predictions. While the device runs a step's forward and backward, the host gathers and
- * uploads the next batch and the gradient buckets are reduced as backward produces them. */
-static double train_epoch(struct trainer *t, int epoch, double *correct) {
+/* Rank 0: whether --checkpoint-interval has gone by since the last checkpoint. */
+static int checkpoint_due(const struct trainer *t) {
+    return t->d.rank == 0 && t->c.checkpoint_interval > 0 && dist_time() - t->checkpoint_at >= t->c.checkpoint_interval;
+}
+
+/* A checkpoint in the middle of an epoch, after the step just taken (collective): rank 0
+ * writes it with every rank's running statistics, which differ until the epoch's end. */
+static void save_mid_epoch(struct trainer *t) {
+    struct model_state *h = &t->h;
+    size_t S = t->m.nbuffers;
+    int R = t->d.rank == 0, world = S > 0 ? t->d.world : 1;
+    model_get_state(&t->m, NULL, NULL, h->buffers);
+    if (h->ema_params) model_get_lookahead(&t->m, h->ema_params, h->ema_buffers);
+    if (R && world > 1) {
+        h->rank_buffers = XALLOC((size_t)world * S * sizeof(float));
+        if (h->ema_params) h->rank_ema_buffers = XALLOC((size_t)world * S * sizeof(float));
+        h->ranks = world;
+    }
+    if (world > 1) dist_gather_floats(h->buffers, h->rank_buffers, S);
+    if (world > 1 && h->ema_params) dist_gather_floats(h->ema_buffers, h->rank_ema_buffers, S);
+    if (R) write_file(t->checkpoint_file, &t->m, h, &t->info);
+    drop_saved_ranks(h);
+    t->checkpoint_at = dist_time();
+}
+
+/* One epoch of data-parallel SGD from step t->info.step_in_epoch (0, or where a mid-epoch
+ * checkpoint left it), summing the loss and correct predictions into t->info. While the
+ * device runs a step's forward and backward, the host gathers and uploads the next batch and
+ * the gradient buckets are reduced as backward produces them. Each step's reduction also
+ * carries the signals: a stop asked for on any rank (SIGTERM, SIGINT) and rank 0's
+ * checkpoint clock, so every rank acts on them after the same step. Returns how many ranks
+ * asked to stop: then the run stops after that step, with a checkpoint (mid-epoch here, or
+ * the epoch's own when it was the last step). */
+static int train_epoch(struct trainer *t, int epoch) {
     const struct train_config *c = &t->c;
-    double running = 0, loss_sum = 0;
+    struct run_info *p = &t->info;
     int steps = epoch_steps(t, epoch);
     t->logged_at = dist_time();
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
-    submit_step(t, epoch, 0);
-    for (int step = 0; step < steps; step++) {
+    submit_step(t, epoch, p->step_in_epoch);
+    for (int step = p->step_in_epoch; step < steps; step++) {
+        dist_grads_signal(t->grads, stop_signal != 0, checkpoint_due(t));
         model_forward_backward(&t->m);
         if (step + 1 < steps) submit_step(t, epoch, step + 1);
-        float stats[2]; /* summed over ranks: the loss (mean or sum per rank), correct count */
+        float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count, signals */
         dist_grads_finish(t->grads, stats);
         double loss = c->loss == XENT_SUM ? stats[0] / t->global_batch : stats[0] / t->d.world;
         if (!isfinite(loss)) { /* identical on every rank after the allreduce */
@@ -511,15 +641,19 @@ static double train_epoch(struct trainer *t, int epoch, double *correct) {
             dist_agree(1, msg);
         }
         update_weights(t);
-        loss_sum += loss;
-        *correct += stats[1];
-        running += loss;
+        p->epoch_loss += loss;
+        p->epoch_correct += stats[1];
+        p->print_loss += loss;
+        p->step_in_epoch = step + 1;
         if ((step + 1) % c->print_freq == 0) {
-            if (t->d.rank == 0) log_step(t, epoch, step, running / c->print_freq);
-            running = 0;
+            if (t->d.rank == 0) log_step(t, epoch, step, p->print_loss / c->print_freq);
+            p->print_loss = 0;
         }
+        int stop = (int)stats[2];
+        if ((stop || stats[3] > 0) && step + 1 < steps) save_mid_epoch(t);
+        if (stop) return stop;
     }
-    return loss_sum / steps;
+    return 0;
 }
 
 /* Test accuracy in percent at TTA level tta, each rank scoring its own slice of test_batch.bin. */
@@ -568,6 +702,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     memset(t, 0, sizeof *t);
     cpus_detect(&t->cpus);
     dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
+    catch_stop_signals();
     struct err e = {""};
     int status = parse_args(argc, argv, &t->c, t->d.rank, &e);
     if (status == -1) { /* --help, --version */
@@ -615,6 +750,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));
     t->buffer_sums = XALLOC((t->m.nbuffers ? t->m.nbuffers : 1) * sizeof(float));
     snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
+    t->info.steps_per_epoch = t->steps;
     struct strbuf cfg = {0};
     config_to_json(c, &cfg);
     CHECK(cfg.len < sizeof t->info.config);
@@ -670,20 +806,20 @@ static void open_metrics(struct trainer *t) {
     dist_agree(status, e.msg);
 }
 
-/* Rank 0: the epoch's line in the log and its record in the metrics file (test_acc < 0: not
- * measured). */
-static void report_epoch(struct trainer *t, int epoch, double loss, double correct, double test_acc, double train_time,
-                         double eta_s) {
+/* Rank 0: the epoch's line in the log and its record in the metrics file from its sums in
+ * t->info (test_acc < 0: not measured; rate: images/s of the steps this process ran). */
+static void report_epoch(struct trainer *t, int epoch, double test_acc, double rate, double eta_s) {
     char el[32], eta[32], test[64] = "";
     double images = (double)epoch_steps(t, epoch) * t->global_batch, elapsed = dist_time() - t->run_start;
+    double loss = t->info.epoch_loss / epoch_steps(t, epoch), correct = t->info.epoch_correct;
     if (test_acc >= 0) snprintf(test, sizeof test, ", test accuracy %.2f%%", test_acc);
     format_duration(elapsed, el, sizeof el);
     format_duration(eta_s, eta, sizeof eta);
     printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1, t->epochs,
-           loss, 100.0 * correct / images, test, images / train_time, el, eta);
+           loss, 100.0 * correct / images, test, rate, el, eta);
     struct metrics_epoch r = {.epoch = epoch + 1, .global_step = (long)t->info.global_step, .train_loss = loss,
                               .train_accuracy = 100.0 * correct / images, .test_accuracy = test_acc,
-                              .images_per_s = images / train_time, .elapsed_s = elapsed, .eta_s = eta_s};
+                              .images_per_s = rate, .elapsed_s = elapsed, .eta_s = eta_s};
     struct err e;
     metrics_warn(metrics_epoch(&t->metrics, &r, &e), &e);
     metrics_warn(tensorboard_epoch(&t->tb, &r, &e), &e);
@@ -704,6 +840,23 @@ static void finish(struct trainer *t, int epochs_run) {
     printf("Finished Training\n");
 }
 
+/* After a stop the ranks agreed on, with the checkpoint written: every rank leaves with
+ * EXIT_INTERRUPTED, which the same command resumes from. */
+static void stopped(struct trainer *t, int requests) {
+    if (t->d.rank == 0)
+        printf("stopped by a signal (SIGTERM, SIGINT or SIGUSR1 on %d of %d ranks) after step %ld (epoch %d, step %d of %d); %s holds it: "
+               "run the same command to resume\n",
+               requests, t->d.world, (long)t->info.global_step, t->info.epochs_completed + (t->info.step_in_epoch > 0),
+               t->info.step_in_epoch > 0 ? t->info.step_in_epoch : t->steps, t->steps, t->checkpoint_file);
+    const struct kernels *k = t->m.k;
+    trainer_free(t);
+    fflush(stdout);
+    dist_barrier(); /* no rank exits (and has mpirun end the job) before the checkpoint is written */
+    dist_finalize();
+    k->shutdown();
+    exit(EXIT_INTERRUPTED);
+}
+
 int main(int argc, char **argv) {
     err_set_progname("cifar10-train");
     setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
@@ -714,20 +867,26 @@ int main(int argc, char **argv) {
     const struct train_config *c = &t.c;
     int R = t.d.rank == 0, epochs_run = 0;
     double epochs_time = 0;
-    t.run_start = dist_time();
+    t.run_start = t.checkpoint_at = dist_time();
     for (int epoch = t.info.epochs_completed; epoch < t.epochs; epoch++) {
-        double t0 = dist_time(), correct = 0;
+        double t0 = dist_time();
+        int first = t.info.step_in_epoch;
         begin_epoch(&t, epoch);
-        double loss = train_epoch(&t, epoch, &correct);
-        double train_time = dist_time() - t0;
+        int stop = train_epoch(&t, epoch);
+        if (t.info.step_in_epoch < epoch_steps(&t, epoch)) stopped(&t, stop); /* saved mid-epoch */
+        double rate = (double)(epoch_steps(&t, epoch) - first) * t.global_batch / (dist_time() - t0);
         average_running_stats(&t.m, &t.h, t.buffer_sums, t.d.world);
-        double test_acc = c->eval && t.data.test.n > 0 ? test_accuracy(&t, 0) : -1;
+        double test_acc = c->eval && !stop && t.data.test.n > 0 ? test_accuracy(&t, 0) : -1;
         t.info.epochs_completed = epoch + 1;
         epochs_run++;
         double eta = (epochs_time + dist_time() - t0) / epochs_run * (t.epochs - epoch - 1);
         /* the record goes before the checkpoint: whatever a resume starts from has its epochs' records */
-        if (R) report_epoch(&t, epoch, loss, correct, test_acc, train_time, eta);
+        if (R) report_epoch(&t, epoch, test_acc, rate, eta);
+        t.info.step_in_epoch = 0;
+        t.info.epoch_loss = t.info.epoch_correct = t.info.print_loss = 0;
         if (R) write_file(t.checkpoint_file, &t.m, &t.h, &t.info);
+        t.checkpoint_at = dist_time();
+        if (stop) stopped(&t, stop);
         epochs_time += dist_time() - t0;
     }
     if (c->tta > 0 && t.data.test.n > 0) {

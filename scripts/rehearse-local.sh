@@ -4,9 +4,11 @@
 # for /efs-shared and a small synthetic CIFAR-10 for the real one:
 #   1. the data-prep Job's command, from a local tarball (DATA_URL=file://..., DATA_MD5 = its
 #      MD5), then again (it must be a no-op);
-#   2. the launcher's wait-for-data init container, then its command (mpirun -np WORKERS x
-#      SLOTS_PER_WORKER), killed with SIGKILL once the first epoch's checkpoint exists, then
-#      the same command again: it must resume from the checkpoint and finish;
+#   2. the launcher's wait-for-data init container, then its command (dumb-init, mpirun -np
+#      WORKERS x SLOTS_PER_WORKER), killed with SIGKILL once the first epoch's checkpoint exists,
+#      then the same command again, sent SIGTERM (as the kubelet sends the pod's PID 1) in its
+#      second epoch: it must stop with exit 4 and a mid-epoch checkpoint; then once more: it
+#      must resume from that step and finish;
 #   3. the test Job's wait-for-model init container and its command with the MIN_ACCURACY gate,
 #      which must pass, and with a gate above the achieved accuracy, which must fail (exit 3);
 #   4. the TensorBoard Deployment's command (k8s/tensorboard) over the stand-in volume, where the
@@ -23,7 +25,7 @@
 #   --k8s DIR      the manifests to rehearse (default: k8s/ of this checkout)
 #   --workdir DIR  where the stand-in volume and logs go (default: a new /tmp directory)
 #   --keep         keep the work directory
-# Needs the built binaries (make), kubectl >= 1.21, python3 with PyYAML, Open MPI.
+# Needs the built binaries (make), kubectl >= 1.21, python3 with PyYAML, Open MPI, dumb-init.
 # Exit codes: 0 every step as expected, 1 a step failed (message names it), 2 bad usage.
 # Shares die, usage and set_setting with the eks-*.sh scripts; SETTINGS is pointed at a copy.
 # shellcheck source=eks-lib.sh
@@ -42,6 +44,7 @@ while (($#)); do
 done
 [[ -d $k8s/settings ]] || die "$k8s: not a k8s/ directory (no settings/)"
 kubectl_can_kustomize || die "needs kubectl >= 1.21 (kustomize) to render the manifests"
+command -v dumb-init >/dev/null || die "needs dumb-init (the launcher's PID 1; apt-get install dumb-init)"
 for b in cifar10-train cifar10-test tests/make_synthetic; do
   [[ -x $BUILD/$b ]] || die "$BUILD/$b is missing: run make test first"
 done
@@ -119,7 +122,7 @@ launch data2.log || { show data2.log; die "the data-prep command failed the seco
 grep -q "already complete" "$work/data2.log" || { show data2.log; die "data prep is not idempotent"; }
 echo "   ok: data published with MD5 $md5; a second run is a no-op"
 
-step "2. training MPIJob (cifar10-train), killed after epoch 1, then restarted"
+step "2. training MPIJob (cifar10-train), killed after epoch 1, restarted, stopped by SIGTERM, restarted"
 container train-cpu.yaml MPIJob/cifar10-train/Launcher wait-for-data
 timeout 20 env -i PATH=/usr/bin:/bin "${cargv[@]}" >/dev/null || die "the wait-for-data init container did not return"
 container train-cpu.yaml MPIJob/cifar10-train/Launcher launcher
@@ -141,14 +144,33 @@ wait "$pid" 2>/dev/null || true
 [[ ! -e $model ]] || die "training finished before it could be killed (make an epoch longer)"
 grep -q "^epoch 1/3" "$work/train1.log" || { show train1.log; die "the first run printed no epoch 1/3 line"; }
 echo "   killed (SIGKILL) after: $(grep '^epoch 1/3' "$work/train1.log" | cut -c1-60)..."
-launch train2.log || { show train2.log 30; die "the restarted launcher command failed"; }
+# The pod's deletion: SIGTERM to PID 1 (dumb-init) alone, in the middle of epoch 2.
+setsid bash -c "$(declare -p cenv cargv work); $(declare -f launch); launch train2.log" &
+pid=$!
+for _ in $(seq 1200); do
+  grep -q "^\[2, *10\]" "$work/train2.log" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
 grep -q "^resuming run .* from $ckpt: [12] of 3 epochs done" "$work/train2.log" ||
   { show train2.log; die "the restarted launcher did not resume from $ckpt"; }
-grep -q "^epoch 3/3" "$work/train2.log" || { show train2.log; die "the restarted run did not reach epoch 3/3"; }
+init=$(pgrep -s "$pid" -x dumb-init) || { show train2.log; die "no dumb-init in the launcher's command"; }
+kill -TERM "$init"
+rc=0
+wait "$pid" || rc=$?
+((rc == 4)) || { show train2.log 30; die "SIGTERM to the launcher's dumb-init: exit $rc, want 4 (stopped, resumable)"; }
+grep -q "^stopped by a signal .* run the same command to resume" "$work/train2.log" ||
+  { show train2.log; die "no stop line after SIGTERM"; }
+[[ ! -e $model ]] || die "training finished before SIGTERM (make an epoch longer)"
+echo "   stopped (SIGTERM to dumb-init, exit 4): $(grep '^stopped by' "$work/train2.log" | cut -c1-100)..."
+launch train3.log || { show train3.log 30; die "the restarted launcher command failed"; }
+grep -q "^resuming run .* from $ckpt: [12] of 3 epochs and [0-9]* of [0-9]* steps of epoch [23] done" "$work/train3.log" ||
+  { show train3.log; die "the restarted launcher did not resume mid-epoch from $ckpt"; }
+grep -q "^epoch 3/3" "$work/train3.log" || { show train3.log; die "the restarted run did not reach epoch 3/3"; }
 [[ -s $model ]] || die "no model $model after the restarted run"
-grep -q "2 ranks" "$work/train2.log" || { show train2.log; die "training did not run 2 ranks"; }
-echo "   ok: $(grep '^resuming run' "$work/train2.log")"
-echo "   ok: $(grep '^epoch 3/3' "$work/train2.log" | cut -c1-80)..."
+grep -q "2 ranks" "$work/train3.log" || { show train3.log; die "training did not run 2 ranks"; }
+echo "   ok: $(grep '^resuming run' "$work/train3.log")"
+echo "   ok: $(grep '^epoch 3/3' "$work/train3.log" | cut -c1-80)..."
 
 step "3. test Job (cifar10-test) with its gate"
 container test.yaml Job/cifar10-test wait-for-model

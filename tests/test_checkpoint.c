@@ -62,6 +62,67 @@ static void expect_read_error(const char *path, int want_momentum, const char *w
     free_state(&s);
 }
 
+/* A mid-epoch checkpoint of 3 ranks: each rank's running statistics (values and lookahead
+ * averages) under its own names, the position and the epoch's sums exactly; a resume reads
+ * them back; an epoch-end file reads as one set; a position past the epoch is refused. */
+static void test_mid_epoch(void) {
+    size_t S = M.nbuffers;
+    struct model_state a = checkpoint_state_alloc(&M, STATE_MOMENTUM | STATE_LOOKAHEAD);
+    struct model_state b = checkpoint_state_alloc(&M, STATE_MOMENTUM | STATE_LOOKAHEAD);
+    model_get_state(&M, a.params, a.momentum, a.buffers);
+    model_get_state(&M, a.ema_params, NULL, a.ema_buffers);
+    a.ranks = 3;
+    a.rank_buffers = XALLOC(3 * S * sizeof(float));
+    a.rank_ema_buffers = XALLOC(3 * S * sizeof(float));
+    for (int r = 0; r < 3; r++)
+        for (size_t i = 0; i < S; i++) {
+            a.rank_buffers[r * S + i] = a.buffers[i] + (float)(r * 1000 + i);
+            a.rank_ema_buffers[r * S + i] = a.ema_buffers[i] - (float)(r * 1000 + i);
+        }
+    memcpy(a.buffers, a.rank_buffers, S * sizeof(float)); /* rank 0's are the file's own */
+    memcpy(a.ema_buffers, a.rank_ema_buffers, S * sizeof(float));
+    struct run_info info = {.kind = "checkpoint", .run_id = "run-mid", .epochs_completed = 2, .global_step = 16,
+                            .config = "{}", .step_in_epoch = 4, .steps_per_epoch = 6, .epoch_loss = 0.1,
+                            .epoch_correct = 123, .print_loss = 1.0 / 3};
+    char ck[512];
+    snprintf(ck, sizeof ck, "%s/mid.safetensors", dir);
+    struct err e = {""};
+    EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0, "write mid-epoch checkpoint: %s", e.msg);
+    struct run_info got;
+    EXPECT(checkpoint_read(ck, &M, &b, &got, &e) == 0, "read mid-epoch checkpoint: %s", e.msg);
+    EXPECT(got.step_in_epoch == 4 && got.steps_per_epoch == 6 && got.epoch_loss == 0.1 && got.epoch_correct == 123 &&
+               got.print_loss == 1.0 / 3,
+           "position and sums: step %d of %d, %.17g %.17g %.17g", got.step_in_epoch, got.steps_per_epoch, got.epoch_loss,
+           got.epoch_correct, got.print_loss);
+    int same = b.ranks == 3 && b.rank_buffers && b.rank_ema_buffers, running = 0;
+    for (int i = 0; same && i < M.ntensors; i++) {
+        const struct model_tensor *mt = &M.tensors[i];
+        running += mt->running;
+        for (size_t r = 0; mt->home == HOME_BUFFERS && r < 3; r++) { /* other buffers: rank 0's in every set */
+            size_t from = (mt->running ? r : 0) * S + mt->offset, to = r * S + mt->offset, bytes = mt->numel * 4;
+            same &= !memcmp(a.rank_buffers + from, b.rank_buffers + to, bytes) &&
+                    !memcmp(a.rank_ema_buffers + from, b.rank_ema_buffers + to, bytes);
+        }
+    }
+    EXPECT(same && running >= 2, "per-rank statistics round trip (%d sets, %d running tensors)", b.ranks, running);
+    struct safetensors st;
+    EXPECT(safetensors_read(ck, &st, &e) == 0 && json_get(&st.header, "ranks.2.network.5.running_var") &&
+               json_get(&st.header, "optimizer.lookahead.ranks.1.network.5.running_mean") &&
+               !json_get(&st.header, "ranks.1.network.5.weight") && !json_get(&st.header, "ranks.0.network.5.running_var"),
+           "per-rank tensor names");
+    safetensors_free(&st);
+    /* an epoch-end checkpoint: one set, no position */
+    a.ranks = 1;
+    info.step_in_epoch = 0, info.epoch_loss = info.epoch_correct = info.print_loss = 0;
+    EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0 && checkpoint_read(ck, &M, &b, &got, &e) == 0 && b.ranks == 1 &&
+               !b.rank_buffers && got.step_in_epoch == 0,
+           "epoch-end checkpoint read as %d sets, step %d", b.ranks, got.step_in_epoch);
+    info.step_in_epoch = 6;
+    EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0, "write: %s", e.msg);
+    expect_read_error(ck, 1, "step_in_epoch 6 is not below steps_per_epoch 6");
+    checkpoint_state_free(&a), checkpoint_state_free(&b);
+}
+
 static void test_round_trip(void) {
     size_t P = M.nparams, S = M.nbuffers;
     struct model_state a = new_state(1), b = new_state(1);
@@ -347,6 +408,7 @@ int main(void) {
     model_init(&M, &net_workshop_cnn, kernels_cpu(), 2, 3);
     test_json();
     test_round_trip();
+    test_mid_epoch();
     test_network_selection();
     test_config();
     test_schedule();

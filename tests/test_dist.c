@@ -127,17 +127,21 @@ static void submit(struct model *m, const struct cifar_set *set, const int *idx,
 static void same_batch_step(struct model *dm, struct model *lm, struct dist_grads *g, const struct cifar_set *set, int B) {
     const char *name = dm->net->name;
     size_t P = dm->nparams;
-    float *init = fnew(P), *dist_w = fnew(P), *one_w = fnew(P), *local = fnew(P + 2), stats[2];
+    float *init = fnew(P), *dist_w = fnew(P), *one_w = fnew(P), *local = fnew(P + MODEL_STATS), stats[MODEL_STATS];
     model_get_state(dm, init, NULL, NULL);
     int same[4] = {0, 9, 17, 33};
     submit(dm, set, same, B);
+    dist_grads_signal(g, (float)d.rank, 1.0f);
     model_forward_backward(dm);
     dist_grads_finish(g, stats);
+    dist_grads_signal(g, 0, 0);
+    EXPECT(stats[2] == d.world * (d.world - 1) / 2 && stats[3] == d.world, "%s: signals summed to (%g, %g), want (%d, %d)",
+           name, stats[2], stats[3], d.world * (d.world - 1) / 2, d.world);
     EXPECT(d.world == 1 || dist_grads_buckets(g) > 3, "%s: %d buckets", name, dist_grads_buckets(g));
     model_sgd_step(dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
     submit(lm, set, same, B);
     model_forward_backward(lm);
-    K->download(local, lm->grads, (P + 2) * sizeof(float));
+    K->download(local, lm->grads, (P + MODEL_STATS) * sizeof(float));
     model_sgd_step(lm, LR, 0.9f, WEIGHT_DECAY, 1.0f);
     model_get_state(dm, dist_w, NULL, NULL);
     model_get_state(lm, one_w, NULL, NULL);
@@ -156,7 +160,7 @@ static void same_batch_step(struct model *dm, struct model *lm, struct dist_grad
     if (d.rank == 0) write_floats(name, "init", -1, init, P);
     write_floats(name, "dist", d.rank, dist_w, P);
     write_floats(name, "one", d.rank, one_w, P);
-    write_floats(name, "grads", d.rank, local, P + 2);
+    write_floats(name, "grads", d.rank, local, P + 2); /* gradients, loss, correct */
     free(init), free(dist_w), free(one_w), free(local);
 }
 
@@ -184,12 +188,12 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     for (int step = 0; step < 3; step++) {
         model_forward_backward(&dm);
         if (step < 2) submit(&dm, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
-        float stats[2];
+        float stats[MODEL_STATS];
         if (g) {
             dist_grads_finish(g, stats);
         } else {
             grads_differ |= !all_equal_u32(crc_of(dm.grads, P));
-            dist_allreduce_sum(dm.grads, P + 2);
+            dist_allreduce_sum(dm.grads, P + MODEL_STATS);
         }
         model_sgd_step(&dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
     }

@@ -142,6 +142,7 @@ def check_parts(k, k8s_dir, tag):
         check(w + "Worker replicas = WORKERS", W["replicas"] == int(s["WORKERS"]), str(W["replicas"]))
         check(w + "slotsPerWorker = SLOTS_PER_WORKER", spec["slotsPerWorker"] == int(s["SLOTS_PER_WORKER"]))
         check(w + "launcher restarts on failure", L.get("restartPolicy") == "OnFailure")
+        check(w + "a crashed worker restarts in place", W.get("restartPolicy") == "OnFailure")
         rp = spec.get("runPolicy", {})
         check(w + "runPolicy backoffLimit, cleanPodPolicy, ttlSecondsAfterFinished",
               rp.get("backoffLimit", 0) > 0 and rp.get("cleanPodPolicy") and rp.get("ttlSecondsAfterFinished", 0) > 0, str(rp))
@@ -164,6 +165,12 @@ def check_parts(k, k8s_dir, tag):
         check(w + "/dev/shm is a memory emptyDir",
               len(shm) == 1 and {"name": shm[0]["name"], "mountPath": "/dev/shm"} in worker["volumeMounts"])
         check(w + "worker runs the image's sshd config", worker["command"] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"])
+        check(w + "launcher's PID 1 turns SIGTERM into the SIGUSR1 mpirun forwards",
+              launcher["command"] == ["dumb-init", "--rewrite", "15:10", "--", "/bin/sh", "-c"] and "exec mpirun" in script,
+              str(launcher["command"]))
+        stop = " ".join(worker.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", []))
+        check(w + "worker preStop: SIGUSR1 to the pod's ranks, then waits for them",
+              "pkill -USR1 -x cifar10-train" in stop and "while pgrep -x cifar10-train" in stop, stop)
         check(w + "ready = sshd port 2222 open", worker["readinessProbe"]["tcpSocket"]["port"] == 2222)
         check(w + "ssh key mounted where sshd reads it", spec["sshAuthMountPath"] == "/home/mpiuser/.ssh")
         gpus = res["limits"].get("nvidia.com/gpu")

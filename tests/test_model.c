@@ -132,9 +132,9 @@ static void test_test_net(void) {
         if (step >= 35) last += loss / 5;
         model_sgd_step(&m, 0.05f, 0.9f, 5e-4f, 1.0f);
     }
-    /* Ready ranges: (loss, correct), then one per layer with trainable tensors (0, 2, 4, 6,
-     * 7, 11), descending and tiling [0, P + 2). */
-    int tiles = r.n == 7 && r.begin[0] == m.nparams && r.end[0] == m.nparams + 2 && r.end[r.n - 1] == r.begin[r.n - 2] &&
+    /* Ready ranges: the stats, then one per layer with trainable tensors (0, 2, 4, 6, 7,
+     * 11), descending and tiling [0, P + MODEL_STATS). */
+    int tiles = r.n == 7 && r.begin[0] == m.nparams && r.end[0] == m.nparams + MODEL_STATS && r.end[r.n - 1] == r.begin[r.n - 2] &&
                 r.begin[r.n - 1] == 0;
     for (int i = 1; i < r.n; i++) tiles &= r.end[i] == r.begin[i - 1] && r.begin[i] < r.end[i];
     EXPECT(tiles, "ready ranges: %d of them", r.n);

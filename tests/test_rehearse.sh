@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/rehearse-local.sh: the manifests' own command lines run the whole job locally
-# (data prep, 2-rank training killed and resumed, the test gate, TensorBoard over the run), and a
+# (data prep, 2-rank training killed and resumed, stopped by SIGTERM and resumed, the test gate, TensorBoard over the run), and a
 # wrong flag or value in a manifest makes the rehearsal fail.
 # shellcheck disable=SC2016 # the sed expressions below hold the manifests' $(VAR) references
 # shellcheck source=lib.sh
@@ -16,7 +16,8 @@ run "$REHEARSE" --workdir "$T/ok" --keep
 expect_rc 0 "rehearsal of k8s/"
 expect_out "data step" "ok: data published with MD5 [0-9a-f]{32}; a second run is a no-op"
 expect_out "killed mid-run" "killed \(SIGKILL\) after: epoch 1/3"
-expect_out "resumed" "ok: resuming run .* from $T/ok/efs-shared/runs/rehearsal/cifar10-model.checkpoint.safetensors: [12] of 3 epochs done"
+expect_out "SIGTERM to the launcher's PID 1: stopped, exit 4" "stopped \(SIGTERM to dumb-init, exit 4\): stopped by a signal"
+expect_out "resumed mid-epoch" "ok: resuming run .* from $T/ok/efs-shared/runs/rehearsal/cifar10-model.checkpoint.safetensors: [12] of 3 epochs and [0-9]+ of [0-9]+ steps of epoch [23] done"
 expect_out "test command from the manifest" "cifar10-test --min-accuracy 30 --json $T/ok/efs-shared/runs/rehearsal/test.json --model-file $T/ok/efs-shared/runs/rehearsal/cifar10-model.safetensors $T/ok/efs-shared/cifar-10-batches-bin"
 expect_out "gate passes" "ok: accuracy [0-9]+ % passes MIN_ACCURACY=30"
 expect_out "gate fails above the accuracy" "ok: MIN_ACCURACY=[0-9]+ fails the Job \(exit 3\)"

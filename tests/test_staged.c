@@ -354,7 +354,10 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
     shard_permutation(5, 0, set->n, perm);
     submit(&s, NULL, set, shard_slice(perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < 3; step++) {
-        float ss[2], sh[2];
+        float ss[MODEL_STATS], sh[MODEL_STATS];
+        /* signals: a stop from the last rank at step 1, rank 0's checkpoint flag = step */
+        float stop = step == 1 && d.rank == d.world - 1, due = d.rank == 0 ? (float)step : 0;
+        dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
         fake.watch = 1;
         fake.delay = step == 0 ? -1 : 3 * (step - 1);
         model_forward_backward(&s);
@@ -371,8 +374,10 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         submit(&h, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
         model_forward_backward(&h);
         dist_grads_finish(gh, sh);
-        EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && ss[0] == sh[0] && ss[1] == sh[1],
+        EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
                "%s, step %d, rank %d: staged sums differ from host-memory sums", net->name, step, d.rank);
+        EXPECT(ss[2] == (step == 1) && ss[3] == step, "%s, step %d, rank %d: signals summed to (%g, %g), want (%d, %d)",
+               net->name, step, d.rank, ss[2], ss[3], step == 1, step);
         model_sgd_step(&h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
         EXPECT(memcmp(s.params, h.params, P * sizeof(float)) == 0, "%s, step %d, rank %d: weights differ after the update",
                net->name, step, d.rank);

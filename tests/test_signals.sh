@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Stopping and resuming in the middle of an epoch (airbench94's recipe, 400 synthetic images,
+# 6 steps per epoch, mpirun -np 2), each against the uninterrupted run, bit for bit (weights,
+# momentum, every rank's batch-norm statistics, lookahead averages) and record for record
+# (metrics file):
+#  - --checkpoint-interval (a checkpoint after every step) leaves the run unchanged; kill -9
+#    while the checkpoint on disk is a mid-epoch one, and the same command resumes from it;
+#  - SIGTERM to one rank: every rank stops after the same step, the checkpoint is written, the
+#    job exits 4; SIGUSR1 to mpirun (forwarded at once) likewise; SIGTERM to mpirun reaches the
+#    ranks odls_base_sigkill_timeout seconds later and still ends in a checkpoint;
+#  - one process and SIGINT (Ctrl-C);
+#  - a mid-epoch checkpoint of 2 ranks on 1 rank: resumes, averaging the running statistics.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+D=$T/data
+"$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
+RECIPE=(--model airbench94 --batch-size 64 --epochs 3.5 --whiten-images 300 --threads 1 --print-freq 1 --device cpu)
+header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1" | tail -c +9; } # the JSON
+# The step_in_epoch a checkpoint's metadata records (0 at an epoch's end).
+step_in_epoch() { header "$1" | sed -n 's/.*"step_in_epoch":"\([0-9]*\)".*/\1/p'; }
+# cmd DIR [FLAGS...]: CMD becomes the training command line of a 2-rank run writing into DIR.
+cmd() { CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$1/model.safetensors" "$D" "${@:2}"); }
+# same_as_a DIR WHAT: DIR's model, checkpoint and metrics equal the uninterrupted run's.
+same_as_a() {
+  check "$2: model == uninterrupted, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$1/model.safetensors")
+  check "$2: checkpoint == uninterrupted (lookahead included)" \
+    cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$1/model.checkpoint.safetensors")
+  check "$2: metrics == uninterrupted" python3 tests/check_metrics.py --same "$T/A/model.metrics.jsonl" "$1/model.metrics.jsonl"
+}
+# wait_line FILE REGEX: until FILE has a matching line (60 s at most).
+wait_line() { for _ in $(seq 600); do grep -qE "$2" "$1" && return 0; sleep 0.1; done; return 1; }
+
+# 1. The uninterrupted run: epoch-end checkpoints only.
+mkdir -p "$T/A"
+cmd "$T/A" --checkpoint-interval 0
+run "${CMD[@]}"
+expect_rc 0 "uninterrupted run"
+check "no mid-epoch checkpoint at the end" test "$(step_in_epoch "$T/A/model.checkpoint.safetensors")" = 0
+
+# 2. A checkpoint after every step changes nothing; kill -9 on a mid-epoch one, then resume.
+mkdir -p "$T/B"
+cmd "$T/B" --checkpoint-interval 1e-6
+run "${CMD[@]}"
+expect_rc 0 "a checkpoint after every step"
+same_as_a "$T/B" "checkpoints after every step"
+mkdir -p "$T/C"
+cmd "$T/C" --checkpoint-interval 1e-6
+setsid "${CMD[@]}" >"$T/C1.log" 2>&1 &
+pid=$!
+mid=0
+for _ in $(seq 600); do # freeze the job while reading the checkpoint: kill it on a mid-epoch one
+  sleep 0.05
+  kill -STOP -- -"$pid" 2>/dev/null || break
+  s=$(step_in_epoch "$T/C/model.checkpoint.safetensors" 2>/dev/null)
+  if [[ -n $s && $s != 0 && $(grep -c '^\[2, ' "$T/C1.log") -gt 0 ]]; then mid=$s; break; fi
+  kill -CONT -- -"$pid" 2>/dev/null
+done
+kill -9 -- -"$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "killed on a mid-epoch checkpoint (step $mid)" test "$mid" -gt 0
+cmd "$T/C" --checkpoint-interval 1e-6
+run "${CMD[@]}"
+expect_rc 0 "rerun after kill -9"
+expect_out "resumes mid-epoch" "^resuming run .*: [0-9] of 4 epochs and $mid of 6 steps of epoch [0-9] done\$"
+same_as_a "$T/C" "kill -9 mid-epoch, resumed"
+
+# stopped_run DIR LOG: checks a run a signal stopped (exit 4, one line, a checkpoint), reruns it.
+stopped_run() {
+  local dir=$1 what=$2
+  expect_out "$what: the stop line" "^stopped by a signal \(SIGTERM, SIGINT or SIGUSR1 on [12] of [12] ranks\) after step [0-9]+ .*run the same command to resume\$"
+  check "$what: no model file" test ! -e "$dir/model.safetensors"
+  check "$what: checkpoint written" test -s "$dir/model.checkpoint.safetensors"
+}
+
+# 3. SIGTERM to rank 1 during epoch 2: all ranks stop after the same step, exit 4.
+mkdir -p "$T/E"
+cmd "$T/E" --checkpoint-interval 0
+"${CMD[@]}" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[2,     2\]'
+rank1=$(pgrep -f -- "--model-file $T/E/model.safetensors" | tail -n 1) # mpirun's children come after it
+kill -TERM "$rank1"
+wait "$pid"
+rc=$?
+expect_rc 4 "SIGTERM to rank 1"
+stopped_run "$T/E" "SIGTERM to rank 1"
+check "SIGTERM to rank 1: stopped mid-epoch" test "$(step_in_epoch "$T/E/model.checkpoint.safetensors")" -gt 0
+cmd "$T/E" --checkpoint-interval 0
+run "${CMD[@]}"
+expect_rc 0 "rerun after SIGTERM"
+expect_out "rerun resumes mid-epoch" "^resuming run .*: 1 of 4 epochs and [1-5] of 6 steps of epoch 2 done\$"
+same_as_a "$T/E" "SIGTERM, resumed"
+
+# 4. SIGUSR1 to mpirun: forwarded to every rank at once; mpirun passes on their exit code 4.
+mkdir -p "$T/F"
+cmd "$T/F" --checkpoint-interval 0
+"${CMD[@]}" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[3,     1\]'
+kill -USR1 "$pid"
+wait "$pid"
+rc=$?
+expect_rc 4 "SIGUSR1 to mpirun"
+stopped_run "$T/F" "SIGUSR1 to mpirun"
+cmd "$T/F" --checkpoint-interval 0
+run "${CMD[@]}"
+expect_rc 0 "rerun after SIGUSR1"
+same_as_a "$T/F" "SIGUSR1, resumed"
+
+# 5. SIGTERM to mpirun: the ranks get it 2 s later (odls_base_sigkill_timeout), SIGKILL 2 s
+# after that; a step takes well under that here, so the checkpoint is written in time.
+mkdir -p "$T/G"
+mpirun --mca odls_base_sigkill_timeout 2 -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --checkpoint-interval 0 \
+  --model-file "$T/G/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[2,     1\]'
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "SIGTERM to mpirun: non-zero exit ($rc)" test "$rc" != 0
+stopped_run "$T/G" "SIGTERM to mpirun"
+cmd "$T/G" --checkpoint-interval 0
+run "${CMD[@]}"
+expect_rc 0 "rerun after SIGTERM to mpirun"
+same_as_a "$T/G" "SIGTERM to mpirun, resumed"
+
+# 6. One process, SIGINT; then its mid-epoch checkpoint of 1 rank and one of 2 ranks (from 3.)
+# on the other rank count.
+ONE=("$BIN/cifar10-train" "${RECIPE[@]}" --checkpoint-interval 0)
+mkdir -p "$T/H"
+"${ONE[@]}" --model-file "$T/H/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[2,     2\]'
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+expect_rc 4 "SIGINT to one process"
+stopped_run "$T/H" "SIGINT"
+run "${ONE[@]}" --model-file "$T/H/model.safetensors" "$D"
+expect_rc 0 "one process resumed after SIGINT"
+mkdir -p "$T/one"
+run "${ONE[@]}" --model-file "$T/one/model.safetensors" "$D"
+check "one process: resumed == uninterrupted" cmp -s <(st_data "$T/one/model.safetensors") <(st_data "$T/H/model.safetensors")
+mkdir -p "$T/J"
+cmd "$T/J" --checkpoint-interval 0
+"${CMD[@]}" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[2,     2\]'
+kill -USR1 "$pid"
+wait "$pid"
+run "${ONE[@]}" --model-file "$T/J/model.safetensors" "$D"
+expect_rc 0 "2-rank mid-epoch checkpoint resumed on 1 rank"
+expect_out "running statistics averaged" "written mid-epoch by 2 ranks, resumed on 1: their batch-norm running statistics averaged\$"
+
+summary test_signals
