@@ -55,6 +55,7 @@ struct train_config {
     int bf16_recipe;          /* the recipe allows bf16 products under --precision auto */
     double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
     double checkpoint_interval; /* seconds between mid-epoch checkpoints (0: epoch ends only) */
+    double collective_timeout;  /* seconds a collective may wait (0: adaptive, dist.h) */
     enum resume_mode resume;
     const char *model_file, *checkpoint_file, *metrics_file, *data;
     const char *tensorboard_dir; /* NULL: no TensorBoard event files */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Checked MPI call: MPI's default handler already aborts the job on errors; this catches the
  * cases where an error handler returned instead, naming the call and location. */
@@ -26,6 +27,65 @@
     } while (0)
 
 static struct dist self;
+
+/* The collective deadline (dist.h: dist_timeout_*): MPI is process-wide state, and so is this. */
+static struct {
+    double seconds;      /* current bound on a collective's wait */
+    int fixed;           /* --collective-timeout given: no adaptation */
+    long step;           /* global step of the last dist_timeout_step (-1: before the first) */
+    double recent[64];   /* the last step times, a ring */
+    int n;               /* step times recorded */
+} deadline = {DIST_TIMEOUT_STARTUP, 0, -1, {0}, 0};
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void dist_timeout_fixed(double seconds) {
+    deadline.seconds = seconds;
+    deadline.fixed = 1;
+}
+
+void dist_timeout_step(long global_step, double step_seconds) {
+    deadline.step = global_step;
+    deadline.recent[deadline.n++ % 64] = step_seconds;
+    if (deadline.fixed || deadline.n < DIST_TIMEOUT_WARMUP) return;
+    int k = deadline.n < 64 ? deadline.n : 64;
+    double sorted[64];
+    memcpy(sorted, deadline.recent, (size_t)k * sizeof(double));
+    qsort(sorted, (size_t)k, sizeof(double), cmp_double);
+    double bound = DIST_TIMEOUT_STEPS * sorted[k / 2];
+    deadline.seconds = bound > DIST_TIMEOUT_MIN ? bound : DIST_TIMEOUT_MIN;
+}
+
+double dist_timeout(void) { return deadline.seconds; }
+
+static void timed_out(const char *what, double waited) {
+    char step[48] = "before the first step";
+    if (deadline.step >= 0) snprintf(step, sizeof step, "after step %ld", deadline.step);
+    fprintf(stderr, "%s: rank %d, %s: %s made no progress for %.0f s (collective timeout %.0f s): a rank, host or "
+            "link is gone or stalled; stopping (rerun to resume from the last checkpoint)\n",
+            err_progname(), self.rank, step, what, waited, deadline.seconds);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(DIST_EXIT_TIMEOUT);
+}
+
+/* Waits for the n requests, MPI progressing them, for at most the deadline; past it, one line
+ * naming the rank, the last step and `what`, and the process exits (mpirun then ends the job):
+ * a rank, host or link that is gone can leave a collective waiting forever. */
+static void wait_all(int n, MPI_Request *req, const char *what) {
+    double start = MPI_Wtime();
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
+        if (done) return;
+        if (MPI_Wtime() - start > deadline.seconds) timed_out(what, MPI_Wtime() - start);
+        sched_yield();
+    }
+}
+
 
 void dist_init(int *argc, char ***argv, uint64_t mask_id, struct dist *d) {
     MPI_CHECK(MPI_Init(argc, argv));
@@ -48,12 +108,15 @@ void dist_finalize(void) { MPI_CHECK(MPI_Finalize()); }
 
 void dist_agree(int status, const char *message) {
     int mine = status ? self.rank : INT_MAX, first_bad = INT_MAX;
-    MPI_CHECK(MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Allreduce (agreeing on errors)");
     if (first_bad == INT_MAX) return;
     if (self.rank == first_bad) fprintf(stderr, "%s: %s\n", err_progname(), message);
     /* Everyone exits with the reporting rank's code. */
     int exit_code = status;
-    MPI_CHECK(MPI_Bcast(&exit_code, 1, MPI_INT, first_bad, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Ibcast(&exit_code, 1, MPI_INT, first_bad, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Bcast (an error's exit code)");
     fflush(stdout);
     fflush(stderr);
     MPI_Finalize();
@@ -75,21 +138,27 @@ void dist_fail(int code, const char *message) {
 void dist_allreduce_sum(float *buf, size_t n) {
     while (n > 0) {
         int chunk = n > INT_MAX ? INT_MAX : (int)n;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        MPI_Request r;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r));
+        wait_all(1, &r, "MPI_Allreduce");
         buf += chunk, n -= (size_t)chunk;
     }
 }
 
 void dist_allreduce_sum_double(double *buf, size_t n) {
     CHECK(n <= INT_MAX);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Allreduce");
 }
 
 void dist_bcast(void *buf, size_t bytes, int root) {
     char *p = buf;
     while (bytes > 0) {
         int chunk = bytes > INT_MAX ? INT_MAX : (int)bytes;
-        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, MPI_COMM_WORLD));
+        MPI_Request r;
+        MPI_CHECK(MPI_Ibcast(p, chunk, MPI_BYTE, root, MPI_COMM_WORLD, &r));
+        wait_all(1, &r, "MPI_Bcast");
         p += chunk, bytes -= (size_t)chunk;
     }
 }
@@ -98,27 +167,39 @@ double dist_time(void) { return MPI_Wtime(); }
 
 void dist_gather_floats(const float *mine, float *all, size_t n) {
     CHECK(n <= INT_MAX);
-    MPI_CHECK(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    MPI_Request r;
+    MPI_CHECK(MPI_Igather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Gather");
 }
 
 void dist_scatter_floats(const float *all, float *mine, size_t n) {
     CHECK(n <= INT_MAX);
-    MPI_CHECK(MPI_Scatter(all, (int)n, MPI_FLOAT, mine, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iscatter(all, (int)n, MPI_FLOAT, mine, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Scatter");
 }
 
 double dist_max_double(double x) {
     double out;
-    MPI_CHECK(MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Allreduce");
     return out;
 }
 
-void dist_barrier(void) { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void dist_barrier(void) {
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Barrier");
+}
 
 void dist_print_all(const char *line) {
     char mine[256] = "";
     snprintf(mine, sizeof mine, "%s", line);
     char *all = self.rank == 0 ? XALLOC((size_t)self.world * sizeof mine) : NULL;
-    MPI_CHECK(MPI_Gather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_Request r;
+    MPI_CHECK(MPI_Igather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, 0, MPI_COMM_WORLD, &r));
+    wait_all(1, &r, "MPI_Gather");
     if (self.rank != 0) return;
     for (int r = 0; r < self.world; r++) printf("rank %d: %s\n", r, all + (size_t)r * sizeof mine);
     free(all);
@@ -195,15 +276,31 @@ static void bucket_start(struct dist_grads *g) {
     }
 }
 
+/* The first gradient bucket still in flight, for the timeout's line. */
+static void bucket_timed_out(const struct dist_grads *g, double waited) {
+    int i = 0;
+    while (i < g->started && g->req[i] == MPI_REQUEST_NULL) i++;
+    char what[96];
+    snprintf(what, sizeof what, "the gradient allreduce (bucket %d of %d, %.2f MiB)", i + 1, g->nbuckets,
+             (double)(g->b[i].end - g->b[i].begin) * sizeof(float) / 1048576.0);
+    timed_out(what, waited);
+}
+
 /* Takes the reductions that have completed (block: at least one, waiting for it) and hands
  * each to bucket_reduced; MPI progresses the others meanwhile. */
 static void buckets_complete(struct dist_grads *g, int block) {
     if (g->reduced == g->started) return; /* none in flight */
     int n, done[MAX_BUCKETS];
-    if (block) MPI_CHECK(MPI_Waitsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
-    else MPI_CHECK(MPI_Testsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
+    double start = MPI_Wtime();
+    for (;;) {
+        MPI_CHECK(MPI_Testsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
+        if (!block || (n != MPI_UNDEFINED && n > 0)) break;
+        if (MPI_Wtime() - start > deadline.seconds) bucket_timed_out(g, MPI_Wtime() - start);
+        sched_yield();
+    }
     for (int j = 0; n != MPI_UNDEFINED && j < n; j++) bucket_reduced(g, done[j]);
 }
+
 
 /* Starts every closed bucket whose gradients are ready, in order (all ranks must start the
  * collectives in the same order), then takes the completed reductions. */

@@ -34,6 +34,23 @@ void dist_bcast(void *buf, size_t bytes, int root);
 void dist_gather_floats(const float *mine, float *all, size_t n);
 /* Rank 0's all[world][n] to the ranks: rank r receives all[r] in mine[n]. */
 void dist_scatter_floats(const float *all, float *mine, size_t n);
+/* Collective timeout. Every collective below (and the gradient buckets') waits at most
+ * dist_timeout() seconds; past that, the rank prints one line (rank, last step, the call, or
+ * the gradient bucket) and exits with DIST_EXIT_TIMEOUT, and mpirun ends the job: a rank, host
+ * or network path that is gone, or stalled, otherwise leaves the others waiting forever (TCP
+ * may never notice a cut link). The bound starts at DIST_TIMEOUT_STARTUP (data loading, the
+ * first steps) and, after DIST_TIMEOUT_WARMUP steps, becomes the larger of DIST_TIMEOUT_MIN
+ * and DIST_TIMEOUT_STEPS times the median of the last 64 step times, unless fixed. */
+#define DIST_EXIT_TIMEOUT 5
+#define DIST_TIMEOUT_STARTUP 600.0
+#define DIST_TIMEOUT_WARMUP 10
+#define DIST_TIMEOUT_MIN 60.0
+#define DIST_TIMEOUT_STEPS 50.0
+void dist_timeout_fixed(double seconds);
+/* Records a step's wall time (global_step: the steps done, for the message) and adapts. */
+void dist_timeout_step(long global_step, double step_seconds);
+double dist_timeout(void);
+
 /* Largest x over all ranks. */
 double dist_max_double(double x);
 void dist_barrier(void);

@@ -93,6 +93,10 @@ static const char usage[] =
     "                        operands, float sums; CPUs with AVX512_BF16) or auto (default:\n"
     "                        bf16 where the CPU has it and the recipe allows it; no recipe\n"
     "                        does yet)\n"
+    "  --collective-timeout S\n"
+    "                        a collective (the gradient allreduce, ...) that waits longer than S\n"
+    "                        seconds ends the job with 5 (default auto: 600 for start-up and the\n"
+    "                        first 10 steps, then the larger of 60 and 50 median step times)\n"
     "  --bucket-mb MB        gradient allreduce bucket size, overlapped with backward\n"
     "                        (default 2; 0: one allreduce after the whole backward)\n"
     "  --threads N           threads per rank (default: the CPUs this process may use, divided\n"
@@ -106,7 +110,7 @@ static const char usage[] =
     "\n"
     "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
     "GPU, --precision=bf16 without AVX512_BF16), 2 bad command line, 4 stopped by a signal, with\n"
-    "the checkpoint written (resumable).\n";
+    "the checkpoint written (resumable), 5 a collective timed out (a rank, host or link lost).\n";
 
 /* The exit code of a run stopped by SIGTERM or SIGINT after writing its checkpoint. */
 #define EXIT_INTERRUPTED 4
@@ -134,7 +138,8 @@ static void catch_stop_signals(void) {
 
 enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,
-       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION, OPT_CHECKPOINT_INTERVAL };
+       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION, OPT_CHECKPOINT_INTERVAL,
+       OPT_COLLECTIVE_TIMEOUT };
 
 static const struct option long_options[] = {
     {"model", required_argument, 0, OPT_MODEL_NAME},
@@ -156,6 +161,7 @@ static const struct option long_options[] = {
     {"model-file", required_argument, 0, OPT_MODEL},
     {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
     {"checkpoint-interval", required_argument, 0, OPT_CHECKPOINT_INTERVAL},
+    {"collective-timeout", required_argument, 0, OPT_COLLECTIVE_TIMEOUT},
     {"metrics-file", required_argument, 0, OPT_METRICS},
     {"tensorboard-dir", required_argument, 0, OPT_TENSORBOARD},
     {"resume", required_argument, 0, OPT_RESUME},
@@ -235,6 +241,10 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
         case OPT_MODEL: c->model_file = optarg; break;
         case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
         case OPT_CHECKPOINT_INTERVAL: rc = options_double(flag, optarg, 0.0, 0, &c->checkpoint_interval, e); break;
+        case OPT_COLLECTIVE_TIMEOUT:
+            if (strcmp(optarg, "auto") == 0) c->collective_timeout = 0;
+            else rc = options_double(flag, optarg, 0.0, 1, &c->collective_timeout, e);
+            break;
         case OPT_METRICS: c->metrics_file = optarg; break;
         case OPT_TENSORBOARD: c->tensorboard_dir = optarg; break;
         case OPT_RESUME:
@@ -628,6 +638,7 @@ static int train_epoch(struct trainer *t, int epoch) {
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
     submit_step(t, epoch, p->step_in_epoch);
     for (int step = p->step_in_epoch; step < steps; step++) {
+        double t0 = dist_time();
         dist_grads_signal(t->grads, stop_signal != 0, checkpoint_due(t));
         model_forward_backward(&t->m);
         if (step + 1 < steps) submit_step(t, epoch, step + 1);
@@ -641,6 +652,7 @@ static int train_epoch(struct trainer *t, int epoch) {
             dist_agree(1, msg);
         }
         update_weights(t);
+        dist_timeout_step((long)t->info.global_step, dist_time() - t0);
         p->epoch_loss += loss;
         p->epoch_correct += stats[1];
         p->print_loss += loss;
@@ -712,6 +724,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
     dist_agree(status, e.msg);
     const struct train_config *c = &t->c;
+    if (c->collective_timeout > 0) dist_timeout_fixed(c->collective_timeout);
     t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file) : beside_model(c->model_file, ".checkpoint", ".safetensors");
     t->metrics_file = c->metrics_file ? strdup(c->metrics_file) : beside_model(c->model_file, ".metrics.jsonl", "");
     t->threads = c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);

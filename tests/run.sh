@@ -83,7 +83,7 @@ suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
 suite train tests/test_train.sh
 suite "airbench94 recipe" tests/test_recipe.sh
-suite "signals, mid-epoch checkpoints" tests/test_signals.sh
+suite "faults: signals, mid-epoch checkpoints, stalls" tests/test_faults.sh
 suite lint tests/test_lint.sh
 suite dockerfile tests/test_dockerfile.sh
 suite "k8s manifests" "$PY" tests/test_k8s.py

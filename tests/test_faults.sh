@@ -9,7 +9,11 @@
 #    job exits 4; SIGUSR1 to mpirun (forwarded at once) likewise; SIGTERM to mpirun reaches the
 #    ranks odls_base_sigkill_timeout seconds later and still ends in a checkpoint;
 #  - one process and SIGINT (Ctrl-C);
-#  - a mid-epoch checkpoint of 2 ranks on 1 rank: resumes, averaging the running statistics.
+#  - a mid-epoch checkpoint of 2 ranks on 1 rank: resumes, averaging the running statistics;
+#  - a stalled rank (SIGSTOP): the other's collective times out (--collective-timeout 3), one
+#    line naming the rank, step and gradient bucket, exit 5 within the timeout plus a few
+#    seconds; kill -9 of one rank: the job ends; after either, the same command resumes and ends
+#    as the uninterrupted run.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -153,4 +157,45 @@ run "${ONE[@]}" --model-file "$T/J/model.safetensors" "$D"
 expect_rc 0 "2-rank mid-epoch checkpoint resumed on 1 rank"
 expect_out "running statistics averaged" "written mid-epoch by 2 ranks, resumed on 1: their batch-norm running statistics averaged\$"
 
-summary test_signals
+# 7. A stalled rank: rank 0 waits in the gradient allreduce until --collective-timeout.
+mkdir -p "$T/K"
+cmd "$T/K" --checkpoint-interval 0 --collective-timeout 3
+"${CMD[@]}" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[2,     2\]'
+rank1=$(pgrep -f -- "--model-file $T/K/model.safetensors" | tail -n 1)
+start=$(date +%s.%N)
+kill -STOP "$rank1"
+wait "$pid"
+rc=$?
+took=$(echo "$(date +%s.%N) - $start" | bc)
+expect_rc 5 "a stalled rank"
+expect_err "a stalled rank: one line" "cifar10-train: rank 0, after step "
+check "the line names the gradient bucket" grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) made no progress for 3 s \(collective timeout 3 s\)" "$T/err"
+check "the job ended within the timeout + 10 s ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 13) }'
+echo "test_faults: stalled rank: exit 5 after $took s (--collective-timeout 3)"
+cmd "$T/K" --checkpoint-interval 0
+run "${CMD[@]}"
+expect_rc 0 "rerun after a stall"
+same_as_a "$T/K" "stall, resumed"
+
+# 8. kill -9 of one rank: Open MPI ends the job.
+mkdir -p "$T/L"
+cmd "$T/L" --checkpoint-interval 0
+"${CMD[@]}" >"$T/out" 2>"$T/err" &
+pid=$!
+wait_line "$T/out" '^\[2,     2\]'
+rank1=$(pgrep -f -- "--model-file $T/L/model.safetensors" | tail -n 1)
+start=$(date +%s.%N)
+kill -9 "$rank1"
+wait "$pid"
+rc=$?
+took=$(echo "$(date +%s.%N) - $start" | bc)
+check "kill -9 of rank 1: non-zero exit ($rc)" test "$rc" != 0
+check "kill -9 of rank 1: the job ended within 10 s ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 10) }'
+echo "test_faults: kill -9 of rank 1: exit $rc after $took s"
+run "${CMD[@]}"
+expect_rc 0 "rerun after kill -9 of one rank"
+same_as_a "$T/L" "kill -9 of one rank, resumed"
+
+summary test_faults
