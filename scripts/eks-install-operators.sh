@@ -2,7 +2,9 @@
 # Installs what the jobs need on the cluster: the pinned mpi-operator release (MPIJob v2beta1),
 # the Amazon EFS CSI driver (EKS add-on, with an IAM role for its controller), metrics-server
 # (for `kubectl top` in eks-status.sh; skipped when the cluster has one), and with --gpu the
-# NVIDIA device plugin (nvidia.com/gpu). Safe to run again.
+# NVIDIA device plugin (nvidia.com/gpu) where the cluster has none: eksctl already installs one
+# (often newer) on AL2023 GPU node groups, and a second would downgrade or fight it. Safe to
+# run again.
 #
 #   scripts/eks-install-operators.sh [--gpu]
 #
@@ -48,8 +50,14 @@ fi
 kubectl -n kube-system rollout status deployment/metrics-server --timeout=300s
 
 if ((gpu)); then
-  say "NVIDIA device plugin $NVIDIA_PLUGIN_VERSION"
-  kubectl apply -f "https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/$NVIDIA_PLUGIN_VERSION/deployments/static/nvidia-device-plugin.yml"
-  kubectl -n kube-system rollout status daemonset/nvidia-device-plugin-daemonset --timeout=300s
+  present=$(kubectl get daemonsets --all-namespaces -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name --no-headers |
+    awk '$2 ~ /nvidia-device-plugin/ { print $1 "/" $2; exit }')
+  if [[ -n $present ]]; then
+    say "NVIDIA device plugin: already installed ($present), left as it is"
+  else
+    say "NVIDIA device plugin $NVIDIA_PLUGIN_VERSION"
+    kubectl apply -f "https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/$NVIDIA_PLUGIN_VERSION/deployments/static/nvidia-device-plugin.yml"
+    kubectl -n kube-system rollout status daemonset/nvidia-device-plugin-daemonset --timeout=300s
+  fi
 fi
 say "next: scripts/eks-create-efs.sh"

@@ -102,7 +102,15 @@ in_order "install-operators calls" \
   "kubectl -n kube-system get deployment metrics-server --ignore-not-found -o name" \
   "kubectl apply -f https://github.com/kubernetes-sigs/metrics-server/releases/download/v0.7.2/components.yaml" \
   "kubectl -n kube-system rollout status deployment/metrics-server --timeout=300s" \
+  "kubectl get daemonsets --all-namespaces -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name --no-headers" \
   "kubectl apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.2/deployments/static/nvidia-device-plugin.yml"
+fresh
+rules "aws sts get-caller-identity*${TAB}0${TAB}123456789012" \
+  "kubectl get daemonsets --all-namespaces *${TAB}0${TAB}kube-system   aws-node\nkube-system   nvidia-device-plugin-daemonset"
+script eks-install-operators.sh --gpu
+expect_rc 0 "install-operators --gpu with eksctl's device plugin present"
+not_called "device plugin present: not applied again (no downgrade)" "k8s-device-plugin"
+expect_out "device plugin present: says so" "NVIDIA device plugin: already installed \(kube-system/nvidia-device-plugin-daemonset\)"
 fresh
 rules "aws sts get-caller-identity*${TAB}0${TAB}123456789012" \
   "kubectl -n kube-system get deployment metrics-server *${TAB}0${TAB}deployment.apps/metrics-server"

@@ -158,9 +158,11 @@ def check_parts(k, k8s_dir, tag):
         wspec = W["template"]["spec"]
         worker = wspec["containers"][0]
         res = worker["resources"]
-        check(w + "worker CPU request = limit = CPUS_PER_WORKER",
-              str(res["requests"]["cpu"]) == str(res["limits"]["cpu"]) == s["CPUS_PER_WORKER"])
-        check(w + "worker memory = MEMORY_PER_WORKER", res["limits"]["memory"] == s["MEMORY_PER_WORKER"])
+        prefix = "GPU_" if variant == "train-gpu" else ""
+        check(w + "worker CPU request = limit = %sCPUS_PER_WORKER" % prefix,
+              str(res["requests"]["cpu"]) == str(res["limits"]["cpu"]) == s[prefix + "CPUS_PER_WORKER"])
+        check(w + "worker memory = %sMEMORY_PER_WORKER" % prefix,
+              res["limits"]["memory"] == res["requests"]["memory"] == s[prefix + "MEMORY_PER_WORKER"])
         shm = [v for v in wspec["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
         check(w + "/dev/shm is a memory emptyDir",
               len(shm) == 1 and {"name": shm[0]["name"], "mountPath": "/dev/shm"} in worker["volumeMounts"])
@@ -200,6 +202,78 @@ def check_parts(k, k8s_dir, tag):
               any(x["action"] == "FailJob" and x["onExitCodes"]["values"] == [3] for x in rules))
     check_tensorboard(r["tensorboard"], tag)
     return r
+
+
+# The instance types of k8s/eks/cluster.yaml's node groups: vCPUs, memory (GiB), the EKS AMI's
+# max pods (ENI limits: it sets the memory reserve).
+INSTANCE_TYPES = {"c7i.2xlarge": (8, 16, 58), "g5.xlarge": (4, 16, 58), "g6.xlarge": (4, 16, 58)}
+# Requests of the daemon sets on every node (aws-node 25m, kube-proxy 100m, the EFS CSI node
+# driver, the pod identity agent, the NVIDIA device plugin), rounded up.
+DAEMONSETS_CPU, DAEMONSETS_GIB = 0.5, 1.0
+
+
+def allocatable(itype):
+    """What a node of that type offers pods: the EKS AMI's kube-reserved (CPU: 6% of the first
+    core, 1% of the second, 0.5% of cores 3-4, 0.25% of the rest; memory: 255 MiB + 11 MiB per
+    pod) and eviction threshold (100 MiB), and the daemon sets, off the instance's size (the
+    kernel sees about 95% of the nominal memory)."""
+    cpus, gib, max_pods = INSTANCE_TYPES[itype]
+    reserved_cpu = 0.06 + 0.01 * (cpus > 1) + 0.005 * min(max(cpus - 2, 0), 2) + 0.0025 * max(cpus - 4, 0)
+    reserved_gib = (255 + 11 * max_pods + 100) / 1024.0
+    return cpus - reserved_cpu - DAEMONSETS_CPU, 0.95 * gib - reserved_gib - DAEMONSETS_GIB
+
+
+def quantity(q, unit):
+    """A Kubernetes quantity in CPUs (unit "cpu") or GiB (unit "mem")."""
+    q = str(q)
+    if unit == "cpu":
+        return float(q[:-1]) / 1000 if q.endswith("m") else float(q)
+    scale = {"Ki": 2 ** -20, "Mi": 2 ** -10, "Gi": 1, "Ti": 2 ** 10, "k": 1e3 / 2 ** 30, "M": 1e6 / 2 ** 30, "G": 1e9 / 2 ** 30}
+    for suffix, f in scale.items():
+        if q.endswith(suffix):
+            return float(q[: -len(suffix)]) * f
+    return float(q) / 2 ** 30
+
+
+def pod_requests(spec):
+    """A pod's effective requests (CPUs, GiB): the larger of its containers' sum and any
+    init container's."""
+    def req(c, unit, key):
+        return quantity(c.get("resources", {}).get("requests", {}).get(key, "0"), unit)
+    cpu = sum(req(c, "cpu", "cpu") for c in spec["containers"])
+    mem = sum(req(c, "mem", "memory") for c in spec["containers"])
+    for c in spec.get("initContainers", []):
+        cpu, mem = max(cpu, req(c, "cpu", "cpu")), max(mem, req(c, "mem", "memory"))
+    return cpu, mem
+
+
+def misfits(rendered, k8s_dir):
+    """Pods that do not fit one node of some instance type of a node group they can be scheduled
+    on (its labels match their nodeSelector, they tolerate its taints), or fit no group."""
+    with open(os.path.join(k8s_dir, "eks", "cluster.yaml")) as f:
+        groups = yaml.safe_load(f)["managedNodeGroups"]
+    out = []
+    for part, docs in rendered.items():
+        for label, spec, _, _ in pods(docs):
+            sel = spec.get("nodeSelector", {})
+            tol = spec.get("tolerations", [])
+            cpu, mem = pod_requests(spec)
+            fits_some = False
+            for g in groups:
+                labels = g.get("labels", {})
+                tolerated = all(any(t.get("key") == x["key"] and t.get("effect") == x["effect"] for t in tol)
+                                for x in g.get("taints", []))
+                if not tolerated or any(labels.get(k_) != v for k_, v in sel.items()):
+                    continue
+                fits_some = True
+                for itype in g.get("instanceTypes", [g.get("instanceType")]):
+                    a_cpu, a_mem = allocatable(itype)
+                    if cpu > a_cpu or mem > a_mem:
+                        out.append("%s %s: requests %.2f CPUs, %.1f GiB; a %s node (group %s) offers %.2f, %.1f"
+                                   % (part, label, cpu, mem, itype, g["name"], a_cpu, a_mem))
+            if not fits_some:
+                out.append("%s %s: no node group it can be scheduled on" % (part, label))
+    return out
 
 
 def check_tensorboard(docs, tag):
@@ -266,6 +340,8 @@ def main():
         return 0
     rendered = check_parts(k, K8S, "")
     check_cluster_and_image(rendered)
+    bad = misfits(rendered, K8S)
+    check("every pod's requests fit a node of its node group (k8s/eks/cluster.yaml)", not bad, "; ".join(bad))
     # The settings reach their fields after a change too (in a copy).
     tmp = tempfile.mkdtemp()
     try:
@@ -275,13 +351,18 @@ def main():
         with open(env_path) as f:
             text = f.read()
         for key, value in (("WORKERS", "5"), ("SLOTS_PER_WORKER", "4"), ("CPUS_PER_WORKER", "12"),
-                           ("MEMORY_PER_WORKER", "30Gi"), ("EFS_ID", "fs-0123456789abcdef0"),
+                           ("MEMORY_PER_WORKER", "30Gi"), ("GPU_CPUS_PER_WORKER", "6"), ("GPU_MEMORY_PER_WORKER", "9Gi"), ("EFS_ID", "fs-0123456789abcdef0"),
                            ("EFS_ACCESS_POINT", "fsap-0fedcba9876543210"), ("IMAGE", "1.dkr.ecr.x.amazonaws.com/c:t"),
                            ("TENSORBOARD_IMAGE", "registry.example/tensorboard:1")):
             text = re.sub(r"^%s=.*$" % key, "%s=%s" % (key, value), text, flags=re.M)
         with open(env_path, "w") as f:
             f.write(text)
-        check_parts(k, copy, "changed settings: ")
+        changed = check_parts(k, copy, "changed settings: ")
+        bad = misfits(changed, copy)
+        check("the fit check catches 6 CPUs on a 4-vCPU GPU node",
+              any("train-gpu MPIJob/cifar10-train/Worker" in b and "g6.xlarge" in b for b in bad), "; ".join(bad))
+        check("the fit check catches 12 CPUs on an 8-vCPU CPU node",
+              any("train-cpu MPIJob/cifar10-train/Worker" in b and "c7i.2xlarge" in b for b in bad), "; ".join(bad))
     finally:
         shutil.rmtree(tmp)
     print("k8s manifests: %d passed, %d failed" % (passed, failed))
