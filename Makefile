@@ -34,6 +34,25 @@ $(error libpng or libjpeg not found (Debian: apt-get install libpng-dev libjpeg-
 endif
 $(info libpng, libjpeg: found)
 
+# SANITIZE=1: AddressSanitizer and UndefinedBehaviorSanitizer, every report fatal, CPU backend
+# only (`make sanitize` builds so into build-sanitize and runs tests/sanitize.sh).
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override CUDA := 0
+$(info sanitizers: address, undefined)
+endif
+
+# FUZZ=1: the library for the libFuzzer targets of tests/fuzz (clang through mpicc:
+# OMPI_CC=clang), with ASan and UBSan; `make fuzz` builds them into build-fuzz.
+FUZZ ?= 0
+ifeq ($(FUZZ),1)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wno-unknown-warning-option \
+           -Wno-pass-failed
+override CUDA := 0
+$(info fuzzing build: clang's libFuzzer, address, undefined)
+endif
+
 # CUDA backend: CUDA=auto (default) builds it when nvcc and cuDNN are found, CUDA=1 insists,
 # CUDA=0 builds the CPU backend only. CUDA_ARCH: the GPU generations to compile for (SASS for
 # each; PTX of the newest too, so GPUs newer than the list JIT-compile it); CUDA_ARCH=90 builds
@@ -125,7 +144,7 @@ TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/te
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
              $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump
 
-.PHONY: all test bench clean install
+.PHONY: all test bench clean install sanitize fuzz
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -169,8 +188,26 @@ $(BUILD)/tests/test_staged: $(BUILD)/tests/test_staged.o $(BUILD)/tests/check.o 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(LIB)
 	$(LINK)
 
+# The suites, then the sanitizer run and the short fuzzing (each its own build directory).
 test: $(BINS) $(TEST_BINS)
 	BUILD=$(BUILD) tests/run.sh
+	$(MAKE) --no-print-directory sanitize
+	$(MAKE) --no-print-directory fuzz
+
+# The C tests and a 2-rank training run under ASan + UBSan (tests/sanitize.sh), in their own
+# build directory.
+sanitize:
+	$(MAKE) BUILD=build-sanitize SANITIZE=1 all $(TEST_BINS:$(BUILD)/%=build-sanitize/%)
+	BUILD=build-sanitize tests/sanitize.sh
+
+# libFuzzer targets (tests/fuzz/), built by clang with ASan and UBSan into build-fuzz; tests/fuzz.sh
+# runs each from its seed corpus (FUZZ_SECONDS each, default 20).
+FUZZ_TARGETS := fuzz_cifar fuzz_checkpoint fuzz_config
+fuzz:
+	OMPI_CC=clang $(MAKE) BUILD=build-fuzz FUZZ=1 $(FUZZ_TARGETS:%=build-fuzz/tests/fuzz/%)
+	BUILD=build-fuzz tests/fuzz.sh
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/fuzz_io.o $(BUILD)/tests/test_nets.o $(LIB)
+	@echo "  LINK  $@"; $(MPICC) $(CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 
 # Throughput benchmark: ours (1 rank x all threads, all ranks x 1 thread) and PyTorch.
 bench: $(BINS)

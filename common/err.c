@@ -14,11 +14,20 @@ void err_set_progname(const char *name) {
 
 const char *err_progname(void) { return progname; }
 
+/* A message quotes what it is about (a tar member's name, a settings value), which can hold any
+ * byte: control characters become '?', so the message stays one line of the log (found by
+ * tests/fuzz: a newline in a hostile tar member name or JSON string). */
+static void one_line(char *msg) {
+    for (unsigned char *c = (unsigned char *)msg; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) *c = '?';
+}
+
 int err_set(struct err *e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    one_line(e->msg);
     return -1;
 }
 
@@ -29,6 +38,7 @@ int err_sys(struct err *e, int errno_value, const char *fmt, ...) {
     va_end(ap);
     if (n >= 0 && (size_t)n < sizeof e->msg)
         snprintf(e->msg + n, sizeof e->msg - (size_t)n, ": %s", strerror(errno_value));
+    one_line(e->msg);
     return -1;
 }
 

@@ -10,7 +10,8 @@ struct err {
     char msg[1024]; /* one line, no trailing newline; "" when no error was set */
 };
 
-/* Formats msg into e (printf-style) and returns -1, so callers can write `return err_set(e, ...)`. */
+/* Formats msg into e (printf-style; control characters become '?', so it is one line whatever
+ * it quotes) and returns -1, so callers can write `return err_set(e, ...)`. */
 int err_set(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Like err_set, with ": strerror(errno_value)" appended. */

@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential make libopenmpi-dev openmpi-bin openssh-client zlib1g-dev libpng-dev libjpeg-dev curl ca-certificates)
 case ${1:-} in
-  --test) pkgs+=(python3 python3-pip python3-matplotlib python3-pil python3-torch python3-numpy python3-yaml yamllint shellcheck openssh-server dumb-init procps) ;;
+  --test) pkgs+=(python3 python3-pip python3-matplotlib python3-pil python3-torch python3-numpy python3-yaml yamllint shellcheck openssh-server dumb-init procps clang libclang-rt-14-dev) ;;
   "") ;;
   -h | --help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;;
   *) echo "install-deps.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;

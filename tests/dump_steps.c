@@ -51,7 +51,7 @@ static void write_model(const char *dir, const char *name, struct model *m, cons
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     struct model_state st = {(float *)p, (float *)mom, (float *)bn, m->batches_tracked,
-                             (float *)ema_p, (float *)ema_b};
+                             (float *)ema_p, (float *)ema_b, 1, NULL, NULL};
     struct run_info info = {.kind = "model", .run_id = "dump-steps", .config = "{}"};
     if (mom) snprintf(info.kind, sizeof info.kind, "checkpoint");
     struct err e;

@@ -1,0 +1,51 @@
+#include "fuzz_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+static char paths[8][128];
+
+static void remove_dir(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "fuzz: could not remove %s\n", dir);
+}
+
+const char *fuzz_dir(void) {
+    if (dir[0]) return dir;
+    snprintf(dir, sizeof dir, "/tmp/cifar10-fuzz.XXXXXX");
+    if (!mkdtemp(dir)) abort();
+    atexit(remove_dir);
+    return dir;
+}
+
+const char *fuzz_file(int slot, const char *name, const uint8_t *data, size_t n) {
+    snprintf(paths[slot], sizeof paths[slot], "%s/%s", fuzz_dir(), name);
+    FILE *f = fopen(paths[slot], "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) abort();
+    return paths[slot];
+}
+
+void fuzz_check_message(const char *msg) {
+    int control = 0;
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) control |= *c < 0x20 || *c == 0x7f;
+    if (!msg[0] || control) {
+        fprintf(stderr, "fuzz: error message not one line: '%s'\n", msg);
+        abort();
+    }
+}
+
+const char *fuzz_seed_dir(void) { return getenv("FUZZ_WRITE_SEEDS"); }
+
+void fuzz_write_seed(const char *d, const char *name, const uint8_t *data, size_t n) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", d, name);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "fuzz: cannot write seed %s\n", p);
+        exit(1);
+    }
+}
