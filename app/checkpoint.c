@@ -212,8 +212,8 @@ static int read_progress(const struct safetensors *st, const char *path, struct 
         meta_int(st, path, "steps_per_epoch", 0, 1 << 30, &info->steps_per_epoch, e) != 0 ||
         meta_int(st, path, "ranks", 1, MAX_RANKS, ranks, e) != 0)
         return -1;
-    if (info->step_in_epoch > 0 && info->step_in_epoch >= info->steps_per_epoch)
-        return err_set(e, "%s: step_in_epoch %d is not below steps_per_epoch %d", path, info->step_in_epoch,
+    if (info->step_in_epoch > info->steps_per_epoch)
+        return err_set(e, "%s: step_in_epoch %d is past steps_per_epoch %d", path, info->step_in_epoch,
                        info->steps_per_epoch);
     const char *sums = safetensors_meta(st, "epoch_sums");
     if (!sums) return 0;

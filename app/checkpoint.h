@@ -61,8 +61,9 @@ struct run_info {
     int64_t global_step;
     char config[1024];      /* JSON of the run-defining settings */
     /* Mid-epoch: step_in_epoch (> 0) steps of epoch epochs_completed + 1 are done, of
-     * steps_per_epoch; the epoch's sums so far (mean losses, correct predictions) and the
-     * running loss since the last printed one. All 0 at an epoch's end. */
+     * steps_per_epoch (all of them: stopped before the epoch's end was processed); the epoch's
+     * sums so far (mean losses, correct predictions) and the running loss since the last
+     * printed one. All 0 at an epoch's end. */
     int step_in_epoch, steps_per_epoch;
     double epoch_loss, epoch_correct, print_loss;
 };

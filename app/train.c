@@ -628,15 +628,15 @@ static void save_mid_epoch(struct trainer *t) {
  * the gradient buckets are reduced as backward produces them. Each step's reduction also
  * carries the signals: a stop asked for on any rank (SIGTERM, SIGINT) and rank 0's
  * checkpoint clock, so every rank acts on them after the same step. Returns how many ranks
- * asked to stop: then the run stops after that step, with a checkpoint (mid-epoch here, or
- * the epoch's own when it was the last step). */
+ * asked to stop: then the run stops after that step, with its checkpoint written here (after
+ * an epoch's last step too: the epoch's end, evaluation and record, is then the resume's). */
 static int train_epoch(struct trainer *t, int epoch) {
     const struct train_config *c = &t->c;
     struct run_info *p = &t->info;
     int steps = epoch_steps(t, epoch);
     t->logged_at = dist_time();
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
-    submit_step(t, epoch, p->step_in_epoch);
+    if (p->step_in_epoch < steps) submit_step(t, epoch, p->step_in_epoch);
     for (int step = p->step_in_epoch; step < steps; step++) {
         double t0 = dist_time();
         dist_grads_signal(t->grads, stop_signal != 0, checkpoint_due(t));
@@ -662,7 +662,7 @@ static int train_epoch(struct trainer *t, int epoch) {
             p->print_loss = 0;
         }
         int stop = (int)stats[2];
-        if ((stop || stats[3] > 0) && step + 1 < steps) save_mid_epoch(t);
+        if (stop || (stats[3] > 0 && step + 1 < steps)) save_mid_epoch(t);
         if (stop) return stop;
     }
     return 0;
@@ -859,8 +859,8 @@ static void stopped(struct trainer *t, int requests) {
     if (t->d.rank == 0)
         printf("stopped by a signal (SIGTERM, SIGINT or SIGUSR1 on %d of %d ranks) after step %ld (epoch %d, step %d of %d); %s holds it: "
                "run the same command to resume\n",
-               requests, t->d.world, (long)t->info.global_step, t->info.epochs_completed + (t->info.step_in_epoch > 0),
-               t->info.step_in_epoch > 0 ? t->info.step_in_epoch : t->steps, t->steps, t->checkpoint_file);
+               requests, t->d.world, (long)t->info.global_step, t->info.epochs_completed + 1, t->info.step_in_epoch, t->steps,
+               t->checkpoint_file);
     const struct kernels *k = t->m.k;
     trainer_free(t);
     fflush(stdout);
@@ -886,10 +886,10 @@ int main(int argc, char **argv) {
         int first = t.info.step_in_epoch;
         begin_epoch(&t, epoch);
         int stop = train_epoch(&t, epoch);
-        if (t.info.step_in_epoch < epoch_steps(&t, epoch)) stopped(&t, stop); /* saved mid-epoch */
+        if (stop) stopped(&t, stop); /* with the checkpoint written */
         double rate = (double)(epoch_steps(&t, epoch) - first) * t.global_batch / (dist_time() - t0);
         average_running_stats(&t.m, &t.h, t.buffer_sums, t.d.world);
-        double test_acc = c->eval && !stop && t.data.test.n > 0 ? test_accuracy(&t, 0) : -1;
+        double test_acc = c->eval && t.data.test.n > 0 ? test_accuracy(&t, 0) : -1;
         t.info.epochs_completed = epoch + 1;
         epochs_run++;
         double eta = (epochs_time + dist_time() - t0) / epochs_run * (t.epochs - epoch - 1);
@@ -899,7 +899,6 @@ int main(int argc, char **argv) {
         t.info.epoch_loss = t.info.epoch_correct = t.info.print_loss = 0;
         if (R) write_file(t.checkpoint_file, &t.m, &t.h, &t.info);
         t.checkpoint_at = dist_time();
-        if (stop) stopped(&t, stop);
         epochs_time += dist_time() - t0;
     }
     if (c->tta > 0 && t.data.test.n > 0) {

@@ -117,9 +117,13 @@ static void test_mid_epoch(void) {
     EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0 && checkpoint_read(ck, &M, &b, &got, &e) == 0 && b.ranks == 1 &&
                !b.rank_buffers && got.step_in_epoch == 0,
            "epoch-end checkpoint read as %d sets, step %d", b.ranks, got.step_in_epoch);
-    info.step_in_epoch = 6;
+    info.step_in_epoch = 6; /* stopped after the epoch's last step, before its end was processed */
+    EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0 && checkpoint_read(ck, &M, &b, &got, &e) == 0 &&
+               got.step_in_epoch == 6,
+           "a checkpoint after the epoch's last step: %s", e.msg);
+    info.step_in_epoch = 7;
     EXPECT(checkpoint_write(ck, &M, &a, &info, &e) == 0, "write: %s", e.msg);
-    expect_read_error(ck, 1, "step_in_epoch 6 is not below steps_per_epoch 6");
+    expect_read_error(ck, 1, "step_in_epoch 7 is past steps_per_epoch 6");
     checkpoint_state_free(&a), checkpoint_state_free(&b);
 }
 

@@ -53,14 +53,20 @@ cmd "$T/C" --checkpoint-interval 1e-6
 setsid "${CMD[@]}" >"$T/C1.log" 2>&1 &
 pid=$!
 mid=0
-for _ in $(seq 600); do # freeze the job while reading the checkpoint: kill it on a mid-epoch one
+# Freeze mpirun and both ranks (they have process groups of their own) while reading the
+# checkpoint; kill them all on a mid-epoch one. A write caught half-way leaves the previous file.
+for _ in $(seq 600); do
   sleep 0.05
-  kill -STOP -- -"$pid" 2>/dev/null || break
+  procs=$(pgrep -f -- "--model-file $T/C/model.safetensors") || break
+  # shellcheck disable=SC2086 # a list of pids
+  kill -STOP $procs 2>/dev/null
   s=$(step_in_epoch "$T/C/model.checkpoint.safetensors" 2>/dev/null)
   if [[ -n $s && $s != 0 && $(grep -c '^\[2, ' "$T/C1.log") -gt 0 ]]; then mid=$s; break; fi
-  kill -CONT -- -"$pid" 2>/dev/null
+  # shellcheck disable=SC2086
+  kill -CONT $procs 2>/dev/null
 done
-kill -9 -- -"$pid" 2>/dev/null
+# shellcheck disable=SC2086
+kill -9 $procs 2>/dev/null
 wait "$pid" 2>/dev/null
 check "killed on a mid-epoch checkpoint (step $mid)" test "$mid" -gt 0
 cmd "$T/C" --checkpoint-interval 1e-6
