@@ -194,17 +194,19 @@ test: $(BINS) $(TEST_BINS)
 	$(MAKE) --no-print-directory sanitize
 	$(MAKE) --no-print-directory fuzz
 
+# The sub-builds below use every CPU (make test itself may run without -j).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 # The C tests and a 2-rank training run under ASan + UBSan (tests/sanitize.sh), in their own
 # build directory.
 sanitize:
-	$(MAKE) BUILD=build-sanitize SANITIZE=1 all $(TEST_BINS:$(BUILD)/%=build-sanitize/%)
+	$(MAKE) -j$(NPROC) BUILD=build-sanitize SANITIZE=1 all $(TEST_BINS:$(BUILD)/%=build-sanitize/%)
 	BUILD=build-sanitize tests/sanitize.sh
 
 # libFuzzer targets (tests/fuzz/), built by clang with ASan and UBSan into build-fuzz; tests/fuzz.sh
 # runs each from its seed corpus (FUZZ_SECONDS each, default 20).
 FUZZ_TARGETS := fuzz_cifar fuzz_checkpoint fuzz_config
 fuzz:
-	OMPI_CC=clang $(MAKE) BUILD=build-fuzz FUZZ=1 $(FUZZ_TARGETS:%=build-fuzz/tests/fuzz/%)
+	OMPI_CC=clang $(MAKE) -j$(NPROC) BUILD=build-fuzz FUZZ=1 $(FUZZ_TARGETS:%=build-fuzz/tests/fuzz/%)
 	BUILD=build-fuzz tests/fuzz.sh
 $(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/fuzz_io.o $(BUILD)/tests/test_nets.o $(LIB)
 	@echo "  LINK  $@"; $(MPICC) $(CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
