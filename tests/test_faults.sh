@@ -34,6 +34,23 @@ same_as_a() {
 }
 # wait_line FILE REGEX: until FILE has a matching line (60 s at most).
 wait_line() { for _ in $(seq 600); do grep -qE "$2" "$1" && return 0; sleep 0.1; done; return 1; }
+# launch DIR LINE [FLAGS...]: starts DIR's 2-rank run in the background (output in $T/out and
+# $T/err, mpirun's pid in $pid) and returns once the log has LINE.
+launch() {
+  mkdir -p "$1"
+  cmd "$1" "${@:3}"
+  "${CMD[@]}" >"$T/out" 2>"$T/err" &
+  pid=$!
+  wait_line "$T/out" "$2"
+}
+# rank1 DIR: the pid of DIR's rank 1 (mpirun's children come after it).
+rank1() { pgrep -f -- "--model-file $1/model.safetensors" | tail -n 1; }
+# finish: waits for the launched job; rc = its exit status, took = seconds since $start.
+finish() {
+  wait "$pid"
+  rc=$?
+  took=$(echo "$(date +%s.%N) - ${start:-0}" | bc)
+}
 
 # 1. The uninterrupted run: epoch-end checkpoints only.
 mkdir -p "$T/A"
@@ -84,15 +101,9 @@ stopped_run() {
 }
 
 # 3. SIGTERM to rank 1 during epoch 2: all ranks stop after the same step, exit 4.
-mkdir -p "$T/E"
-cmd "$T/E" --checkpoint-interval 0
-"${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$!
-wait_line "$T/out" '^\[2,     2\]'
-rank1=$(pgrep -f -- "--model-file $T/E/model.safetensors" | tail -n 1) # mpirun's children come after it
-kill -TERM "$rank1"
-wait "$pid"
-rc=$?
+launch "$T/E" '^\[2,     2\]' --checkpoint-interval 0
+kill -TERM "$(rank1 "$T/E")"
+finish
 expect_rc 4 "SIGTERM to rank 1"
 stopped_run "$T/E" "SIGTERM to rank 1"
 check "SIGTERM to rank 1: stopped mid-epoch" test "$(step_in_epoch "$T/E/model.checkpoint.safetensors")" -gt 0
@@ -103,14 +114,9 @@ expect_out "rerun resumes mid-epoch" "^resuming run .*: 1 of 3 epochs and [1-6] 
 same_as_a "$T/E" "SIGTERM, resumed"
 
 # 4. SIGUSR1 to mpirun: forwarded to every rank at once; mpirun passes on their exit code 4.
-mkdir -p "$T/F"
-cmd "$T/F" --checkpoint-interval 0
-"${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$!
-wait_line "$T/out" '^\[2,     3\]'
+launch "$T/F" '^\[2,     3\]' --checkpoint-interval 0
 kill -USR1 "$pid"
-wait "$pid"
-rc=$?
+finish
 expect_rc 4 "SIGUSR1 to mpirun"
 stopped_run "$T/F" "SIGUSR1 to mpirun"
 cmd "$T/F" --checkpoint-interval 0
@@ -126,8 +132,7 @@ mpirun --mca odls_base_sigkill_timeout 2 -np 2 "$BIN/cifar10-train" "${RECIPE[@]
 pid=$!
 wait_line "$T/out" '^\[1,     2\]' # the ranks get SIGTERM 2 s later: several steps, well before the end
 kill -TERM "$pid"
-wait "$pid"
-rc=$?
+finish
 check "SIGTERM to mpirun: non-zero exit ($rc)" test "$rc" != 0
 stopped_run "$T/G" "SIGTERM to mpirun"
 cmd "$T/G" --checkpoint-interval 0
@@ -143,8 +148,7 @@ mkdir -p "$T/H"
 pid=$!
 wait_line "$T/out" '^\[2,     2\]'
 kill -INT "$pid"
-wait "$pid"
-rc=$?
+finish
 expect_rc 4 "SIGINT to one process"
 stopped_run "$T/H" "SIGINT"
 run "${ONE[@]}" --model-file "$T/H/model.safetensors" "$D"
@@ -152,29 +156,18 @@ expect_rc 0 "one process resumed after SIGINT"
 mkdir -p "$T/one"
 run "${ONE[@]}" --model-file "$T/one/model.safetensors" "$D"
 check "one process: resumed == uninterrupted" cmp -s <(st_data "$T/one/model.safetensors") <(st_data "$T/H/model.safetensors")
-mkdir -p "$T/J"
-cmd "$T/J" --checkpoint-interval 0
-"${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$!
-wait_line "$T/out" '^\[2,     2\]'
+launch "$T/J" '^\[2,     2\]' --checkpoint-interval 0
 kill -USR1 "$pid"
-wait "$pid"
+finish
 run "${ONE[@]}" --model-file "$T/J/model.safetensors" "$D"
 expect_rc 0 "2-rank mid-epoch checkpoint resumed on 1 rank"
 expect_out "running statistics averaged" "written mid-epoch by 2 ranks, resumed on 1: their batch-norm running statistics averaged\$"
 
 # 7. A stalled rank: rank 0 waits in the gradient allreduce until --collective-timeout.
-mkdir -p "$T/K"
-cmd "$T/K" --checkpoint-interval 0 --collective-timeout 3
-"${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$!
-wait_line "$T/out" '^\[2,     2\]'
-rank1=$(pgrep -f -- "--model-file $T/K/model.safetensors" | tail -n 1)
+launch "$T/K" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout 3
 start=$(date +%s.%N)
-kill -STOP "$rank1"
-wait "$pid"
-rc=$?
-took=$(echo "$(date +%s.%N) - $start" | bc)
+kill -STOP "$(rank1 "$T/K")"
+finish
 expect_rc 5 "a stalled rank"
 expect_err "a stalled rank: one line" "cifar10-train: rank 0, after step "
 check "the line names the gradient bucket" grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) made no progress for 3 s \(collective timeout 3 s\)" "$T/err"
@@ -186,17 +179,10 @@ expect_rc 0 "rerun after a stall"
 same_as_a "$T/K" "stall, resumed"
 
 # 8. kill -9 of one rank: Open MPI ends the job.
-mkdir -p "$T/L"
-cmd "$T/L" --checkpoint-interval 0
-"${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$!
-wait_line "$T/out" '^\[2,     2\]'
-rank1=$(pgrep -f -- "--model-file $T/L/model.safetensors" | tail -n 1)
+launch "$T/L" '^\[2,     2\]' --checkpoint-interval 0
 start=$(date +%s.%N)
-kill -9 "$rank1"
-wait "$pid"
-rc=$?
-took=$(echo "$(date +%s.%N) - $start" | bc)
+kill -9 "$(rank1 "$T/L")"
+finish
 check "kill -9 of rank 1: non-zero exit ($rc)" test "$rc" != 0
 check "kill -9 of rank 1: the job ended within 10 s ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 10) }'
 echo "test_faults: kill -9 of rank 1: exit $rc after $took s"

@@ -16,7 +16,7 @@
 
 static struct model M;
 
-static void write_seeds(const char *dir) {
+void fuzz_write_seeds(const char *dir) {
     struct model_state s = checkpoint_state_alloc(&M, STATE_MOMENTUM | STATE_LOOKAHEAD);
     model_get_state(&M, s.params, s.momentum, s.buffers);
     model_get_state(&M, s.ema_params, NULL, s.ema_buffers);
@@ -39,15 +39,11 @@ static void write_seeds(const char *dir) {
     if (checkpoint_write(p, &M, &s, &info, &e) != 0) abort();
     strbuf_free(&cfg);
     checkpoint_state_free(&s);
-    exit(0);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
+void fuzz_init(void) {
     model_init(&M, &test_net, kernels_cpu(), 1, 1);
     model_lookahead_init(&M);
-    if (fuzz_seed_dir()) write_seeds(fuzz_seed_dir());
-    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

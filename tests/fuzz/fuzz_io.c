@@ -38,7 +38,17 @@ void fuzz_check_message(const char *msg) {
     }
 }
 
-const char *fuzz_seed_dir(void) { return getenv("FUZZ_WRITE_SEEDS"); }
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    fuzz_init();
+    const char *seeds = getenv("FUZZ_WRITE_SEEDS");
+    if (seeds) {
+        fuzz_write_seeds(seeds);
+        exit(0);
+    }
+    return 0;
+}
 
 void fuzz_write_seed(const char *d, const char *name, const uint8_t *data, size_t n) {
     char p[512];
