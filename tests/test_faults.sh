@@ -49,7 +49,7 @@ rank1() { pgrep -f -- "--model-file $1/model.safetensors" | tail -n 1; }
 finish() {
   wait "$pid"
   rc=$?
-  took=$(echo "$(date +%s.%N) - ${start:-0}" | bc)
+  took=$(awk -v a="${start:-0}" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }
 
 # 1. The uninterrupted run: epoch-end checkpoints only.
