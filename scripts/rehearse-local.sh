@@ -141,6 +141,10 @@ done
 [[ -s $ckpt ]] || { show train1.log; die "no checkpoint $ckpt after the first epoch"; }
 kill -KILL -- -"$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
+# The ranks have process groups of their own: kill them too, or they train on without mpirun and
+# overwrite the checkpoint that the restarts below read.
+pkill -KILL -f -- "--model-file $model" 2>/dev/null || true
+for _ in $(seq 100); do pgrep -f -- "--model-file $model" >/dev/null || break; sleep 0.1; done
 [[ ! -e $model ]] || die "training finished before it could be killed (make an epoch longer)"
 grep -q "^epoch 1/3" "$work/train1.log" || { show train1.log; die "the first run printed no epoch 1/3 line"; }
 echo "   killed (SIGKILL) after: $(grep '^epoch 1/3' "$work/train1.log" | cut -c1-60)..."

@@ -62,6 +62,8 @@ check "first checkpoint appeared before the kill" test -s "$T/B/model.checkpoint
 sleep 0.5
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
+pkill -9 -f -- "--model-file $T/B/model.safetensors" # the ranks have process groups of their own
+for _ in $(seq 100); do pgrep -f -- "--model-file $T/B/model.safetensors" >/dev/null || break; sleep 0.1; done
 check "killed before finishing" test ! -e "$T/B/model.safetensors"
 # what a kill leaves in the metrics file: records past the checkpoint, and a torn last line
 run_id=$(sed -n '1s/^{"kind":"step","run":"\([^"]*\)".*/\1/p' "$T/B/model.metrics.jsonl")
@@ -111,6 +113,8 @@ if grep -qw avx512_bf16 /proc/cpuinfo; then
   sleep 0.5
   kill -9 -- -"$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
+  pkill -9 -f -- "--model-file $T/D/model.safetensors"
+  for _ in $(seq 100); do pgrep -f -- "--model-file $T/D/model.safetensors" >/dev/null || break; sleep 0.1; done
   check "bf16: killed before finishing" test ! -e "$T/D/model.safetensors"
   run "${D_CMD[@]}"
   expect_rc 0 "bf16: rerun after kill"

@@ -119,6 +119,8 @@ check "first checkpoint appeared before the kill" test -s "$T/B/model.checkpoint
 sleep 0.7 # into the second epoch
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
+pkill -9 -f -- "--model-file $T/B/model.safetensors" # the ranks have process groups of their own
+for _ in $(seq 100); do pgrep -f -- "--model-file $T/B/model.safetensors" >/dev/null || break; sleep 0.1; done
 check "killed before finishing" test ! -e "$T/B/model.safetensors"
 cp "$T/B/model.checkpoint.safetensors" "$T/partial.safetensors"
 run "${B_CMD[@]}"
