@@ -29,6 +29,12 @@ void checkpoint_state_free(struct model_state *s) {
     memset(s, 0, sizeof *s);
 }
 
+void checkpoint_state_drop_ranks(struct model_state *s) {
+    free(s->rank_buffers), free(s->rank_ema_buffers);
+    s->rank_buffers = s->rank_ema_buffers = NULL;
+    s->ranks = 1;
+}
+
 /* Which copy of a tensor: its value, its momentum, its lookahead average. */
 enum part { PART_VALUE, PART_MOMENTUM, PART_LOOKAHEAD };
 
@@ -268,8 +274,7 @@ static int copy_tensor(const struct safetensors *st, const char *name, const str
  * 0's buffers (the frozen tensors are the same on every rank) and takes rank r's statistics. */
 static int read_ranks(const struct safetensors *st, const struct model *m, struct model_state *state, int ranks,
                       struct err *e) {
-    free(state->rank_buffers), free(state->rank_ema_buffers);
-    state->rank_buffers = state->rank_ema_buffers = NULL;
+    checkpoint_state_drop_ranks(state);
     state->ranks = ranks;
     if (ranks == 1) return 0;
     size_t S = m->nbuffers;

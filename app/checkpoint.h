@@ -53,6 +53,8 @@ enum { STATE_MOMENTUM = 1, STATE_LOOKAHEAD = 2 };
  * release. */
 struct model_state checkpoint_state_alloc(const struct model *m, unsigned what);
 void checkpoint_state_free(struct model_state *s);
+/* Frees the per-rank sets (rank_buffers, rank_ema_buffers) and sets ranks to 1. */
+void checkpoint_state_drop_ranks(struct model_state *s);
 
 struct run_info {
     char kind[16];          /* "model" or "checkpoint" */

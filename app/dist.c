@@ -59,8 +59,6 @@ void dist_timeout_step(long global_step, double step_seconds) {
     deadline.seconds = bound > DIST_TIMEOUT_MIN ? bound : DIST_TIMEOUT_MIN;
 }
 
-double dist_timeout(void) { return deadline.seconds; }
-
 static void timed_out(const char *what, double waited) {
     char step[48] = "before the first step";
     if (deadline.step >= 0) snprintf(step, sizeof step, "after step %ld", deadline.step);

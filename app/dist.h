@@ -35,7 +35,7 @@ void dist_gather_floats(const float *mine, float *all, size_t n);
 /* Rank 0's all[world][n] to the ranks: rank r receives all[r] in mine[n]. */
 void dist_scatter_floats(const float *all, float *mine, size_t n);
 /* Collective timeout. Every collective below (and the gradient buckets') waits at most
- * dist_timeout() seconds; past that, the rank prints one line (rank, last step, the call, or
+ * the current bound in seconds; past that, the rank prints one line (rank, last step, the call, or
  * the gradient bucket) and exits with DIST_EXIT_TIMEOUT, and mpirun ends the job: a rank, host
  * or network path that is gone, or stalled, otherwise leaves the others waiting forever (TCP
  * may never notice a cut link). The bound starts at DIST_TIMEOUT_STARTUP (data loading, the
@@ -49,7 +49,6 @@ void dist_scatter_floats(const float *all, float *mine, size_t n);
 void dist_timeout_fixed(double seconds);
 /* Records a step's wall time (global_step: the steps done, for the message) and adapts. */
 void dist_timeout_step(long global_step, double step_seconds);
-double dist_timeout(void);
 
 /* Largest x over all ranks. */
 double dist_max_double(double x);

@@ -401,12 +401,6 @@ struct trainer {
     int *perm;               /* [train.n] this epoch's order */
 };
 
-static void drop_saved_ranks(struct model_state *h) {
-    free(h->rank_buffers), free(h->rank_ema_buffers);
-    h->rank_buffers = h->rank_ema_buffers = NULL;
-    h->ranks = 1;
-}
-
 /* Rank 0, resuming a mid-epoch checkpoint of another rank count: its ranks' running statistics
  * (and their lookahead averages) averaged into h, as the epoch's end would have averaged them. */
 static void average_saved_ranks(struct trainer *t) {
@@ -426,7 +420,7 @@ static void average_saved_ranks(struct trainer *t) {
     }
     printf("%s: written mid-epoch by %d ranks, resumed on %d: their batch-norm running statistics averaged\n",
            t->checkpoint_file, h->ranks, t->d.world);
-    drop_saved_ranks(h);
+    checkpoint_state_drop_ranks(h);
 }
 
 /* After broadcast_state, resuming a mid-epoch checkpoint of as many ranks as this job: rank r
@@ -443,7 +437,7 @@ static void scatter_saved_ranks(struct trainer *t) {
         dist_scatter_floats(h->rank_ema_buffers, h->ema_buffers, t->m.nbuffers);
         model_set_lookahead(&t->m, h->ema_params, h->ema_buffers);
     }
-    drop_saved_ranks(h);
+    checkpoint_state_drop_ranks(h);
 }
 
 /* Rank 0: loads the checkpoint when --resume asks for it and the settings match. Returns 1 when
@@ -618,7 +612,7 @@ static void save_mid_epoch(struct trainer *t) {
     if (world > 1) dist_gather_floats(h->buffers, h->rank_buffers, S);
     if (world > 1 && h->ema_params) dist_gather_floats(h->ema_buffers, h->rank_ema_buffers, S);
     if (R) write_file(t->checkpoint_file, &t->m, h, &t->info);
-    drop_saved_ranks(h);
+    checkpoint_state_drop_ranks(h);
     t->checkpoint_at = dist_time();
 }
 
