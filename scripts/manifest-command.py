@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Prints what a container of a rendered manifest would run, as Kubernetes would run it.
 
-    manifest-command.py RENDERED.yaml KIND/NAME[/ROLE] CONTAINER ENV_OUT ARGV_OUT
+    manifest-command.py RENDERED.yaml KIND/NAME[/ROLE] CONTAINER[:preStop] ENV_OUT ARGV_OUT
 
 RENDERED.yaml is `kubectl kustomize` output. ROLE is the MPIJob replica (Launcher, Worker).
 CONTAINER is searched in initContainers and containers. Writes the container's environment
 (envFrom ConfigMaps, then env) as NUL-separated KEY=VALUE to ENV_OUT, and command + args, with
 $(VAR) references expanded from that environment as the kubelet does ($$ escapes), as
-NUL-separated words to ARGV_OUT. Used by scripts/rehearse-local.sh; exit 1 with one line on
-stderr when the object, container or a referenced ConfigMap is missing.
+NUL-separated words to ARGV_OUT. With CONTAINER:preStop, ARGV_OUT gets the container's preStop
+exec hook instead (the kubelet runs it as is, without $(VAR) expansion). Used by
+scripts/rehearse-local.sh and scripts/rehearse-hosts.sh; exit 1 with one line on stderr when the
+object, container, hook or a referenced ConfigMap is missing.
 """
 import re
 import sys
@@ -35,6 +37,7 @@ def main():
     if len(sys.argv) != 6:
         fail("usage: RENDERED.yaml KIND/NAME[/ROLE] CONTAINER ENV_OUT ARGV_OUT")
     path, ref, cname, env_out, argv_out = sys.argv[1:]
+    cname, _, hook = cname.partition(":")
     with open(path) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     parts = ref.split("/")
@@ -63,7 +66,12 @@ def main():
         if "value" not in e:
             fail("%s: env %s of %s is not a plain value" % (path, e["name"], cname))
         env[e["name"]] = expand(str(e["value"]), env)
-    argv = [expand(str(w), env) for w in c.get("command", []) + c.get("args", [])]
+    if hook:
+        argv = [str(w) for w in c.get("lifecycle", {}).get(hook, {}).get("exec", {}).get("command", [])]
+        if not argv:
+            fail("%s: container %s has no %s exec hook" % (path, cname, hook))
+    else:
+        argv = [expand(str(w), env) for w in c.get("command", []) + c.get("args", [])]
     if not argv:
         fail("%s: container %s has no command (it would run the image's default)" % (path, cname))
     with open(env_out, "w") as f:

@@ -89,6 +89,7 @@ suite dockerfile tests/test_dockerfile.sh
 suite "k8s manifests" "$PY" tests/test_k8s.py
 suite "eks scripts" tests/test_eks_scripts.sh
 suite rehearse tests/test_rehearse.sh
+suite "rehearse on three hosts (network namespaces)" tests/test_rehearse_hosts.sh
 if "$PY" -c 'import matplotlib' 2>/dev/null; then
   suite "plots (scripts/plot-run.py)" "$PY" tests/test_plots.py
 else

@@ -118,5 +118,7 @@ ssh -G -F "$SRC/k8s/image/ssh_config" cifar10-train-worker-0 >"$T/out"
 expect_out "ssh client port 2222" "^port 2222$"
 expect_out "ssh client: no host key checking" "^stricthostkeychecking (false|no)$"
 expect_out "ssh client: no known_hosts" "^userknownhostsfile /dev/null$"
+expect_out "ssh client: a silent worker is dropped after 3 x 10 s" "^serveraliveinterval 10$"
+expect_out "ssh client: keepalive count" "^serveralivecountmax 3$"
 
 summary test_dockerfile
