@@ -18,11 +18,12 @@
 #      60 s (the smallest adaptive collective timeout) + 30 s; the link comes back;
 #   3. the same command again resumes from epoch 1's checkpoint; SIGTERM to the launcher's PID 1
 #      (as the kubelet sends it) in epoch 2: exit 4 within 30 s and a mid-epoch checkpoint;
-#   4. again: it resumes mid-epoch; worker-1's preStop hook (kubectl delete pod of a worker) in
-#      epoch 3: the hook returns within 30 s and the job exits 4;
-#   5. again: kill -9 of all of worker-1 (its PID 1, so its whole PID namespace) in epoch 3: the
+#   4. again: it resumes mid-epoch; worker-0's preStop hook (kubectl delete pod of the worker
+#      that holds rank 0) in epoch 3: the hook returns within 30 s and the job exits 4;
+#   5. again, with worker-1's preStop hook, later in epoch 3;
+#   6. again: kill -9 of all of worker-1 (its PID 1, so its whole PID namespace) in epoch 3: the
 #      job must end within the same bound; the worker pod is started again;
-#   6. again: it resumes and finishes; the model must equal the reference run's bit for bit.
+#   7. again: it resumes and finishes; the model must equal the reference run's bit for bit.
 # Only settings.env values change (in a copy): MODEL, EPOCHS, BATCH_SIZE, RUN_ID, WORKERS=2 and
 # SLOTS_PER_WORKER=1.
 #
@@ -293,27 +294,36 @@ secs=$(since "$t")
 awk -v s="$secs" 'BEGIN { exit !(s <= 30) }' || die "SIGTERM to the launcher: ${secs} s to exit (grace period: 30 s)"
 echo "   ok: resumed after epoch 1; exit 4 ${secs} s after SIGTERM: $(grep -m1 'stopped by a signal' "$work/sigterm.log")"
 
-step "4. again: resumes mid-epoch; worker-1's preStop hook in epoch 3"
-container "MPIJob/$JOB/Worker" worker:preStop prestop
-image_env worker prestop
-launcher_start faults prestop.log
-until_line prestop.log "$(step_line 3 5)" 120
-grep -qE "^resuming run .*: 1 of 4 epochs and [0-9]+ of 31 steps of epoch 2 done" "$work/prestop.log" ||
-  { show prestop.log; die "the rerun did not resume mid-epoch 2"; }
-mapfile -d '' hook <"$work/prestop.argv"
-mapfile -d '' henv <"$work/prestop.fullenv"
-t=$(now)
-nsenter -t "$(pid1 w1)" -n -m -u -p setpriv --reuid 1000 --regid 1000 --clear-groups env -i "${henv[@]}" \
-  "${hook[@]}" >"$work/prestop-hook.log" 2>&1 || die "worker-1's preStop hook failed: $(head -c 300 "$work/prestop-hook.log")"
-hook_secs=$(since "$t")
-launcher_wait 60
-((RC == 4)) || { show prestop.log; die "worker-1's preStop hook: the job exited $RC, want 4"; }
-awk -v s="$hook_secs" 'BEGIN { exit !(s <= 30) }' || die "worker-1's preStop hook took ${hook_secs} s (grace period: 30 s)"
-echo "   ok: the hook returned after ${hook_secs} s, the job exited 4"
+# prestop I LOG EPOCH STEP RESUMED: a rerun that must resume as RESUMED (regex) says; after
+# STEP of EPOCH, worker-I's preStop hook runs in worker-I as the kubelet runs it, as uid 1000.
+prestop() {
+  container "MPIJob/$JOB/Worker" worker:preStop prestop
+  image_env worker prestop
+  launcher_start faults "$2"
+  until_line "$2" "$(step_line "$3" "$4")" 120
+  grep -qE "^resuming run .*: $5 done" "$work/$2" || { show "$2"; die "the rerun did not resume after $5"; }
+  local -a hook henv
+  mapfile -d '' hook <"$work/prestop.argv"
+  mapfile -d '' henv <"$work/prestop.fullenv"
+  local t secs
+  t=$(now)
+  nsenter -t "$(pid1 "w$1")" -n -m -u -p setpriv --reuid 1000 --regid 1000 --clear-groups env -i "${henv[@]}" \
+    "${hook[@]}" >"$work/$2.hook" 2>&1 || die "worker-$1's preStop hook failed: $(head -c 300 "$work/$2.hook")"
+  secs=$(since "$t")
+  launcher_wait 60
+  ((RC == 4)) || { show "$2"; die "worker-$1's preStop hook: the job exited $RC, want 4"; }
+  awk -v s="$secs" 'BEGIN { exit !(s <= 30) }' || die "worker-$1's preStop hook took ${secs} s (grace period: 30 s)"
+  echo "   ok: resumed after $(grep -m1 -oE "$5" "$work/$2"); worker-$1's hook returned after ${secs} s, the job exited 4"
+}
+step "4. again: worker-0's preStop hook (rank 0's pod) in epoch 3"
+prestop 0 prestop0.log 3 5 "1 of 4 epochs and [0-9]+ of 31 steps of epoch 2"
 
-step "5. again: kill -9 of all of worker-1 in epoch 3"
+step "5. again: worker-1's preStop hook in epoch 3"
+prestop 1 prestop1.log 3 15 "2 of 4 epochs and [0-9]+ of 31 steps of epoch 3"
+
+step "6. again: kill -9 of all of worker-1 in epoch 3"
 launcher_start faults hostkill.log
-until_line hostkill.log "$(step_line 3 20)" 120
+until_line hostkill.log "$(step_line 3 25)" 120
 kill -KILL "$(pid1 w1)"
 t=$(now)
 launcher_wait 150
@@ -325,7 +335,7 @@ wait "${POD[w1]}" 2>/dev/null || true
 worker_start 1
 echo "   worker-1's pod started again"
 
-step "6. again: resumes and finishes"
+step "7. again: resumes and finishes"
 launcher_start faults final.log
 launcher_wait 300
 ((RC == 0)) || { show final.log; die "the last rerun failed (exit $RC)"; }
@@ -336,5 +346,5 @@ st_data() { # the tensor data of a safetensors file (after its header)
 }
 cmp -s <(st_data "$EFS/runs/reference/cifar10-model.safetensors") <(st_data "$model") ||
   die "the model after the faults and resumes differs from the uninterrupted run's"
-echo "   ok: $(grep -m1 '^resuming run' "$work/final.log" | cut -c1-40)..., exit 0; model == uninterrupted run's, bit for bit"
-echo "$ME: the MPIJob survived a cut link, SIGTERM, a worker's preStop and a lost worker, and resumed bit for bit"
+echo "   ok: resumed after $(grep -m1 -oE '[0-9]+ of 4 epochs and [0-9]+ of 31 steps of epoch 3' "$work/final.log"), exit 0; model == uninterrupted run's, bit for bit"
+echo "$ME: the MPIJob survived a cut link, SIGTERM, both workers' preStop hooks and a lost worker, and resumed bit for bit"

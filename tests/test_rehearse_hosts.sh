@@ -24,7 +24,10 @@ expect_out "2 ranks of 1 thread, to the end" "^   ok: exit 0, epoch 4/4"
 expect_out "cut link ends the job within 90 s" "ok: the job ended [0-9.]+ s after the cut, exit [1-9][0-9]*"
 expect_out "rerun resumes, SIGTERM to the launcher's PID 1 exits 4" \
   "ok: resumed after epoch 1; exit 4 [0-9.]+ s after SIGTERM: stopped by a signal .* after step [0-9]+ \(epoch 2, step [0-9]+ of 31\)"
-expect_out "worker preStop hook stops the job" "ok: the hook returned after [0-9.]+ s, the job exited 4"
+expect_out "worker-0's preStop hook stops the job" \
+  "ok: resumed after 1 of 4 epochs and [0-9]+ of 31 steps of epoch 2; worker-0's hook returned after [0-9.]+ s, the job exited 4"
+expect_out "worker-1's preStop hook stops the job" \
+  "ok: resumed after 2 of 4 epochs and [0-9]+ of 31 steps of epoch 3; worker-1's hook returned after [0-9.]+ s, the job exited 4"
 expect_out "lost worker ends the job" "ok: the job ended [0-9.]+ s after worker-1 died, exit [1-9][0-9]*"
 expect_out "resumed model == uninterrupted model" "model == uninterrupted run's, bit for bit"
 check "work directory removed" test ! -e "$T/ok"
