@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Shared by scripts/eks-*.sh (sourced): paths, the cluster's name and region (read from
-# k8s/eks/cluster.yaml), the namespace, and reading/writing k8s/settings/settings.env, the one
+# Shared by scripts/eks-*.sh and rehearse-*.sh (sourced): paths, the cluster's name and region
+# (read from k8s/eks/cluster.yaml), the namespace, and reading/writing k8s/settings/settings.env, the one
 # place where a deployment is configured.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,4 +51,23 @@ set_setting() { # set_setting KEY VALUE: rewrites the KEY= line in settings.env
   grep -q "^$1=" "$SETTINGS" || die "$SETTINGS: no $1= line"
   sed -i "s|^$1=.*|$1=$2|" "$SETTINGS"
   say "set $1=$2 in ${SETTINGS#"$ROOT"/}"
+}
+
+# rehearse_args ARGS...: the command line of the rehearse-*.sh scripts (--k8s DIR, --workdir DIR,
+# --keep, --help) into k8s, work and keep; BUILD (the binaries) as an absolute path.
+# shellcheck disable=SC2034 # used by the scripts that call it
+rehearse_args() {
+  BUILD=${BUILD:-build}
+  [[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
+  k8s=$K8S work="" keep=0
+  while (($#)); do
+    case $1 in
+      --k8s) k8s=${2:-}; shift 2 || bad_usage "--k8s needs a value" ;;
+      --workdir) work=${2:-}; shift 2 || bad_usage "--workdir needs a value" ;;
+      --keep) keep=1; shift ;;
+      -h | --help) usage; exit 0 ;;
+      *) bad_usage "unknown argument $1" ;;
+    esac
+  done
+  [[ -d $k8s/settings ]] || die "$k8s: not a k8s/ directory (no settings/)"
 }

@@ -40,20 +40,8 @@
 # 3 skipped: this machine does not allow network namespaces (or not as this user).
 # shellcheck source=eks-lib.sh
 . "$(dirname "$0")/eks-lib.sh"
-BUILD=${BUILD:-build}
-[[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
-k8s=$K8S work="" keep=0
-while (($#)); do
-  case $1 in
-    --k8s) k8s=${2:-}; shift 2 || bad_usage "--k8s needs a value" ;;
-    --workdir) work=${2:-}; shift 2 || bad_usage "--workdir needs a value" ;;
-    --keep) keep=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) bad_usage "unknown argument $1" ;;
-  esac
-done
+rehearse_args "$@"
 skip() { echo "$ME: skipped: $*"; exit 3; }
-[[ -d $k8s/settings ]] || die "$k8s: not a k8s/ directory (no settings/)"
 ((EUID == 0)) || skip "network namespaces and mounts need root"
 kubectl_can_kustomize || die "needs kubectl >= 1.21 (kustomize) to render the manifests"
 need ip unshare nsenter setpriv taskset ssh ssh-keygen dumb-init mpirun python3

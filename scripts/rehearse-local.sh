@@ -30,19 +30,7 @@
 # Shares die, usage and set_setting with the eks-*.sh scripts; SETTINGS is pointed at a copy.
 # shellcheck source=eks-lib.sh
 . "$(dirname "$0")/eks-lib.sh"
-BUILD=${BUILD:-build}
-[[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
-k8s=$K8S work="" keep=0
-while (($#)); do
-  case $1 in
-    --k8s) k8s=${2:-}; shift 2 || bad_usage "--k8s needs a value" ;;
-    --workdir) work=${2:-}; shift 2 || bad_usage "--workdir needs a value" ;;
-    --keep) keep=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) bad_usage "unknown argument $1" ;;
-  esac
-done
-[[ -d $k8s/settings ]] || die "$k8s: not a k8s/ directory (no settings/)"
+rehearse_args "$@"
 kubectl_can_kustomize || die "needs kubectl >= 1.21 (kustomize) to render the manifests"
 command -v dumb-init >/dev/null || die "needs dumb-init (the launcher's PID 1; apt-get install dumb-init)"
 for b in cifar10-train cifar10-test tests/make_synthetic; do

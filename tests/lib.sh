@@ -61,3 +61,11 @@ kubectl_for_kustomize() {
   fi
   return 0
 }
+# skip_without_kubectl NAME: ends the suite NAME as skipped (exit 0, one line) where no kubectl can
+# render k8s/.
+skip_without_kubectl() {
+  if [[ -z $(kubectl_for_kustomize) ]]; then
+    echo "$1: skipped: no kubectl >= 1.21 with kustomize to render k8s/ (Debian's kubernetes-client is older)"
+    exit 0
+  fi
+}

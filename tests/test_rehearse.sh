@@ -6,10 +6,7 @@
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-if [[ -z $(kubectl_for_kustomize) ]]; then
-  echo "rehearse: skipped: no kubectl >= 1.21 with kustomize to render k8s/ (Debian's kubernetes-client is older)"
-  exit 0
-fi
+skip_without_kubectl rehearse
 REHEARSE=$SRC/scripts/rehearse-local.sh
 
 run "$REHEARSE" --workdir "$T/ok" --keep

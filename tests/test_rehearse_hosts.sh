@@ -6,10 +6,7 @@
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-if [[ -z $(kubectl_for_kustomize) ]]; then
-  echo "rehearse-hosts: skipped: no kubectl >= 1.21 with kustomize to render k8s/ (Debian's kubernetes-client is older)"
-  exit 0
-fi
+skip_without_kubectl rehearse-hosts
 REHEARSE=$SRC/scripts/rehearse-hosts.sh
 chmod 755 "$T" # the pods run as uid 1000 and must reach their files under it
 
