@@ -36,6 +36,9 @@ static struct {
     double recent[64];   /* the last step times, a ring */
     int n;               /* step times recorded */
 } deadline = {DIST_TIMEOUT_STARTUP, 0, -1, {0}, 0};
+static volatile sig_atomic_t *stop_flag; /* dist_stop_flag's, NULL while none was given */
+
+void dist_stop_flag(volatile sig_atomic_t *flag) { stop_flag = flag; }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -59,12 +62,21 @@ void dist_timeout_step(long global_step, double step_seconds) {
     deadline.seconds = bound > DIST_TIMEOUT_MIN ? bound : DIST_TIMEOUT_MIN;
 }
 
-static void timed_out(const char *what, double waited) {
+/* Ends the process when a wait of `waited` seconds so far has gone on too long: past the
+ * deadline, or past DIST_STALL_STOP with a stop requested; one line naming the rank, the last
+ * step and `what`. */
+static void check_wait(const char *what, double waited) {
+    int stop = stop_flag && *stop_flag && waited >= DIST_STALL_STOP;
+    if (waited <= deadline.seconds && !stop) return;
     char step[48] = "before the first step";
     if (deadline.step >= 0) snprintf(step, sizeof step, "after step %ld", deadline.step);
-    fprintf(stderr, "%s: rank %d, %s: %s made no progress for %.0f s (collective timeout %.0f s): a rank, host or "
-            "link is gone or stalled; stopping (rerun to resume from the last checkpoint)\n",
-            err_progname(), self.rank, step, what, waited, deadline.seconds);
+    char why[96];
+    if (stop)
+        snprintf(why, sizeof why, "had waited %.0f s when a stop signal came", waited);
+    else
+        snprintf(why, sizeof why, "made no progress for %.0f s (collective timeout %.0f s)", waited, deadline.seconds);
+    fprintf(stderr, "%s: rank %d, %s: %s %s: a rank, host or link is gone or stalled; stopping (rerun to resume "
+            "from the last checkpoint)\n", err_progname(), self.rank, step, what, why);
     fflush(stdout);
     fflush(stderr);
     _exit(DIST_EXIT_TIMEOUT);
@@ -79,7 +91,7 @@ static void wait_all(int n, MPI_Request *req, const char *what) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        if (MPI_Wtime() - start > deadline.seconds) timed_out(what, MPI_Wtime() - start);
+        check_wait(what, MPI_Wtime() - start);
         sched_yield();
     }
 }
@@ -274,14 +286,15 @@ static void bucket_start(struct dist_grads *g) {
     }
 }
 
-/* The first gradient bucket still in flight, for the timeout's line. */
-static void bucket_timed_out(const struct dist_grads *g, double waited) {
+/* check_wait, naming the first gradient bucket still in flight. */
+static void bucket_check_wait(const struct dist_grads *g, double waited) {
+    if (waited <= DIST_STALL_STOP && waited <= deadline.seconds) return; /* the common case, without the line */
     int i = 0;
     while (i < g->started && g->req[i] == MPI_REQUEST_NULL) i++;
     char what[96];
     snprintf(what, sizeof what, "the gradient allreduce (bucket %d of %d, %.2f MiB)", i + 1, g->nbuckets,
              (double)(g->b[i].end - g->b[i].begin) * sizeof(float) / 1048576.0);
-    timed_out(what, waited);
+    check_wait(what, waited);
 }
 
 /* Takes the reductions that have completed (block: at least one, waiting for it) and hands
@@ -293,7 +306,7 @@ static void buckets_complete(struct dist_grads *g, int block) {
     for (;;) {
         MPI_CHECK(MPI_Testsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
         if (!block || (n != MPI_UNDEFINED && n > 0)) break;
-        if (MPI_Wtime() - start > deadline.seconds) bucket_timed_out(g, MPI_Wtime() - start);
+        bucket_check_wait(g, MPI_Wtime() - start);
         sched_yield();
     }
     for (int j = 0; n != MPI_UNDEFINED && j < n; j++) bucket_reduced(g, done[j]);

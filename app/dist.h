@@ -3,6 +3,7 @@
 #ifndef APP_DIST_H
 #define APP_DIST_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,15 @@ void dist_scatter_floats(const float *all, float *mine, size_t n);
 void dist_timeout_fixed(double seconds);
 /* Records a step's wall time (global_step: the steps done, for the message) and adapts. */
 void dist_timeout_step(long global_step, double step_seconds);
+/* A stop request (the caller's signal flag, nonzero once a stop signal came) that arrives while
+ * a collective has waited DIST_STALL_STOP seconds or more ends the wait the same way, with a
+ * line saying so: the other ranks cannot join a clean stop then (mpirun, having lost a host,
+ * signals the ranks it still reaches and kills them a second later), and waiting on would only
+ * end in SIGKILL without a word. Below that wait the stop waits for the collective, as a clean
+ * stop at the step boundary needs; healthy waits (a rank writing the checkpoint, a slower
+ * step) stay well under it. */
+#define DIST_STALL_STOP 10.0
+void dist_stop_flag(volatile sig_atomic_t *flag);
 
 /* Largest x over all ranks. */
 double dist_max_double(double x);

@@ -709,6 +709,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     cpus_detect(&t->cpus);
     dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
     catch_stop_signals();
+    dist_stop_flag(&stop_signal);
     struct err e = {""};
     int status = parse_args(argc, argv, &t->c, t->d.rank, &e);
     if (status == -1) { /* --help, --version */

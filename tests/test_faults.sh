@@ -13,7 +13,10 @@
 #  - a stalled rank (SIGSTOP): the other's collective times out (--collective-timeout 3), one
 #    line naming the rank, step and gradient bucket, exit 5 within the timeout plus a few
 #    seconds; kill -9 of one rank: the job ends; after either, the same command resumes and ends
-#    as the uninterrupted run.
+#    as the uninterrupted run;
+#  - a stop signal while rank 0 waits on a stalled rank: 1 s into the stall it waits for the
+#    rank's return and stops cleanly (exit 4); 11 s into it (past DIST_STALL_STOP) it stops at
+#    once with one line (exit 5).
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -43,7 +46,8 @@ launch() {
   pid=$!
   wait_line "$T/out" "$2"
 }
-# rank1 DIR: the pid of DIR's rank 1 (mpirun's children come after it).
+# rank0 DIR, rank1 DIR: the pid of DIR's rank 0, 1 (mpirun comes first, its children after it).
+rank0() { pgrep -f -- "--model-file $1/model.safetensors" | sed -n 2p; }
 rank1() { pgrep -f -- "--model-file $1/model.safetensors" | tail -n 1; }
 # finish: waits for the launched job; rc = its exit status, took = seconds since $start.
 finish() {
@@ -177,6 +181,30 @@ cmd "$T/K" --checkpoint-interval 0
 run "${CMD[@]}"
 expect_rc 0 "rerun after a stall"
 same_as_a "$T/K" "stall, resumed"
+
+# 7b. A stop signal while a collective waits on a stalled rank: under DIST_STALL_STOP (10 s) of
+# waiting it waits on, and once the rank comes back the stop is the clean one (exit 4, the
+# checkpoint); past that wait the rank stops at once with a line saying so (exit 5), as when
+# mpirun, having lost a host, signals the ranks it still reaches before killing them.
+launch "$T/M" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout 60
+kill -STOP "$(rank1 "$T/M")"
+sleep 1
+kill -TERM "$(rank0 "$T/M")"
+sleep 2
+kill -CONT "$(rank1 "$T/M")"
+finish
+expect_rc 4 "a stop signal 1 s into a stall, the rank back 2 s later: the clean stop"
+launch "$T/N" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout 60
+kill -STOP "$(rank1 "$T/N")"
+sleep 11
+start=$(date +%s.%N)
+kill -TERM "$(rank0 "$T/N")"
+finish
+expect_rc 5 "a stop signal 11 s into a stall"
+expect_err "a stop signal 11 s into a stall: one line" "cifar10-train: rank 0, after step "
+check "the line says the stop came during the wait" grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) had waited 1[0-9] s when a stop signal came" "$T/err"
+check "the job ended within 5 s of the signal ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 5) }'
+echo "test_faults: stop signal during a stall: exit 5 after $took s"
 
 # 8. kill -9 of one rank: Open MPI ends the job.
 launch "$T/L" '^\[2,     2\]' --checkpoint-interval 0

@@ -18,7 +18,8 @@ fi
 expect_rc 0 "rehearsal on three network namespaces"
 expect_out "workers' sshd up" "ok: worker-0 and worker-1 accept ssh on port 2222"
 expect_out "2 ranks of 1 thread, to the end" "^   ok: exit 0, epoch 4/4"
-expect_out "cut link ends the job within 90 s" "ok: the job ended [0-9.]+ s after the cut, exit [1-9][0-9]*"
+expect_out "cut link ends the job within 90 s, rank 0 naming the collective" \
+  "ok: the job ended [0-9.]+ s after the cut, exit [1-9][0-9]*: cifar10-train: rank 0, after step [0-9]+: the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) had waited [0-9]+ s when a stop signal came"
 expect_out "rerun resumes, SIGTERM to the launcher's PID 1 exits 4" \
   "ok: resumed after epoch 1; exit 4 [0-9.]+ s after SIGTERM: stopped by a signal .* after step [0-9]+ \(epoch 2, step [0-9]+ of 31\)"
 expect_out "worker-0's preStop hook stops the job" \
