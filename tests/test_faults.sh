@@ -167,16 +167,28 @@ run "${ONE[@]}" --model-file "$T/J/model.safetensors" "$D"
 expect_rc 0 "2-rank mid-epoch checkpoint resumed on 1 rank"
 expect_out "running statistics averaged" "written mid-epoch by 2 ranks, resumed on 1: their batch-norm running statistics averaged\$"
 
+# stall DIR TIMEOUT: DIR's run launched with --collective-timeout TIMEOUT, its rank 1 stopped
+# (SIGSTOP) in epoch 2, so rank 0 waits in the gradient allreduce; start = then.
+stall() {
+  launch "$1" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout "$2"
+  start=$(date +%s.%N)
+  kill -STOP "$(rank1 "$1")"
+}
+# stall_exit WHAT WHY SECONDS: the job exited 5 within SECONDS of $start, with rank 0's one line
+# naming the gradient bucket and WHY (a regex).
+stall_exit() {
+  expect_rc 5 "$1"
+  expect_err "$1: one line" "cifar10-train: rank 0, after step "
+  check "$1: the line names the gradient bucket and why" \
+    grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) $2" "$T/err"
+  check "$1: the job ended within $3 s ($took s)" awk -v t="$took" -v m="$3" 'BEGIN { exit !(t < m) }'
+  echo "test_faults: $1: exit 5 after $took s"
+}
+
 # 7. A stalled rank: rank 0 waits in the gradient allreduce until --collective-timeout.
-launch "$T/K" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout 3
-start=$(date +%s.%N)
-kill -STOP "$(rank1 "$T/K")"
+stall "$T/K" 3
 finish
-expect_rc 5 "a stalled rank"
-expect_err "a stalled rank: one line" "cifar10-train: rank 0, after step "
-check "the line names the gradient bucket" grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) made no progress for 3 s \(collective timeout 3 s\)" "$T/err"
-check "the job ended within the timeout + 10 s ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 13) }'
-echo "test_faults: stalled rank: exit 5 after $took s (--collective-timeout 3)"
+stall_exit "stalled rank, --collective-timeout 3" "made no progress for 3 s \(collective timeout 3 s\)" 13
 cmd "$T/K" --checkpoint-interval 0
 run "${CMD[@]}"
 expect_rc 0 "rerun after a stall"
@@ -186,25 +198,19 @@ same_as_a "$T/K" "stall, resumed"
 # waiting it waits on, and once the rank comes back the stop is the clean one (exit 4, the
 # checkpoint); past that wait the rank stops at once with a line saying so (exit 5), as when
 # mpirun, having lost a host, signals the ranks it still reaches before killing them.
-launch "$T/M" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout 60
-kill -STOP "$(rank1 "$T/M")"
+stall "$T/M" 60
 sleep 1
 kill -TERM "$(rank0 "$T/M")"
 sleep 2
 kill -CONT "$(rank1 "$T/M")"
 finish
 expect_rc 4 "a stop signal 1 s into a stall, the rank back 2 s later: the clean stop"
-launch "$T/N" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout 60
-kill -STOP "$(rank1 "$T/N")"
+stall "$T/N" 60
 sleep 11
 start=$(date +%s.%N)
 kill -TERM "$(rank0 "$T/N")"
 finish
-expect_rc 5 "a stop signal 11 s into a stall"
-expect_err "a stop signal 11 s into a stall: one line" "cifar10-train: rank 0, after step "
-check "the line says the stop came during the wait" grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) had waited 1[0-9] s when a stop signal came" "$T/err"
-check "the job ended within 5 s of the signal ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 5) }'
-echo "test_faults: stop signal during a stall: exit 5 after $took s"
+stall_exit "stop signal 11 s into a stall" "had waited 1[0-9] s when a stop signal came" 5
 
 # 8. kill -9 of one rank: Open MPI ends the job.
 launch "$T/L" '^\[2,     2\]' --checkpoint-interval 0
