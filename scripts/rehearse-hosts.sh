@@ -20,7 +20,8 @@
 #   3. the same command again resumes from epoch 1's checkpoint; SIGTERM to the launcher's PID 1
 #      (as the kubelet sends it) in epoch 2: exit 4 within 30 s and a mid-epoch checkpoint;
 #   4. again: it resumes mid-epoch; worker-0's preStop hook (kubectl delete pod of the worker
-#      that holds rank 0) in epoch 3: the hook returns within 30 s and the job exits 4;
+#      that holds rank 0) in epoch 3: the hook returns within 30 s and the job exits 4; then
+#      SIGTERM to worker-0's PID 1 (sshd) must end the pod, which starts again;
 #   5. again, with worker-1's preStop hook, later in epoch 3;
 #   6. again: kill -9 of all of worker-1 (its PID 1, so its whole PID namespace) in epoch 3: the
 #      job must end within the same bound; the worker pod is started again;
@@ -306,6 +307,15 @@ prestop() {
   ((RC == 4)) || { show "$2"; die "worker-$1's preStop hook: the job exited $RC, want 4"; }
   awk -v s="$secs" 'BEGIN { exit !(s <= 30) }' || die "worker-$1's preStop hook took ${secs} s (grace period: 30 s)"
   echo "   ok: resumed after $(grep -m1 -oE "$5" "$work/$2"); worker-$1's hook returned after ${secs} s, the job exited 4"
+  # Then the kubelet sends the container's PID 1 (sshd) SIGTERM, and the operator recreates
+  # the pod.
+  kill -TERM "$(pid1 "w$1")"
+  local i
+  for ((i = 0; i < 100; i++)); do kill -0 "${POD[w$1]}" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "${POD[w$1]}" 2>/dev/null && die "worker-$1's sshd (its PID 1) still runs 10 s after SIGTERM"
+  wait "${POD[w$1]}" 2>/dev/null || true
+  worker_start "$1"
+  echo "   ok: worker-$1's sshd ended on SIGTERM; its pod started again"
 }
 step "4. again: worker-0's preStop hook (rank 0's pod) in epoch 3"
 prestop 0 prestop0.log 3 5 "1 of 4 epochs and [0-9]+ of 31 steps of epoch 2"

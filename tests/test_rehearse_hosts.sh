@@ -24,6 +24,7 @@ expect_out "rerun resumes, SIGTERM to the launcher's PID 1 exits 4" \
   "ok: resumed after epoch 1; exit 4 [0-9.]+ s after SIGTERM: stopped by a signal .* after step [0-9]+ \(epoch 2, step [0-9]+ of 31\)"
 expect_out "worker-0's preStop hook stops the job" \
   "ok: resumed after 1 of 4 epochs and [0-9]+ of 31 steps of epoch 2; worker-0's hook returned after [0-9.]+ s, the job exited 4"
+expect_out "worker pods end on SIGTERM to sshd and start again" "ok: worker-1's sshd ended on SIGTERM; its pod started again"
 expect_out "worker-1's preStop hook stops the job" \
   "ok: resumed after 2 of 4 epochs and [0-9]+ of 31 steps of epoch 3; worker-1's hook returned after [0-9.]+ s, the job exited 4"
 expect_out "lost worker ends the job" "ok: the job ended [0-9.]+ s after worker-1 died, exit [1-9][0-9]*"
