@@ -37,7 +37,7 @@ suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed
   rm -f "$log"
 }
 
-torch_reference() { # torch_reference NET [STEPS]: our steps (20) of network NET against PyTorch float64
+torch_reference() { # torch_reference NET [STEPS]: our steps (default 20) of network NET against PyTorch float64
   local d
   d=$(mktemp -d /tmp/cifar10-torch.XXXXXX)
   "$B/tests/make_synthetic" "$d/data" 128 16 &&
@@ -96,13 +96,15 @@ else
   echo "== plots: skipped: $PY cannot import matplotlib (scripts/install-deps.sh --test installs python3-matplotlib)"
 fi
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
-  suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn
+  # 8 steps: step 1 and 2 in full, then teacher-forced losses (~5 s a step in float64 on 2 cores)
+  suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn 8
   suite "pytorch reference, test-net" torch_reference test-net
-  # 3 steps (step 3: one teacher-forced loss): the full-width float64 reference takes ~1 min on 2 cores
-  suite "pytorch reference, airbench94" torch_reference airbench94 3
   # 14 steps, 4 per epoch: lookahead after steps 5 and 10, the final one after 14, the bias stops at step 13, lr peak at step 4
   suite "pytorch reference, test-net, airbench94 recipe" torch_recipe test-net 14 4 3
-  # 3 steps, 1 per epoch: the final lookahead after step 3, the bias stops at step 3; ~1 min on 2 cores
+  # 3 steps, 1 per epoch: the final lookahead after step 3, the bias stops at step 3; ~1 min on 2
+  # cores. The network's own step (loss, every gradient, the updated state) is checked here too,
+  # so airbench94 needs no run of its own with plain SGD (the workshop CNN and the test network
+  # cover that optimizer).
   suite "pytorch reference, airbench94, airbench94 recipe" torch_recipe airbench94 3 1 2
   suite "airbench94 in pytorch (scripts/airbench_torch.py)" env PY="$PY" tests/test_airbench_torch.sh
   if "$PY" -c 'import PIL' 2>/dev/null; then

@@ -39,7 +39,7 @@ clean "test_dist, mpirun -np 2" mpirun -np 2 "$BIN/tests/test_dist"
 clean "test_staged, mpirun -np 2" mpirun -np 2 "$BIN/tests/test_staged"
 
 D=$T/data
-"$BIN/tests/make_synthetic" "$D" 80 200 >/dev/null || exit 1
+"$BIN/tests/make_synthetic" "$D" 80 50 >/dev/null || exit 1
 TRAIN=(mpirun -np 2 "$BIN/cifar10-train" --model airbench94 --batch-size 64 --epochs 2.5 --whiten-images 300
   --threads 1 --print-freq 1 --device cpu --checkpoint-interval 0 --model-file "$T/m.safetensors" "$D")
 "${TRAIN[@]}" >"$T/train1.log" 2>&1 &

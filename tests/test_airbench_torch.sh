@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/airbench_torch.py (airbench94 in PyTorch) on a small synthetic dataset (400 training
-# images, 200 test images), in seconds:
+# images, 50 test images), in seconds:
 #  - 2 epochs at batch 64: the epoch lines, the final TTA score and the result line, a score
 #    above chance;
 #  - --max-steps: the extrapolated time on the result line; the same seed twice gives the same
@@ -21,13 +21,13 @@ if ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
   exit
 fi
 D=$T/data
-"$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
+"$BIN/tests/make_synthetic" "$D" 80 50 || exit 1
 AB=("$PY" scripts/airbench_torch.py --threads 2)
 
 # 1. Two short epochs: 400 / 64 = 6 steps per epoch, 12 steps.
 run "${AB[@]}" --batch-size 64 --epochs 2 --seed 1 "$D"
 expect_rc 0 "2 epochs at batch 64"
-expect_out "data line" "^400 training images, 200 test images; 6 steps per epoch of 64, 2 epochs = 12 steps\$"
+expect_out "data line" "^400 training images, 50 test images; 6 steps per epoch of 64, 2 epochs = 12 steps\$"
 for e in 1 2; do
   expect_out "epoch $e line" "^epoch $e/2: train loss [0-9]+\.[0-9]{4}, train accuracy [0-9.]+%, test accuracy [0-9.]+%, [0-9.]+ s, total [0-9.]+ s\$"
 done

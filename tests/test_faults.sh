@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Stopping and resuming in the middle of an epoch (airbench94's recipe, 400 synthetic images,
-# 6 steps per epoch, mpirun -np 2), each against the uninterrupted run, bit for bit (weights,
-# momentum, every rank's batch-norm statistics, lookahead averages) and record for record
-# (metrics file):
+# Stopping and resuming in the middle of an epoch (airbench94's recipe, 400 synthetic training
+# images and 50 test images, 6 steps per epoch, mpirun -np 2), each against the uninterrupted
+# run, bit for bit (weights, momentum, every rank's batch-norm statistics, lookahead averages)
+# and record for record (metrics file):
 #  - --checkpoint-interval (a checkpoint after every step) leaves the run unchanged; kill -9
 #    while the checkpoint on disk is a mid-epoch one, and the same command resumes from it;
 #  - SIGTERM to one rank: every rank stops after the same step, the checkpoint is written, the
@@ -21,7 +21,7 @@
 . "$(dirname "$0")/lib.sh"
 
 D=$T/data
-"$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
+"$BIN/tests/make_synthetic" "$D" 80 50 || exit 1
 RECIPE=(--model airbench94 --batch-size 64 --epochs 2.5 --whiten-images 300 --threads 1 --print-freq 1 --device cpu)
 header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1" | tail -c +9; } # the JSON
 # The step_in_epoch a checkpoint's metadata records (0 at an epoch's end).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# airbench94's recipe end to end on a small synthetic dataset (400 training images):
+# airbench94's recipe end to end on a small synthetic dataset (400 training images, 50 test):
 #  - mpirun -np 2 with a global batch of 64 and fractional epochs: the recipe's log lines, the
 #    whitening bias stopping, a final score with test-time augmentation, a loss that falls;
 #  - 1 rank takes the same steps over the same images (the global batch is kept);
@@ -14,7 +14,7 @@
 . "$(dirname "$0")/lib.sh"
 
 D=$T/data
-"$BIN/tests/make_synthetic" "$D" 80 200 || exit 1
+"$BIN/tests/make_synthetic" "$D" 80 50 || exit 1
 # 64 per step: 6 steps per epoch; 3.5 epochs = 21 steps, the fourth epoch cut at 3 steps.
 RECIPE=(--model airbench94 --batch-size 64 --epochs 3.5 --whiten-images 300 --threads 1 --print-freq 3 --device cpu)
 mpi() { mpirun -np "$1" "${@:2}"; }
@@ -23,7 +23,7 @@ mpi() { mpirun -np "$1" "${@:2}"; }
 mkdir -p "$T/A"
 run mpi 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/A/model.safetensors" --tensorboard-dir "$T/A/tb" "$D"
 expect_rc 0 "airbench94, mpirun -np 2"
-expect_out "data line" "400 training images, 200 test images; 6 steps per epoch of 64 images \(2 ranks x 32\), 16 dropped"
+expect_out "data line" "400 training images, 50 test images; 6 steps per epoch of 64 images \(2 ranks x 32\), 16 dropped"
 expect_out "recipe line" "^starting run .*: airbench94, 3.5 epochs \(21 steps\), lr 11.5 \(triangle, airbench's units\), momentum 0.85 \(Nesterov\), weight decay 0.0153, seed 1, augmentation crop \+ alternating flip\$"
 expect_out "recipe details" "^recipe: label smoothing 0.2, summed loss, lookahead every 5 steps, batch-norm lr x 64\$"
 expect_out "whitening line" "^first layer: whitening filter of the first 300 training images"
@@ -86,7 +86,7 @@ check "resumed TensorBoard events (the START drops the stale points) == metrics 
 # 4. cifar10-test: the model's own TTA level by default, --tta overrides.
 run "$BIN/cifar10-test" --model-file "$T/A/model.safetensors" "$D"
 expect_rc 0 "cifar10-test on airbench94"
-expect_out "default TTA of airbench94" "^Overall accuracy: [0-9.]+% \([0-9]+ of 200; test-time augmentation level 2\)\$"
+expect_out "default TTA of airbench94" "^Overall accuracy: [0-9.]+% \([0-9]+ of 50; test-time augmentation level 2\)\$"
 check "cifar10-test matches the training's final score" test "$(sed -n 's/^Overall accuracy: \([0-9.]*\)%.*/\1/p' "$T/out")" = "$acc"
 run "$BIN/cifar10-test" --tta 0 --model-file "$T/A/model.safetensors" "$D"
 expect_out "--tta 0" "test-time augmentation level 0\)\$"

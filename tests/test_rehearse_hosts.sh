@@ -16,10 +16,14 @@ if [[ $rc == 3 ]]; then
   exit 0
 fi
 expect_rc 0 "rehearsal on three network namespaces"
+((rc == 0)) || { echo "rehearse-hosts: the script's last output lines:"; tail -n 40 "$T/out"; }
+# The measured times, for the record.
+grep -E '^   ok: .*[0-9] s' "$T/out" | sed 's/^   ok: /rehearse-hosts: /' | cut -c1-200
 expect_out "workers' sshd up" "ok: worker-0 and worker-1 accept ssh on port 2222"
 expect_out "2 ranks of 1 thread, to the end" "^   ok: exit 0, epoch 4/4"
 expect_out "cut link ends the job within 90 s, rank 0 naming the collective" \
   "ok: the job ended [0-9.]+ s after the cut, exit [1-9][0-9]*: cifar10-train: rank 0, after step [0-9]+: the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) had waited [0-9]+ s when a stop signal came"
+expect_out "the failed job's processes on worker-1 end once the link is back" "ok: link restored; worker-1's processes of the failed job ended [0-9.]+ s later"
 expect_out "rerun resumes, SIGTERM to the launcher's PID 1 exits 4" \
   "ok: resumed after epoch 1; exit 4 [0-9.]+ s after SIGTERM: stopped by a signal .* after step [0-9]+ \(epoch 2, step [0-9]+ of 31\)"
 expect_out "worker-0's preStop hook stops the job" \
