@@ -188,14 +188,16 @@ $(BUILD)/tests/test_staged: $(BUILD)/tests/test_staged.o $(BUILD)/tests/check.o 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(LIB)
 	$(LINK)
 
-# The suites, then the sanitizer run and the short fuzzing (each its own build directory).
-test: $(BINS) $(TEST_BINS)
+# The builds below use every CPU (make test itself may run without -j, as the README says).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+# The binaries, the suites, then the sanitizer run and the short fuzzing (each its own build
+# directory).
+test:
+	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(TEST_BINS)
 	BUILD=$(BUILD) tests/run.sh
 	$(MAKE) --no-print-directory sanitize
 	$(MAKE) --no-print-directory fuzz
 
-# The sub-builds below use every CPU (make test itself may run without -j).
-NPROC := $(shell nproc 2>/dev/null || echo 2)
 # The C tests and a 2-rank training run under ASan + UBSan (tests/sanitize.sh), in their own
 # build directory; only what tests/sanitize.sh runs is built.
 SANITIZE_BINS := cifar10-train cifar10-test cifar10-bench tests/make_synthetic tests/test_model tests/test_data \

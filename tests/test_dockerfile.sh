@@ -31,8 +31,7 @@ mapfile -t build_runs < <(sed -n 's/^RUN //p' <<<"$build")
 check "build stage: install-deps.sh, then make (got: ${build_runs[*]})" \
   test "${#build_runs[@]}" = 2 -a "${build_runs[0]}" = "scripts/install-deps.sh" -a "${build_runs[1]%% *}" = make
 check ".ci/run runs the same install script and make" grep -qx 'scripts/install-deps.sh --test' "$SRC/.ci/run"
-# shellcheck disable=SC2016 # the literal text of .ci/run's line, not an expansion
-check ".ci/run runs make test" grep -qxE 'make( -j"\$\(nproc\)")? test' "$SRC/.ci/run"
+check ".ci/run runs make test" grep -qx 'make test' "$SRC/.ci/run"
 cpu_flags=$(stage build-cpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
 check "the CPU flavour builds with CUDA=0" test "$cpu_flags" = "CUDA=0"
 gpu_flags=$(stage build-gpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
