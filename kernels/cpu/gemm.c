@@ -9,19 +9,11 @@
 
 #include <string.h>
 
-/* The register tile: MR rows of A times NR = 2 vectors of B, MR chosen so the accumulators fill
- * most of the register file (32 zmm, 16 ymm, 16 xmm). */
-#if VEC == 16
-#define MR 8
-#elif VEC == 8
-#define MR 6
-#else
-#define MR 4
-#endif
+/* The register tile (isa.h): MR rows of A times NR = 2 vectors of B. */
+#define MR GEMM_MR
+#define NR GEMM_NR
 #define GEMM_NAME ISA_FN(gemm)
 #define PROBE_NAME ISA_FN(gemm_fma_probe)
-
-#define NR (2 * VEC)
 /* Cache blocking, shared by every ISA so the workspace size is one constant: a KC x NC panel of
  * B (512 KiB) stays in L2, an MC x KC block of A (96 KiB) in L1/L2. MC is a multiple of 8, 6, 4. */
 #define KC 256
@@ -35,6 +27,10 @@ typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeo
 /* Not per ISA: defined once, in the generic object. */
 #ifdef ISA_IS_GENERIC
 size_t gemm_workspace_floats(void) { return (size_t)MC * KC + (size_t)KC * NC; }
+
+size_t gemm_packed_a_floats(int M, int K) {
+    return (size_t)(M + GEMM_MR_LCM - 1) / GEMM_MR_LCM * GEMM_MR_LCM * K;
+}
 #endif
 
 /* One panel from `lines` source lines that are contiguous in k (line l starts at src + l*ld):
@@ -156,6 +152,29 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
                                      beta_block, C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc);
                     }
                 }
+            }
+        }
+    }
+}
+
+void ISA_FN(gemm_pack_a)(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, float *Ap) {
+    pack_a(M, K, A, rsa, csa, Ap);
+}
+
+/* The panels are K deep, so a KC block of panel p starts pc panel rows into it. A B panel (NR x
+ * K) stays in L1 while all of A's panels (from L2) pass it. */
+void ISA_FN(gemm_prepacked)(int M, int N, int K, const float *Ap, const float *Bp, float *C,
+                            int ldc) {
+    for (int pc = 0; pc < K; pc += KC) {
+        int kc = K - pc < KC ? K - pc : KC;
+        float beta = pc == 0 ? 0.0f : 1.0f; /* later K blocks accumulate */
+        for (int jr = 0; jr < N; jr += NR) {
+            int nr = N - jr < NR ? N - jr : NR;
+            const float *b = Bp + (size_t)jr * K + (size_t)pc * NR;
+            for (int ir = 0; ir < M; ir += MR) {
+                int mr = M - ir < MR ? M - ir : MR;
+                micro_kernel(kc, Ap + (size_t)ir * K + (size_t)pc * MR, b, mr, nr, 1.0f, beta,
+                             C + (ptrdiff_t)ir * ldc + jr, ldc);
             }
         }
     }

@@ -72,6 +72,23 @@ double gemm_fma_peak(const char *isa, int threads, double seconds);
  * gemm_fma_peak; -1 on CPUs without AVX512_BF16. */
 double gemm_bf16_peak(int threads, double seconds);
 
+/* Pre-packed operands, for callers that lay a product's operands out once and reuse them
+ * (winograd.c). Per ISA path, since the panel sizes are: GEMM_MR and GEMM_NR of isa.h.
+ *   gemm_pack_a: Ap = op(A) (M x K, strides as gemm's) in MR-row panels, panel p holding
+ *     Ap[p*MR*K + k*MR + r] = A(p*MR + r, k), rows past M zero;
+ *     gemm_packed_a_floats(M, K) floats suffice for every path.
+ *   gemm_prepacked: C[M][N] = Ap Bp (beta 0), where Bp holds B (K x N) in NR-column panels,
+ *     Bp[p*NR*K + k*NR + c] = B(k, p*NR + c), ceil(N / NR) whole panels (their columns past N
+ *     are read and must be finite; their results are dropped). */
+size_t gemm_packed_a_floats(int M, int K);
+#define GEMM_MR_LCM 24 /* a multiple of every path's MR (8, 6, 4) */
+typedef void gemm_pack_a_fn(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+                            float *Ap);
+typedef void gemm_prepacked_fn(int M, int N, int K, const float *Ap, const float *Bp, float *C,
+                               int ldc);
+gemm_pack_a_fn gemm_pack_a_generic, gemm_pack_a_avx2, gemm_pack_a_avx512;
+gemm_prepacked_fn gemm_prepacked_generic, gemm_prepacked_avx2, gemm_prepacked_avx512;
+
 /* One ISA path, as compiled from gemm.c and gemm_bf16.c (see isa.h); used only by the
  * dispatcher. */
 gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx512bf16;

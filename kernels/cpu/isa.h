@@ -36,4 +36,16 @@
 #undef avx512
 #undef avx512bf16
 
+/* The float GEMM's register tile (gemm.c): GEMM_MR rows of A times GEMM_NR = 2 vectors of B,
+ * MR chosen so the accumulators fill most of the register file (32 zmm, 16 ymm, 16 xmm). Other
+ * per-ISA files (winograd.c) lay operands out in its panels for gemm_prepacked. */
+#if VEC == 16
+#define GEMM_MR 8
+#elif VEC == 8
+#define GEMM_MR 6
+#else
+#define GEMM_MR 4
+#endif
+#define GEMM_NR (2 * VEC)
+
 #endif

@@ -49,6 +49,12 @@
 
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
+/* The stride between the a^2 transform slots of a buffer holding n floats per slot: 64-byte
+ * aligned and one cache line more than n. A tile's a^2 values are read and written together,
+ * and with n a multiple of 1 KiB (256 tiles, 256 channels x 256 tiles) the 36 lines would all
+ * fall into the same few cache sets and evict each other (measured: 10-15 % of a convolution). */
+static inline size_t slot_stride(size_t n) { return round16(n) + 16; }
+
 /* Tiles of an H x W plane for tile size m. */
 struct tiling {
     int m, a, TH, TW, T; /* T = TH * TW per image */
@@ -62,14 +68,16 @@ static inline struct tiling tiling(int m, int H, int W) {
 
 static inline int chunk_images(struct tiling tl) { return (TARGET_TILES + tl.T - 1) / tl.T; }
 
-/* Tile capacity of one chunk. */
-static inline size_t chunk_tiles(struct tiling tl) { return (size_t)chunk_images(tl) * tl.T; }
+/* Tile capacity of one chunk, in whole GEMM panels of every path (NR 32, 16 or 8). */
+static inline size_t chunk_tiles(struct tiling tl) {
+    return ((size_t)chunk_images(tl) * tl.T + 31) / 32 * 32;
+}
 
 /* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the tile staging S
- * [a^2][T] (one channel's tiles, cache-resident), the GEMM's. */
+ * [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart. */
 static size_t conv_thread_floats(int in, int out, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl);
-    return round16(A2 * in * T) + round16(A2 * out * T) + round16(A2 * T) +
+    return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) +
            gemm_workspace_floats();
 }
 
@@ -77,14 +85,16 @@ static size_t conv_thread_floats(int in, int out, struct tiling tl) {
  * D [a^2][K][T], S [a^2][T], the GEMM's. */
 static size_t grad_thread_floats(int C, int K, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl);
-    return round16(A2 * C * K) + round16(A2 * C * T) + round16(A2 * K * T) + round16(A2 * T) +
+    return round16(A2 * C * K) +
+           A2 * (slot_stride(C * T) + slot_stride(K * T) + slot_stride(T)) +
            gemm_workspace_floats();
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
 size_t winograd_conv_workspace_floats(int in, int out, int H, int W, int m, int threads) {
     struct tiling tl = tiling(m, H, W);
-    return round16((size_t)tl.a * tl.a * in * out) +
+    size_t A2 = (size_t)tl.a * tl.a;
+    return round16(A2 * in * out) + A2 * gemm_packed_a_floats(out, in) +
            conv_thread_floats(in, out, tl) * (size_t)threads;
 }
 
@@ -232,56 +242,81 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
  * all the chunk's tiles of a channel transforms them in place, VEC tiles per vector. Flat over
  * the whole chunk, not per plane, so the vectors are full even for 3x3 maps (one tile each). */
 
+/* One source row into the win slots of its tiles: d[i][tx] = row[m tx + i - off] (zero outside
+ * row[0..W)) for i < win, tx < TW, where win = m + 2 off and off is 0 or 1 (the forward's input
+ * tiles overlap their neighbours by one column on each side, the output gradient's do not). The
+ * m columns that start at m tx are one interleaved group, read by a loop the compiler turns into
+ * vector loads and shuffles (a loop per slot would be strided scalar copies); the overlap
+ * columns are then the neighbouring tile's first and last, contiguous copies shifted by one. */
+INLINE void gather_row_m(int m, int off, const float *restrict row, int W, int TW,
+                         float *restrict const *d) {
+    /* q_r[tx] = row[m tx + r]: slot r + off; q2, q3 only for m 4 (a constant after inlining) */
+    float *restrict q0 = d[off], *restrict q1 = d[off + 1];
+    float *restrict q2 = d[m == 4 ? off + 2 : off], *restrict q3 = d[m == 4 ? off + 3 : off];
+    int full = W / m < TW ? W / m : TW; /* tiles whose m columns are all inside the row */
+    for (int tx = 0; tx < full; tx++) {
+        q0[tx] = row[m * tx];
+        q1[tx] = row[m * tx + 1];
+        if (m == 4) {
+            q2[tx] = row[m * tx + 2];
+            q3[tx] = row[m * tx + 3];
+        }
+    }
+    for (int tx = full; tx < TW; tx++)
+        for (int r = 0; r < m; r++) d[off + r][tx] = m * tx + r < W ? row[m * tx + r] : 0.0f;
+    if (!off) return;
+    float *restrict first = d[0], *restrict last = d[m + 1], *restrict q_last = d[m];
+    first[0] = 0.0f; /* column -1 */
+    for (int tx = 1; tx < TW; tx++) first[tx] = q_last[tx - 1];
+    for (int tx = 0; tx + 1 < TW; tx++) last[tx] = q0[tx + 1];
+    last[TW - 1] = m * TW < W ? row[m * TW] : 0.0f;
+}
+
 /* dst[(j win + i) ds + ty TW + tx] = src[m ty + j - off][m tx + i - off] (zero outside
- * src[H][W]) for j, i < win, the TH x TW tiles of one plane. The columns inside the map are a
- * strided copy without tests, which vectorises for a constant m. Source rows are visited in
- * order (tile row, then row within the tile), each feeding all win slots of its row at once:
- * the plane usually comes from memory, and a pass per slot would walk it m rows apart, win
- * times over, waiting on a cache miss at every new row. */
-INLINE void gather_tiles_m(int m, const float *src, int H, int W, int win, int off, float *dst,
-                           size_t ds) {
+ * src[H][W]) for j, i < win (win = m + 2 off), the TH x TW tiles of one plane. Source rows are
+ * visited in order (tile row, then row within the tile), each feeding all win slots of its row
+ * at once. */
+INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float *dst, size_t ds) {
     struct tiling tl = tiling(m, H, W);
-    int TW = tl.TW;
+    int TW = tl.TW, win = m + 2 * off;
     for (int ty = 0; ty < tl.TH; ty++)
         for (int j = 0; j < win; j++) {
             int sy = m * ty + j - off;
-            const float *restrict row = src + (size_t)sy * W;
-            for (int i = 0; i < win; i++) {
-                float *restrict d = dst + (size_t)(j * win + i) * ds + (size_t)ty * TW;
-                if (sy < 0 || sy >= H) {
-                    for (int tx = 0; tx < TW; tx++) d[tx] = 0.0f;
-                    continue;
-                }
-                int sx0 = i - off; /* the column under tx = 0; >= -1 */
-                int lo = sx0 < 0 ? 1 : 0, hi = (W - sx0 + m - 1) / m;
-                if (hi > TW) hi = TW;
-                for (int tx = 0; tx < lo; tx++) d[tx] = 0.0f;
-                for (int tx = lo; tx < hi; tx++) d[tx] = row[m * tx + sx0];
-                for (int tx = hi; tx < TW; tx++) d[tx] = 0.0f;
+            float *d[AMAX];
+            for (int i = 0; i < win; i++) d[i] = dst + (size_t)(j * win + i) * ds + (size_t)ty * TW;
+            if (sy >= 0 && sy < H) {
+                gather_row_m(m, off, src + (size_t)sy * W, W, TW, d);
+                continue;
             }
+            for (int i = 0; i < win; i++)
+                for (int tx = 0; tx < TW; tx++) d[i][tx] = 0.0f;
         }
 }
 
-static void gather_tiles(int m, const float *src, int H, int W, int win, int off, float *dst,
-                         size_t ds) {
+static void gather_tiles(int m, const float *src, int H, int W, int off, float *dst, size_t ds) {
     if (m == 2)
-        gather_tiles_m(2, src, H, W, win, off, dst, ds);
+        off ? gather_tiles_m(2, src, H, W, 1, dst, ds) : gather_tiles_m(2, src, H, W, 0, dst, ds);
     else
-        gather_tiles_m(4, src, H, W, win, off, dst, ds);
+        off ? gather_tiles_m(4, src, H, W, 1, dst, ds) : gather_tiles_m(4, src, H, W, 0, dst, ds);
 }
 
 /* Tiles [0, n): V[xi][t] (xi stride vs) = B^T d B of the a^2 tile values d = S[xi][t] (stride
- * ss). */
-INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs, int n) {
-    int a = m + 2;
-    for (int t = 0; t < n; t += VEC) {
-        int l = n - t < VEC ? n - t : VEC;
+ * ss). panel 0: the tiles of a slot are a plain row, tile t at V + t. panel GEMM_NR: they are
+ * rows of the GEMM's B panels (gemm.h), tile t at V + (t / NR) pstride + t % NR, and the last
+ * panel is written whole, zero past n. */
+INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs, int n, int panel,
+                          size_t pstride) {
+    int a = m + 2, end = panel ? (n + panel - 1) / panel * panel : n;
+    for (int t = 0; t < end; t += VEC) {
+        int l = n - t < VEC ? n - t : VEC; /* <= 0 in the last panel's padding: zeros */
         vf d[AMAX][AMAX], v[AMAX][AMAX];
         for (int j = 0; j < a; j++)
             for (int i = 0; i < a; i++) d[j][i] = load_n(S + (size_t)(j * a + i) * ss + t, 1, l);
         transform_2d(INPUT, m, a, a, d, v);
+        float *vt = panel ? V + (size_t)(t / panel) * pstride + t % panel : V + t;
         for (int q = 0; q < a; q++)
-            for (int p = 0; p < a; p++) store_n(V + (size_t)(q * a + p) * vs + t, 1, v[q][p], l);
+            for (int p = 0; p < a; p++)
+                store_n(vt + (size_t)(q * a + p) * vs, 1, v[q][p], panel ? VEC : l);
     }
 }
 
@@ -343,11 +378,12 @@ static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu
 }
 
 /* The tile transforms for a run-time m: one copy of each per tile size, with m constant. */
-static void input_tiles(int m, const float *S, size_t ss, float *V, size_t vs, int n) {
+static void input_tiles(int m, const float *S, size_t ss, float *V, size_t vs, int n, int panel,
+                        size_t pstride) {
     if (m == 2)
-        input_tiles_m(2, S, ss, V, vs, n);
+        input_tiles_m(2, S, ss, V, vs, n, panel, pstride);
     else
-        input_tiles_m(4, S, ss, V, vs, n);
+        input_tiles_m(4, S, ss, V, vs, n, panel, pstride);
 }
 
 static void grad_output_tiles(int m, const float *S, size_t ss, float *D, size_t ds, int n) {
@@ -435,37 +471,52 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W;
-    float *U = ws;
-    float *thread_base = ws + round16((size_t)A2 * in * out);
+    /* The float GEMM runs on operands laid out for it here: U packed once per call, the input
+     * transform writing its B panels (gemm_prepacked); the bf16 GEMM packs its own. */
+    int packed = math == GEMM_FP32, panel = packed ? GEMM_NR : 0;
+    size_t pa = gemm_packed_a_floats(out, in);
+    float *U = ws;                               /* [a^2][out][in] */
+    float *Ap = U + round16((size_t)A2 * in * out); /* [a^2][pa]: U's A panels */
+    float *thread_base = Ap + (size_t)A2 * pa;
     size_t stride = conv_thread_floats(in, out, tl), cap = chunk_tiles(tl);
 #pragma omp parallel
     {
         int g = chunk_size(tl, N, omp_get_num_threads());
         int chunks = (N + g - 1) / g;
-        float *V = thread_base + stride * (size_t)omp_get_thread_num();
-        float *Mt = V + round16((size_t)A2 * in * cap);
-        float *S = Mt + round16((size_t)A2 * out * cap);
-        float *gws = S + round16((size_t)A2 * cap);
+        size_t vs = slot_stride(in * cap), ms = slot_stride(out * cap), ss = slot_stride(cap);
+        float *V = thread_base + stride * (size_t)omp_get_thread_num(); /* slots vs apart */
+        float *Mt = V + A2 * vs;                                        /* ms apart */
+        float *S = Mt + A2 * ms;                                        /* ss apart */
+        float *gws = S + A2 * ss;
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
+        if (packed) {
+#pragma omp for schedule(static)
+            for (int xi = 0; xi < A2; xi++)
+                ISA_FN(gemm_pack_a)(out, in, U + (size_t)xi * out * in, in, 1, Ap + xi * pa);
+        }
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
             int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
             int tiles = gn * tl.T;
             for (int c = 0; c < in; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, tl.a, 1,
-                                 S + (size_t)li * tl.T, tiles);
-                input_tiles(m, S, tiles, V + (size_t)c * tiles, (size_t)in * tiles, tiles);
+                    gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1,
+                                 S + (size_t)li * tl.T, ss);
+                input_tiles(m, S, ss, V + (size_t)c * (panel ? panel : tiles), vs, tiles, panel,
+                            (size_t)in * panel);
             }
             for (int xi = 0; xi < A2; xi++)
-                mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1,
-                     V + (size_t)xi * in * tiles, tiles, 1, 0.0f, Mt + (size_t)xi * out * tiles,
-                     tiles, gws);
+                if (packed)
+                    ISA_FN(gemm_prepacked)(out, tiles, in, Ap + xi * pa, V + xi * vs, Mt + xi * ms,
+                                           tiles);
+                else
+                    mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1, V + xi * vs, tiles,
+                       1, 0.0f, Mt + xi * ms, tiles, gws);
             for (int o = 0; o < out; o++) {
-                output_tiles(m, Mt + (size_t)o * tiles, (size_t)out * tiles, S, tiles, tiles);
+                output_tiles(m, Mt + (size_t)o * tiles, ms, S, ss, tiles);
                 for (int li = 0; li < gn; li++) {
                     size_t off = ((size_t)(n0 + li) * out + o) * HW;
-                    scatter_tiles(m, S + (size_t)li * tl.T, tiles,
+                    scatter_tiles(m, S + (size_t)li * tl.T, ss,
                                   bias ? bias[o] : 0.0f, relu, mask ? mask + off : NULL, y + off,
                                   H, W);
                 }
@@ -487,10 +538,11 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
         int g = chunk_size(tl, N, nt);
         int chunks = (N + g - 1) / g;
         float *dU = ws + stride * (size_t)omp_get_thread_num(); /* this thread's partial */
-        float *V = dU + round16(dU_floats);
-        float *D = V + round16((size_t)A2 * C * cap);
-        float *S = D + round16((size_t)A2 * K * cap);
-        float *gws = S + round16((size_t)A2 * cap);
+        size_t vs = slot_stride(C * cap), ds = slot_stride(K * cap), ss = slot_stride(cap);
+        float *V = dU + round16(dU_floats); /* slots vs apart */
+        float *D = V + A2 * vs;             /* ds apart */
+        float *S = D + A2 * ds;             /* ss apart */
+        float *gws = S + A2 * ss;
         memset(dU, 0, dU_floats * sizeof(float));
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
@@ -498,20 +550,20 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             int tiles = gn * tl.T;
             for (int c = 0; c < C; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, tl.a, 1,
-                                 S + (size_t)li * tl.T, tiles);
-                input_tiles(m, S, tiles, V + (size_t)c * tiles, (size_t)C * tiles, tiles);
+                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1,
+                                 S + (size_t)li * tl.T, ss);
+                input_tiles(m, S, ss, V + (size_t)c * tiles, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, m, 0,
-                                 S + (size_t)li * tl.T, tiles);
-                grad_output_tiles(m, S, tiles, D + (size_t)o * tiles, (size_t)K * tiles, tiles);
+                    gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0,
+                                 S + (size_t)li * tl.T, ss);
+                grad_output_tiles(m, S, ss, D + (size_t)o * tiles, ds, tiles);
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T */
             for (int xi = 0; xi < A2; xi++)
-                mm(C, K, tiles, 1.0f, V + (size_t)xi * C * tiles, tiles, 1,
-                     D + (size_t)xi * K * tiles, 1, tiles, 1.0f, dU + (size_t)xi * C * K, K, gws);
+                mm(C, K, tiles, 1.0f, V + xi * vs, tiles, 1, D + xi * ds, 1, tiles, 1.0f,
+                   dU + (size_t)xi * C * K, K, gws);
         }
         /* Thread 0's partial += the others', in thread order (implicit barrier above). */
 #pragma omp for schedule(static)
