@@ -35,7 +35,7 @@
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
  * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
  *
- * "CPU internals" at the end: the GEMM itself on every ISA path; bf16_round on hand-worked
+ * "CPU internals" at the end: the GEMM itself on every ISA path (also on pre-packed operands); bf16_round on hand-worked
  * values; gemm_bf16 on both paths against the double product of the bf16_round-ed operands
  * (1e-5: those products are exact in float), and that it rounds every operand exactly as
  * bf16_round (==). */
@@ -1044,6 +1044,33 @@ static void gemm_case(enum gemm_math math, const char *isa, int s, int M, int N,
         }
 }
 
+/* gemm_pack_a (A's rows apart by more than K) + gemm_prepacked (B laid out here in the path's
+ * NR-column panels, their columns past N zero) on the path in use, against the double product,
+ * C full of NaN (beta 0: not read). Sizes off every tile edge and K past KC. */
+static void packed_cases(const char *isa) {
+    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {30, 70, 300}};
+    int nr = gemm_nr();
+    for (int s = 0; s < 4; s++) {
+        int M = sizes[s][0], N = sizes[s][1], Kd = sizes[s][2], panels = (N + nr - 1) / nr;
+        seed = 300u + (unsigned)s;
+        float *A = hfill((size_t)M * (Kd + 3), -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
+        float *Bp = hfill((size_t)panels * nr * Kd, 0, 0), *C = hfill((size_t)M * N, 0, 0);
+        double *R = dnew((size_t)M * N);
+        float *Ap = XALLOC(gemm_packed_a_floats(M, Kd) * sizeof(float));
+        for (int k = 0; k < Kd; k++)
+            for (int j = 0; j < N; j++)
+                Bp[(size_t)(j / nr) * nr * Kd + (size_t)k * nr + j % nr] = Bm[(size_t)k * N + j];
+        gemm_reference(M, N, Kd, 1.0, A, Kd + 3, 1, Bm, N, 1, 0.0, C, R);
+        memset(C, 0xff, (size_t)M * N * sizeof(float));
+        gemm_pack_a(M, Kd, A, Kd + 3, 1, Ap);
+        gemm_prepacked(M, N, Kd, Ap, Bp, C, N);
+        double e = check_rel_l2(C, R, (size_t)M * N);
+        EXPECT(e <= TOL, "gemm_prepacked %s %dx%dx%d: rel err %.3g", isa, M, N, Kd, e);
+        free(Ap);
+        while (n_host) free(host_bufs[--n_host]);
+    }
+}
+
 static void test_gemm_path(enum gemm_math math, const char *isa) {
     const char *name = math == GEMM_BF16 ? "gemm_bf16" : "gemm";
     if ((math == GEMM_BF16 ? gemm_bf16_select(isa) : gemm_select(isa)) != 0) {
@@ -1059,6 +1086,7 @@ static void test_gemm_path(enum gemm_math math, const char *isa) {
         while (n_host) free(host_bufs[--n_host]);
     }
     free(ws);
+    if (math == GEMM_FP32) packed_cases(isa);
     printf("test_ops: cpu internals: %s %s: done\n", name, isa);
 }
 

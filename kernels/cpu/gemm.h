@@ -89,6 +89,12 @@ typedef void gemm_prepacked_fn(int M, int N, int K, const float *Ap, const float
 gemm_pack_a_fn gemm_pack_a_generic, gemm_pack_a_avx2, gemm_pack_a_avx512;
 gemm_prepacked_fn gemm_prepacked_generic, gemm_prepacked_avx2, gemm_prepacked_avx512;
 
+/* The two above on the path in use, and its NR (for the tests; winograd.c calls its own path's
+ * directly). */
+gemm_pack_a_fn gemm_pack_a;
+gemm_prepacked_fn gemm_prepacked;
+int gemm_nr(void);
+
 /* One ISA path, as compiled from gemm.c and gemm_bf16.c (see isa.h); used only by the
  * dispatcher. */
 gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx512bf16;

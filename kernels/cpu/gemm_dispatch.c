@@ -13,6 +13,9 @@ struct path {
     double (*probe)(long iters);
     winograd_fn *winograd;
     winograd_grad_fn *winograd_grad;
+    gemm_pack_a_fn *pack_a;
+    gemm_prepacked_fn *prepacked;
+    int nr;
     int (*supported)(void);
 };
 
@@ -31,11 +34,11 @@ static int has_avx512bf16(void) { return has_avx512() && __builtin_cpu_supports(
 /* Best first. */
 static const struct path paths[] = {
     {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512,
-     winograd_filter_grad_avx512, has_avx512},
-    {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2,
-     winograd_filter_grad_avx2, has_avx2},
+     winograd_filter_grad_avx512, gemm_pack_a_avx512, gemm_prepacked_avx512, 32, has_avx512},
+    {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2, winograd_filter_grad_avx2,
+     gemm_pack_a_avx2, gemm_prepacked_avx2, 16, has_avx2},
     {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic,
-     winograd_filter_grad_generic, always},
+     winograd_filter_grad_generic, gemm_pack_a_generic, gemm_prepacked_generic, 8, always},
 };
 
 static const struct path *current;
@@ -97,6 +100,16 @@ gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : g
 void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
           const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     current->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
+}
+
+int gemm_nr(void) { return current->nr; }
+
+void gemm_pack_a(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, float *Ap) {
+    current->pack_a(M, K, A, rsa, csa, Ap);
+}
+
+void gemm_prepacked(int M, int N, int K, const float *Ap, const float *Bp, float *C, int ldc) {
+    current->prepacked(M, N, K, Ap, Bp, C, ldc);
 }
 
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
