@@ -51,8 +51,9 @@ static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 /* The stride between the a^2 transform slots of a buffer holding n floats per slot: 64-byte
  * aligned and one cache line more than n. A tile's a^2 values are read and written together,
- * and with n a multiple of 1 KiB (256 tiles, 256 channels x 256 tiles) the 36 lines would all
- * fall into the same few cache sets and evict each other (measured: 10-15 % of a convolution). */
+ * and with n a multiple of 4 KiB (24 to 256 channels x 256 tiles) the 36 lines would all fall
+ * into the same cache sets and evict each other. Measured on a Zen 3 class EPYC: the 24 -> 64
+ * and 64 -> 64 convolutions 12 - 20 % faster, the 256-channel ones unchanged within noise. */
 static inline size_t slot_stride(size_t n) { return round16(n) + 16; }
 
 /* Tiles of an H x W plane for tile size m. */
