@@ -266,7 +266,9 @@ INLINE void gather_row_m(int m, int off, const float *restrict row, int W, int T
     for (int tx = full; tx < TW; tx++)
         for (int r = 0; r < m; r++) d[off + r][tx] = m * tx + r < W ? row[m * tx + r] : 0.0f;
     if (!off) return;
-    float *restrict first = d[0], *restrict last = d[m + 1], *restrict q_last = d[m];
+    /* slot m is q_{m-1}: read through the same restrict pointer that wrote it */
+    float *restrict first = d[0], *restrict last = d[m + 1];
+    const float *q_last = m == 4 ? q3 : q1;
     first[0] = 0.0f; /* column -1 */
     for (int tx = 1; tx < TW; tx++) first[tx] = q_last[tx - 1];
     for (int tx = 0; tx + 1 < TW; tx++) last[tx] = q0[tx + 1];
