@@ -30,8 +30,10 @@
  *
  * Images are processed in chunks (one chunk per thread at a time) so each GEMM has a few hundred
  * tile columns: the transform domain batches images, so tiny maps (3x3: one m-4 tile) still make
- * wide GEMMs. U is computed once per call and shared by all threads; the filter gradient sums
- * per-thread partial dU in thread order (deterministic for a given thread count).
+ * wide GEMMs. U is computed once per call and shared by all threads; in float it is also packed
+ * once into the GEMM's A panels, and the input transform writes V straight into its B panels
+ * (gemm_prepacked: no per-product packing). The filter gradient sums per-thread partial dU in
+ * thread order (deterministic for a given thread count).
  *
  * Compiled once per ISA (isa.h): the transforms work on VEC tiles at a time (GCC vector types),
  * flat over all the tiles of a chunk, so they are vector code of that width. */
