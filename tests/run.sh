@@ -13,11 +13,21 @@ PY=/usr/bin/python3
 passed=0 failed=0 bad_suites=()
 # TensorBoard's own event reader for tests/check_tensorboard.py (PyPI only, not in Debian),
 # installed once into $BUILD/pylib where pip reaches PyPI; the check says skipped otherwise.
+# The install (about 30 s on a clean clone, mostly download) runs beside the first suites;
+# tensorboard_ready waits for it before the first suite that reads events.
+pip_pid=
 if [[ -z ${TENSORBOARD_PYTHONPATH:-} ]]; then
   export TENSORBOARD_PYTHONPATH=$B/pylib
-  [[ -d $B/pylib/tensorboard ]] || "$PY" -m pip install -q --disable-pip-version-check --target "$B/pylib" tensorboard >/dev/null 2>&1 ||
-    echo "== note: pip could not install tensorboard into $B/pylib; its reader is skipped"
+  if [[ ! -d $B/pylib/tensorboard ]]; then
+    "$PY" -m pip install -q --disable-pip-version-check --target "$B/pylib" tensorboard >/dev/null 2>&1 &
+    pip_pid=$!
+  fi
 fi
+tensorboard_ready() {
+  [[ -n $pip_pid ]] || return 0
+  wait "$pip_pid" || echo "== note: pip could not install tensorboard into $B/pylib; its reader is skipped"
+  pip_pid=
+}
 
 suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed" line it prints
   local name=$1 log p f found=0 start=$SECONDS
@@ -108,6 +118,7 @@ suite "staged allreduce, mpirun -np 2" mpirun -np 2 "$B/tests/test_staged"
 suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
 suite train tests/test_train.sh
+tensorboard_ready
 suite "airbench94 recipe" tests/test_recipe.sh
 suite "faults: signals, mid-epoch checkpoints, stalls" tests/test_faults.sh
 suite rehearse tests/test_rehearse.sh
