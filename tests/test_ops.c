@@ -27,9 +27,10 @@
  *       with decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema;
  *   relative L2 error <= 4e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a float sum and
  *       keeps 1e-5). Operands rounded to bf16 carry up to 2^-9 relative error each; measured
- *       here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5e-3, F(4x4) (the odd
- *       maps) 1e-2 to 2.7e-2, as its transforms (coefficients up to 8) amplify the rounding
- *       of the transformed tiles and filters. The column prints its worst error;
+ *       here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5e-3, F(3x3) and F(4x4)
+ *       (the odd maps) 1e-2 to 2.7e-2, as their transforms (coefficients up to 8) amplify the
+ *       rounding of the transformed tiles and filters (F(5x5) reached 4.1e-2, so conv.c's plan
+ *       keeps bf16 products off it). The column prints its worst error;
  *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
  *       pixel from the wrong place is off by a multiple of the scale, about 0.017).
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
@@ -142,17 +143,21 @@ static const struct op_case cases[] = {
     CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only */
     CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),         /* a workshop layer */
 
-    /* conv, 3x3 pad 1 on odd maps (16+ channels both sides): Winograd F(4x4, 3x3) for the
-     * forward, dx and dw, the last tile row and column partial (zero-extended input, outputs
-     * past the map dropped); airbench94's maps 31, 15, 7, 3, channel counts that are not
-     * multiples of 16, more threads than images */
-    CONV(2, 24, 64, 31, 31, 3, 1, F_MASK | F_NO_DB),       /* airbench94's first group: 4 tiles of 8 per row */
-    CONV(3, 20, 36, 15, 15, 3, 1, F_BIAS | F_RELU | F_MASK),
-    CONV(2, 17, 19, 7, 9, 3, 1, F_BIAS | F_RELU | F_MASK), /* partial tiles on both sides, 7x9 */
-    CONV(5, 36, 20, 3, 3, 3, 1, F_NO_DX | F_NO_DB),        /* one tile per image: 4 of its 16 outputs used */
+    /* conv, 3x3 pad 1 on odd maps (16+ channels both sides): Winograd F(m x m, 3x3) for the
+     * forward, dx and dw, m 3, 4 or 5 as conv.c's plan() picks (fewest multiplies; in bf16
+     * at most 4), the last tile row and column partial where m does not divide the map
+     * (zero-extended input, outputs past the map dropped); airbench94's maps 31, 15, 7, 3,
+     * channel counts that are not multiples of 16, more threads than images */
+    CONV(2, 24, 64, 31, 31, 3, 1, F_MASK | F_NO_DB),       /* airbench94's first group: m 4, 8 tiles per row, the last partial */
+    CONV(3, 20, 36, 15, 15, 3, 1, F_BIAS | F_RELU | F_MASK), /* m 5 (bf16: m 4) */
+    CONV(2, 64, 96, 15, 15, 3, 1, F_BIAS | F_MASK),        /* m 5 on airbench94's second group's map and depth */
+    CONV(2, 32, 24, 13, 13, 3, 1, F_BIAS | F_MASK),        /* m 5, the last tile row and column 3 of 5 */
+    CONV(3, 16, 24, 5, 5, 3, 1, F_BIAS | F_RELU),          /* m 5, one exact tile per image */
+    CONV(2, 17, 19, 7, 9, 3, 1, F_BIAS | F_RELU | F_MASK), /* m 5 (bf16: m 4), partial tiles on both sides, 7x9 */
+    CONV(5, 36, 20, 3, 3, 3, 1, F_NO_DX | F_NO_DB),        /* m 3, one exact tile per image */
     CONV(1, 48, 40, 3, 3, 3, 1, F_BIAS | F_MASK),          /* batch 1: one chunk, idle threads */
-    CONV(2, 16, 20, 9, 6, 3, 1, F_BIAS | F_MASK | F_NO_DW),/* odd H, even W: a whole-tile row pass */
-    CONV(1, 300, 20, 7, 7, 3, 1, F_BIAS),                  /* 300 channels: GEMM K (forward), M (dw) blocked */
+    CONV(2, 16, 20, 9, 6, 3, 1, F_BIAS | F_MASK | F_NO_DW),/* odd H, even W: m 3, exact tiles */
+    CONV(1, 300, 20, 7, 7, 3, 1, F_BIAS),                  /* m 4; 300 channels: GEMM K (forward), M (dw) blocked */
     CONV(3, 16, 16, 2, 2, 3, 1, F_BIAS | F_MASK),          /* 2x2 map: F(2x2), one exact tile */
     CONV(4, 24, 17, 1, 1, 3, 1, F_BIAS | F_MASK),          /* 1x1 map: im2col */
 

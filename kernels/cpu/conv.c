@@ -31,7 +31,7 @@ static size_t per_thread_floats(const struct conv_shape *s) {
 }
 
 /* The algorithm of each pass: 0 for im2col + GEMM, else Winograd F(m x m, 3x3) with output tile
- * m (2 or 4). Chosen from the shape:
+ * m (2 to 5). Chosen from the shape:
  *   - Winograd needs a 3x3 "same" convolution (k 3, pad 1), a map of at least 2x2, and 16+
  *     channels on both sides of the pass (the GEMMs' depth is the channel count read, their
  *     height the count written; shallow sides such as RGB are faster as im2col). The forward
@@ -39,36 +39,55 @@ static size_t per_thread_floats(const struct conv_shape *s) {
  *   - Even H and W (the workshop CNN's 32, 16, 8): F(2x2), whose tiles cover the map exactly,
  *     for the forward and the input gradient; the filter gradient stays im2col, so that
  *     network's paths and results are those from before the odd maps had Winograd.
- *   - Otherwise (airbench94's 31, 15, 7, 3): F(4x4) for all three passes, the last tile row and
- *     column partial. Multiplies per output and channel pair, against 9 direct: 31x31 2.4,
- *     15x15 2.6, 7x7 2.9, 3x3 4 (one tile per image; the transform domain batches the images
- *     of a chunk into one GEMM, so tiny maps still make wide products). F(2x2) would need
- *     4.3, 4.6, 5.2, 7.1. */
+ *   - Otherwise (airbench94's 31, 15, 7, 3): for all three passes the m of 3, 4, 5 with the
+ *     fewest multiplies, a^2 per tile times the tiles (the last tile row and column may be
+ *     partial); ties go to the smaller m (smaller coefficients, see winograd.c). Multiplies per
+ *     output and channel pair, against 9 direct: 31x31 m 4 2.4 (m 5 2.5), 15x15 m 5 1.96 (m 4
+ *     2.56), 7x7 m 4 2.9 (m 5 4), 3x3 m 3 2.8 (m 4 4). The transform domain batches the images
+ *     of a chunk into one GEMM, so tiny maps still make wide products. With bf16 products m
+ *     stops at 4: m 5's transforms amplify the operands' bf16 rounding past tests/test_ops.c's
+ *     bound (a filter gradient at 15x15: 4.1e-2 relative L2 error, against 2.7e-2 at most for
+ *     m 4). */
 struct conv_plan {
     int fwd, dx, dw;
 };
 
-static struct conv_plan plan(const struct conv_shape *s) {
+/* Multiplies of Winograd F(m x m, 3x3) over an H x W map. */
+static long winograd_cost(int m, int H, int W) {
+    return (long)(m + 2) * (m + 2) * ((H + m - 1) / m) * ((W + m - 1) / m);
+}
+
+static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math) {
     struct conv_plan p = {0, 0, 0};
     if (s->k != 3 || s->pad != 1 || s->H < 2 || s->W < 2 || s->C < 16 || s->K < 16) return p;
-    int even = s->H % 2 == 0 && s->W % 2 == 0;
-    p.fwd = p.dx = even ? 2 : 4;
-    p.dw = even ? 0 : 4;
+    if (s->H % 2 == 0 && s->W % 2 == 0) {
+        p.fwd = p.dx = 2;
+        return p;
+    }
+    int best = 3;
+    for (int m = 4; m <= (math == GEMM_BF16 ? 4 : 5); m++)
+        if (winograd_cost(m, s->H, s->W) < winograd_cost(best, s->H, s->W)) best = m;
+    p.fwd = p.dx = p.dw = best;
     return p;
 }
 
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
- * size, the largest, serves them all. It depends on the thread count: the ops check it against
- * the team they are about to start. */
+ * size, the largest, serves them all, in both precisions (the two tables share
+ * conv_workspace). It depends on the thread count: the ops check it against the team they are
+ * about to start. */
 static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
-    struct conv_plan p = plan(s);
-    size_t floats = per_thread_floats(s) * (size_t)threads, f[3] = {0, 0, 0};
-    if (p.fwd) f[0] = winograd_conv_workspace_floats(s->C, s->K, s->H, s->W, p.fwd, threads);
-    if (p.dx) f[1] = winograd_conv_workspace_floats(s->K, s->C, s->H, s->W, p.dx, threads);
-    if (p.dw) f[2] = winograd_filter_grad_workspace_floats(s->C, s->K, s->H, s->W, p.dw, threads);
-    for (int i = 0; i < 3; i++)
-        if (f[i] > floats) floats = f[i];
+    size_t floats = per_thread_floats(s) * (size_t)threads;
+    for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
+        struct conv_plan p = plan(s, math);
+        size_t f[3] = {0, 0, 0};
+        if (p.fwd) f[0] = winograd_conv_workspace_floats(s->C, s->K, s->H, s->W, p.fwd, threads);
+        if (p.dx) f[1] = winograd_conv_workspace_floats(s->K, s->C, s->H, s->W, p.dx, threads);
+        if (p.dw)
+            f[2] = winograd_filter_grad_workspace_floats(s->C, s->K, s->H, s->W, p.dw, threads);
+        for (int i = 0; i < 3; i++)
+            if (f[i] > floats) floats = f[i];
+    }
     return floats * sizeof(float);
 }
 
@@ -189,7 +208,7 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
                          size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     gemm_fn *mm = gemm_of(math);
-    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan(s).fwd;
+    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan(s, math).fwd;
     if (m) {
         winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, m, math, ws);
         return;
@@ -284,7 +303,7 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
                           const float *w, const float *dy, float *dx, float *dw, float *db,
                           const float *dx_mask, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    struct conv_plan p = plan(s);
+    struct conv_plan p = plan(s, math);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
         backward_im2col(math, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);

@@ -60,7 +60,7 @@ void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, f
 void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
 
 /* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there;
- * m: the output tile, 2 or 4). Workspace floats for threads threads: of winograd_conv3x3 from
+ * m: the output tile, 2 to 5). Workspace floats for threads threads: of winograd_conv3x3 from
  * `in` to `out` channels, and of winograd_filter_grad. */
 size_t winograd_conv_workspace_floats(int in, int out, int H, int W, int m, int threads);
 size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, int threads);

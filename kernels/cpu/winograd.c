@@ -1,4 +1,4 @@
-/* 3x3 "same" convolution (pad 1) by Winograd's minimal filtering F(m x m, 3x3), m = 2 or 4
+/* 3x3 "same" convolution (pad 1) by Winograd's minimal filtering F(m x m, 3x3), m = 2 to 5
  * (Lavin & Gray, 2016): the forward, the input gradient (the adjoint convolution: the same
  * operation with the filters rotated by 180 degrees and transposed) and the filter gradient.
  *
@@ -15,8 +15,8 @@
  *     M[xi][out][t] = U[xi][out][in] V[xi][in][t]
  * Filter gradient. dL/dU = (A dY A^T) (.) V summed over tiles, and dL/dg = G^T (dL/dU) G:
  *     dU[xi][in][out] = sum over t of V[xi][in][t] D[xi][out][t],   D = A dY A^T
- * Multiplies per output pixel and channel pair: a^2 / m^2 = 4 (m 2) or 2.25 (m 4) instead of 9,
- * times the tiles' overhang on partial tiles (31x31 costs as 32x32).
+ * Multiplies per output pixel and channel pair: a^2 / m^2 = 4 (m 2), 2.78 (m 3), 2.25 (m 4) or
+ * 1.96 (m 5) instead of 9, times the tiles' overhang on partial tiles (31x31 costs as 32x32).
  *
  *   m 2: B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
  *        A^T = [1 1 1 0; 0 1 -1 -1]
@@ -24,9 +24,18 @@
  *               0 4 0 -5 0 1]
  *        G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
  *        A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ *   m 3 and m 5: the matrices F3 and F5 below.
+ * Every m is the Toom-Cook construction on the points 0, 1, -1, 2, -2, 1/2 (the first a - 1 of
+ * them) and infinity, scaled as Lavin's m 4 (G's row for point p divided by the product of
+ * p - q over the other points q): A^T[i][j] = p_j^i, G[j][k] = p_j^k / f_j, and B^T the unique
+ * matrix that makes the identity exact (m 2 above is that up to the signs of the first and last
+ * transform slots). m 2 and m 4 are written out by hand below (their shared sums save a
+ * quarter of the arithmetic); m 3 and m 5 are computed from their tables.
  * Rounding: m 2's coefficients are 0, +-1, +-1/2, so its error stays at the level of direct
- * summation; m 4's reach 8 and 1/24 and lose a few more bits (tests/test_ops.c measures both
- * against double references).
+ * summation; the larger m reach coefficients of 8 (m 4), 16 and 1/60 (m 5) and lose a few more
+ * bits: simulated in float on 3x3 filters over 64 channels, relative error 2.9e-7 (m 2),
+ * 9.6e-7 (m 3), 1.9e-6 (m 4), 3.1e-6 (m 5) (tests/test_ops.c measures them against double
+ * references).
  *
  * Images are processed in chunks (one chunk per thread at a time) so each GEMM has a few hundred
  * tile columns: the transform domain batches images, so tiny maps (3x3: one m-4 tile) still make
@@ -46,8 +55,18 @@
 
 /* Tile columns per GEMM we aim for (N of the forward's products, K of the filter gradient's). */
 #define TARGET_TILES 256
-#define AMAX 6 /* a = m + 2 for m <= 4 */
+#define AMAX 7 /* a = m + 2 for m <= 5 */
 #define INLINE static inline __attribute__((always_inline))
+
+/* f(M, ...) with M the constant equal to the run-time m (2 to 5): the helpers below take m as
+ * their first argument and are always inlined, so each gets one copy per tile size. */
+#define BY_TILE(m, f, ...)                                                                         \
+    switch (m) {                                                                                   \
+    case 2: f(2, __VA_ARGS__); break;                                                              \
+    case 3: f(3, __VA_ARGS__); break;                                                              \
+    case 4: f(4, __VA_ARGS__); break;                                                              \
+    default: f(5, __VA_ARGS__); break;                                                             \
+    }
 
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
@@ -218,10 +237,78 @@ INLINE void grad_filter_1d(int m, const vf *du, int ds, vf *dg, int gs) {
     }
 }
 
+/* ---- m 3 and m 5: the 1-D transforms straight from their matrices (see the top) ---- */
+
+struct winograd_matrices {
+    float BT[AMAX][AMAX]; /* [a][a] */
+    float G[AMAX][3];     /* [a][3] */
+    float AT[AMAX][AMAX]; /* [m][a] */
+};
+
+/* F(3x3, 3x3): points 0, 1, -1, 2, infinity */
+static const struct winograd_matrices F3 = {
+    .BT = {{2, -1, -2, 1, 0}, {0, -2, -1, 1, 0}, {0, 2, -3, 1, 0}, {0, -1, 0, 1, 0}, {0, 2, -1, -2, 1}},
+    .G = {{1.0f / 2, 0, 0}, {-1.0f / 2, -1.0f / 2, -1.0f / 2}, {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+          {1.0f / 6, 1.0f / 3, 2.0f / 3}, {0, 0, 1}},
+    .AT = {{1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 1}},
+};
+
+/* F(5x5, 3x3): points 0, 1, -1, 2, -2, 1/2, infinity */
+static const struct winograd_matrices F5 = {
+    .BT = {{-2, 4, 2.5f, -5, -0.5f, 1, 0},
+           {0, 2, -2, -4.5f, 0.5f, 1, 0},
+           {0, -2, 6, -3.5f, -1.5f, 1, 0},
+           {0, 1, -1.5f, -2, 1.5f, 1, 0},
+           {0, -1, 2.5f, 0, -2.5f, 1, 0},
+           {0, 4, 0, -5, 0, 1, 0},
+           {0, -2, 4, 2.5f, -5, -0.5f, 1}},
+    .G = {{-1.0f / 2, 0, 0}, {-1.0f / 3, -1.0f / 3, -1.0f / 3}, {1.0f / 9, -1.0f / 9, 1.0f / 9},
+          {1.0f / 36, 1.0f / 18, 1.0f / 9}, {-1.0f / 60, 1.0f / 30, -1.0f / 15},
+          {32.0f / 45, 16.0f / 45, 8.0f / 45}, {0, 0, 1}},
+    .AT = {{1, 1, 1, 1, 1, 1, 0},
+           {0, 1, -1, 2, -2, 0.5f, 0},
+           {0, 1, 1, 4, 4, 0.25f, 0},
+           {0, 1, -1, 8, -8, 0.125f, 0},
+           {0, 1, 1, 16, 16, 0.0625f, 1}},
+};
+
+/* y[i ys] = sum over j < cols of T(i, j) x[j xs], for i < rows; T(i, j) = t[i ld + j], or
+ * t[j ld + i] when tr. Fully unrolled with t a constant table, the coefficients are constants:
+ * zeros drop out, +-1 become additions. */
+INLINE void matvec_1d(const float *t, int ld, int tr, int rows, int cols, const vf *x, int xs,
+                      vf *y, int ys) {
+#pragma GCC unroll 7
+    for (int i = 0; i < rows; i++) {
+        vf s = (vf){0};
+        int any = 0;
+#pragma GCC unroll 7
+        for (int j = 0; j < cols; j++) {
+            float c = tr ? t[j * ld + i] : t[i * ld + j];
+            if (c == 0.0f) continue;
+            vf p = c == 1.0f ? x[j * xs] : c == -1.0f ? -x[j * xs] : c * x[j * xs];
+            s = any ? s + p : p;
+            any = 1;
+        }
+        y[i * ys] = s;
+    }
+}
+
 /* The 1-D transforms by kind, so one 2-D helper serves them all (a constant after inlining). */
 enum transform { INPUT, OUTPUT, GRAD_OUTPUT, FILTER, GRAD_FILTER };
 
 INLINE void transform_1d(enum transform k, int m, const vf *x, int xs, vf *y, int ys) {
+    if (m == 3 || m == 5) {
+        const struct winograd_matrices *f = m == 3 ? &F3 : &F5;
+        int a = m + 2;
+        switch (k) {
+        case INPUT: matvec_1d(&f->BT[0][0], AMAX, 0, a, a, x, xs, y, ys); break;   /* B^T d */
+        case OUTPUT: matvec_1d(&f->AT[0][0], AMAX, 0, m, a, x, xs, y, ys); break;  /* A^T s */
+        case GRAD_OUTPUT: matvec_1d(&f->AT[0][0], AMAX, 1, a, m, x, xs, y, ys); break; /* A dy */
+        case FILTER: matvec_1d(&f->G[0][0], 3, 0, a, 3, x, xs, y, ys); break;      /* G g */
+        case GRAD_FILTER: matvec_1d(&f->G[0][0], 3, 1, 3, a, x, xs, y, ys); break; /* G^T du */
+        }
+        return;
+    }
     switch (k) {
     case INPUT: input_1d(m, x, xs, y, ys); break;
     case OUTPUT: output_1d(m, x, xs, y, ys); break;
@@ -253,24 +340,25 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
  * columns are then the neighbouring tile's first and last, contiguous copies shifted by one. */
 INLINE void gather_row_m(int m, int off, const float *restrict row, int W, int TW,
                          float *restrict const *d) {
-    /* q_r[tx] = row[m tx + r]: slot r + off; q2, q3 only for m 4 (a constant after inlining) */
+    /* q_r[tx] = row[m tx + r]: slot r + off; q2, q3, q4 only for m > r (constants after
+     * inlining; the unused ones alias q0 and are never written) */
     float *restrict q0 = d[off], *restrict q1 = d[off + 1];
-    float *restrict q2 = d[m == 4 ? off + 2 : off], *restrict q3 = d[m == 4 ? off + 3 : off];
+    float *restrict q2 = d[m > 2 ? off + 2 : off], *restrict q3 = d[m > 3 ? off + 3 : off];
+    float *restrict q4 = d[m > 4 ? off + 4 : off];
     int full = W / m < TW ? W / m : TW; /* tiles whose m columns are all inside the row */
     for (int tx = 0; tx < full; tx++) {
         q0[tx] = row[m * tx];
         q1[tx] = row[m * tx + 1];
-        if (m == 4) {
-            q2[tx] = row[m * tx + 2];
-            q3[tx] = row[m * tx + 3];
-        }
+        if (m > 2) q2[tx] = row[m * tx + 2];
+        if (m > 3) q3[tx] = row[m * tx + 3];
+        if (m > 4) q4[tx] = row[m * tx + 4];
     }
     for (int tx = full; tx < TW; tx++)
         for (int r = 0; r < m; r++) d[off + r][tx] = m * tx + r < W ? row[m * tx + r] : 0.0f;
     if (!off) return;
     /* slot m is q_{m-1}: read through the same restrict pointer that wrote it */
     float *restrict first = d[0], *restrict last = d[m + 1];
-    const float *q_last = m == 4 ? q3 : q1;
+    const float *q_last = m == 2 ? q1 : m == 3 ? q2 : m == 4 ? q3 : q4;
     first[0] = 0.0f; /* column -1 */
     for (int tx = 1; tx < TW; tx++) first[tx] = q_last[tx - 1];
     for (int tx = 0; tx + 1 < TW; tx++) last[tx] = q0[tx + 1];
@@ -298,11 +386,14 @@ INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float
         }
 }
 
+/* One copy per tile size and overlap, both constants. */
+INLINE void gather_tiles_mo(int m, const float *src, int H, int W, int off, float *dst,
+                            size_t ds) {
+    off ? gather_tiles_m(m, src, H, W, 1, dst, ds) : gather_tiles_m(m, src, H, W, 0, dst, ds);
+}
+
 static void gather_tiles(int m, const float *src, int H, int W, int off, float *dst, size_t ds) {
-    if (m == 2)
-        off ? gather_tiles_m(2, src, H, W, 1, dst, ds) : gather_tiles_m(2, src, H, W, 0, dst, ds);
-    else
-        off ? gather_tiles_m(4, src, H, W, 1, dst, ds) : gather_tiles_m(4, src, H, W, 0, dst, ds);
+    BY_TILE(m, gather_tiles_mo, src, H, W, off, dst, ds);
 }
 
 /* Tiles [0, n): V[xi][t] (xi stride vs) = B^T d B of the a^2 tile values d = S[xi][t] (stride
@@ -376,33 +467,20 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int re
 
 static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu,
                           const float *mask, float *y, int H, int W) {
-    if (m == 2)
-        scatter_tiles_m(2, Y, ys, bias, relu, mask, y, H, W);
-    else
-        scatter_tiles_m(4, Y, ys, bias, relu, mask, y, H, W);
+    BY_TILE(m, scatter_tiles_m, Y, ys, bias, relu, mask, y, H, W);
 }
 
-/* The tile transforms for a run-time m: one copy of each per tile size, with m constant. */
 static void input_tiles(int m, const float *S, size_t ss, float *V, size_t vs, int n, int panel,
                         size_t pstride) {
-    if (m == 2)
-        input_tiles_m(2, S, ss, V, vs, n, panel, pstride);
-    else
-        input_tiles_m(4, S, ss, V, vs, n, panel, pstride);
+    BY_TILE(m, input_tiles_m, S, ss, V, vs, n, panel, pstride);
 }
 
 static void grad_output_tiles(int m, const float *S, size_t ss, float *D, size_t ds, int n) {
-    if (m == 2)
-        grad_output_tiles_m(2, S, ss, D, ds, n);
-    else
-        grad_output_tiles_m(4, S, ss, D, ds, n);
+    BY_TILE(m, grad_output_tiles_m, S, ss, D, ds, n);
 }
 
 static void output_tiles(int m, const float *M, size_t ms, float *Y, size_t ys, int n) {
-    if (m == 2)
-        output_tiles_m(2, M, ms, Y, ys, n);
-    else
-        output_tiles_m(4, M, ms, Y, ys, n);
+    BY_TILE(m, output_tiles_m, M, ms, Y, ys, n);
 }
 
 /* ---- Filters ---- */
@@ -450,17 +528,11 @@ INLINE void grad_filters_m(int m, const float *dU, int C, int K, float *dw) {
 }
 
 static void filters(int m, const float *w, int flip, int in, int out, float *U) {
-    if (m == 2)
-        filters_m(2, w, flip, in, out, U);
-    else
-        filters_m(4, w, flip, in, out, U);
+    BY_TILE(m, filters_m, w, flip, in, out, U);
 }
 
 static void grad_filters(int m, const float *dU, int C, int K, float *dw) {
-    if (m == 2)
-        grad_filters_m(2, dU, C, K, dw);
-    else
-        grad_filters_m(4, dU, C, K, dw);
+    BY_TILE(m, grad_filters_m, dU, C, K, dw);
 }
 
 /* Images per chunk for a team of nt: up to chunk_images(), but at least one chunk per thread. */
@@ -503,22 +575,23 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         for (int ch = 0; ch < chunks; ch++) {
             int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
             int tiles = gn * tl.T;
+            size_t ld = round16(tiles); /* row length of V (unpacked) and M: aligned rows */
             for (int c = 0; c < in; c++) {
                 for (int li = 0; li < gn; li++)
                     gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1,
                                  S + (size_t)li * tl.T, ss);
-                input_tiles(m, S, ss, V + (size_t)c * (panel ? panel : tiles), vs, tiles, panel,
+                input_tiles(m, S, ss, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
                             (size_t)in * panel);
             }
             for (int xi = 0; xi < A2; xi++)
                 if (packed)
                     ISA_FN(gemm_prepacked)(out, tiles, in, Ap + xi * pa, V + xi * vs, Mt + xi * ms,
-                                           tiles);
+                                           (int)ld);
                 else
-                    mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1, V + xi * vs, tiles,
-                       1, 0.0f, Mt + xi * ms, tiles, gws);
+                    mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1, V + xi * vs,
+                       (ptrdiff_t)ld, 1, 0.0f, Mt + xi * ms, (int)ld, gws);
             for (int o = 0; o < out; o++) {
-                output_tiles(m, Mt + (size_t)o * tiles, ms, S, ss, tiles);
+                output_tiles(m, Mt + (size_t)o * ld, ms, S, ss, tiles);
                 for (int li = 0; li < gn; li++) {
                     size_t off = ((size_t)(n0 + li) * out + o) * HW;
                     scatter_tiles(m, S + (size_t)li * tl.T, ss,
@@ -553,21 +626,22 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
         for (int ch = 0; ch < chunks; ch++) {
             int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
             int tiles = gn * tl.T;
+            size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
                 for (int li = 0; li < gn; li++)
                     gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1,
                                  S + (size_t)li * tl.T, ss);
-                input_tiles(m, S, ss, V + (size_t)c * tiles, vs, tiles, 0, 0);
+                input_tiles(m, S, ss, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
                 for (int li = 0; li < gn; li++)
                     gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0,
                                  S + (size_t)li * tl.T, ss);
-                grad_output_tiles(m, S, ss, D + (size_t)o * tiles, ds, tiles);
+                grad_output_tiles(m, S, ss, D + (size_t)o * ld, ds, tiles);
             }
-            /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T */
+            /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T (rows ld apart) */
             for (int xi = 0; xi < A2; xi++)
-                mm(C, K, tiles, 1.0f, V + xi * vs, tiles, 1, D + xi * ds, 1, tiles, 1.0f,
+                mm(C, K, tiles, 1.0f, V + xi * vs, (ptrdiff_t)ld, 1, D + xi * ds, 1, (ptrdiff_t)ld, 1.0f,
                    dU + (size_t)xi * C * K, K, gws);
         }
         /* Thread 0's partial += the others', in thread order (implicit barrier above). */
