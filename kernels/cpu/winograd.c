@@ -95,21 +95,28 @@ static inline size_t chunk_tiles(struct tiling tl) {
     return ((size_t)chunk_images(tl) * tl.T + 31) / 32 * 32;
 }
 
+/* Floats of the zero-bordered copy of one plane that gather_tiles reads from: its tiles'
+ * windows, borders included, all lie inside it. */
+static inline size_t pad_floats(struct tiling tl) {
+    return round16((size_t)(tl.TH * tl.m + 2) * (tl.TW * tl.m + 2));
+}
+
 /* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the tile staging S
- * [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart. */
+ * [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart; then
+ * gather_tiles' padded plane. */
 static size_t conv_thread_floats(int in, int out, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl);
     return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) +
-           gemm_workspace_floats();
+           gemm_workspace_floats() + pad_floats(tl);
 }
 
 /* Per-thread floats of the filter gradient: partial dU [a^2][C][K], V [a^2][C][T],
- * D [a^2][K][T], S [a^2][T], the GEMM's. */
+ * D [a^2][K][T], S [a^2][T], the GEMM's, the padded plane. */
 static size_t grad_thread_floats(int C, int K, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl);
     return round16(A2 * C * K) +
            A2 * (slot_stride(C * T) + slot_stride(K * T) + slot_stride(T)) +
-           gemm_workspace_floats();
+           gemm_workspace_floats() + pad_floats(tl);
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
@@ -332,68 +339,47 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
  * all the chunk's tiles of a channel transforms them in place, VEC tiles per vector. Flat over
  * the whole chunk, not per plane, so the vectors are full even for 3x3 maps (one tile each). */
 
-/* One source row into the win slots of its tiles: d[i][tx] = row[m tx + i - off] (zero outside
- * row[0..W)) for i < win, tx < TW, where win = m + 2 off and off is 0 or 1 (the forward's input
- * tiles overlap their neighbours by one column on each side, the output gradient's do not). The
- * m columns that start at m tx are one interleaved group, read by a loop the compiler turns into
- * vector loads and shuffles (a loop per slot would be strided scalar copies); the overlap
- * columns are then the neighbouring tile's first and last, contiguous copies shifted by one. */
-INLINE void gather_row_m(int m, int off, const float *restrict row, int W, int TW,
-                         float *restrict const *d) {
-    /* q_r[tx] = row[m tx + r]: slot r + off; q2, q3, q4 only for m > r (constants after
-     * inlining; the unused ones alias q0 and are never written) */
-    float *restrict q0 = d[off], *restrict q1 = d[off + 1];
-    float *restrict q2 = d[m > 2 ? off + 2 : off], *restrict q3 = d[m > 3 ? off + 3 : off];
-    float *restrict q4 = d[m > 4 ? off + 4 : off];
-    int full = W / m < TW ? W / m : TW; /* tiles whose m columns are all inside the row */
-    for (int tx = 0; tx < full; tx++) {
-        q0[tx] = row[m * tx];
-        q1[tx] = row[m * tx + 1];
-        if (m > 2) q2[tx] = row[m * tx + 2];
-        if (m > 3) q3[tx] = row[m * tx + 3];
-        if (m > 4) q4[tx] = row[m * tx + 4];
-    }
-    for (int tx = full; tx < TW; tx++)
-        for (int r = 0; r < m; r++) d[off + r][tx] = m * tx + r < W ? row[m * tx + r] : 0.0f;
-    if (!off) return;
-    /* slot m is q_{m-1}: read through the same restrict pointer that wrote it */
-    float *restrict first = d[0], *restrict last = d[m + 1];
-    const float *q_last = m == 2 ? q1 : m == 3 ? q2 : m == 4 ? q3 : q4;
-    first[0] = 0.0f; /* column -1 */
-    for (int tx = 1; tx < TW; tx++) first[tx] = q_last[tx - 1];
-    for (int tx = 0; tx + 1 < TW; tx++) last[tx] = q0[tx + 1];
-    last[TW - 1] = m * TW < W ? row[m * TW] : 0.0f;
-}
-
 /* dst[(j win + i) ds + ty TW + tx] = src[m ty + j - off][m tx + i - off] (zero outside
- * src[H][W]) for j, i < win (win = m + 2 off), the TH x TW tiles of one plane. Source rows are
- * visited in order (tile row, then row within the tile), each feeding all win slots of its row
- * at once. */
-INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float *dst, size_t ds) {
+ * src[H][W]) for j, i < win (win = m + 2 off; off 1: the forward's input tiles overlap their
+ * neighbours by one pixel on each side, off 0: the output gradient's tiles do not), the TH x TW
+ * tiles of one plane. The plane is first copied into pad (pad_floats()) with a zero border of
+ * off pixels before it and up to the tiles' edge after it, so every tile window is a plain
+ * win x win block there: no bounds tests, and the copy loop has constant trip counts (win
+ * values of a pad row per tile, one per slot). */
+INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float *restrict pad,
+                           float *dst, size_t ds) {
     struct tiling tl = tiling(m, H, W);
-    int TW = tl.TW, win = m + 2 * off;
+    int TW = tl.TW, win = m + 2 * off, PW = TW * m + 2 * off, PH = tl.TH * m + 2 * off;
+    for (int py = 0; py < PH; py++) {
+        float *p = pad + (size_t)py * PW;
+        int sy = py - off;
+        if (sy < 0 || sy >= H) {
+            memset(p, 0, (size_t)PW * sizeof(float));
+            continue;
+        }
+        if (off) p[0] = 0.0f;
+        memcpy(p + off, src + (size_t)sy * W, (size_t)W * sizeof(float));
+        for (int px = off + W; px < PW; px++) p[px] = 0.0f;
+    }
     for (int ty = 0; ty < tl.TH; ty++)
         for (int j = 0; j < win; j++) {
-            int sy = m * ty + j - off;
-            float *d[AMAX];
-            for (int i = 0; i < win; i++) d[i] = dst + (size_t)(j * win + i) * ds + (size_t)ty * TW;
-            if (sy >= 0 && sy < H) {
-                gather_row_m(m, off, src + (size_t)sy * W, W, TW, d);
-                continue;
-            }
-            for (int i = 0; i < win; i++)
-                for (int tx = 0; tx < TW; tx++) d[i][tx] = 0.0f;
+            const float *restrict pr = pad + (size_t)(m * ty + j) * PW;
+            float *restrict d = dst + (size_t)j * win * ds + (size_t)ty * TW;
+            for (int tx = 0; tx < TW; tx++)
+                for (int i = 0; i < win; i++) d[i * ds + tx] = pr[m * tx + i];
         }
 }
 
 /* One copy per tile size and overlap, both constants. */
-INLINE void gather_tiles_mo(int m, const float *src, int H, int W, int off, float *dst,
-                            size_t ds) {
-    off ? gather_tiles_m(m, src, H, W, 1, dst, ds) : gather_tiles_m(m, src, H, W, 0, dst, ds);
+INLINE void gather_tiles_mo(int m, const float *src, int H, int W, int off, float *pad,
+                            float *dst, size_t ds) {
+    off ? gather_tiles_m(m, src, H, W, 1, pad, dst, ds)
+        : gather_tiles_m(m, src, H, W, 0, pad, dst, ds);
 }
 
-static void gather_tiles(int m, const float *src, int H, int W, int off, float *dst, size_t ds) {
-    BY_TILE(m, gather_tiles_mo, src, H, W, off, dst, ds);
+static void gather_tiles(int m, const float *src, int H, int W, int off, float *pad, float *dst,
+                         size_t ds) {
+    BY_TILE(m, gather_tiles_mo, src, H, W, off, pad, dst, ds);
 }
 
 /* Tiles [0, n): V[xi][t] (xi stride vs) = B^T d B of the a^2 tile values d = S[xi][t] (stride
@@ -565,6 +551,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         float *Mt = V + A2 * vs;                                        /* ms apart */
         float *S = Mt + A2 * ms;                                        /* ss apart */
         float *gws = S + A2 * ss;
+        float *pad = gws + gemm_workspace_floats();
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
         if (packed) {
 #pragma omp for schedule(static)
@@ -578,7 +565,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             size_t ld = round16(tiles); /* row length of V (unpacked) and M: aligned rows */
             for (int c = 0; c < in; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1,
+                    gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1, pad,
                                  S + (size_t)li * tl.T, ss);
                 input_tiles(m, S, ss, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
                             (size_t)in * panel);
@@ -621,6 +608,7 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
         float *D = V + A2 * vs;             /* ds apart */
         float *S = D + A2 * ds;             /* ss apart */
         float *gws = S + A2 * ss;
+        float *pad = gws + gemm_workspace_floats();
         memset(dU, 0, dU_floats * sizeof(float));
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
@@ -629,13 +617,13 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1,
+                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1, pad,
                                  S + (size_t)li * tl.T, ss);
                 input_tiles(m, S, ss, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0,
+                    gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0, pad,
                                  S + (size_t)li * tl.T, ss);
                 grad_output_tiles(m, S, ss, D + (size_t)o * ld, ds, tiles);
             }
