@@ -37,9 +37,9 @@
  * 9.6e-7 (m 3), 1.9e-6 (m 4), 3.1e-6 (m 5) (tests/test_ops.c measures them against double
  * references).
  *
- * Images are processed in chunks (one chunk per thread at a time) so each GEMM has a few hundred
- * tile columns: the transform domain batches images, so tiny maps (3x3: one m-4 tile) still make
- * wide GEMMs. U is computed once per call and shared by all threads; in float it is also packed
+ * Images are processed in chunks (one chunk per thread at a time) so each GEMM has 64 to 256
+ * tile columns (CHUNK_BYTES below): the transform domain batches images, so tiny maps (3x3: one
+ * m-3 tile) still make wide GEMMs. U is computed once per call and shared by all threads; in float it is also packed
  * once into the GEMM's A panels, and the input transform writes V straight into its B panels
  * (gemm_prepacked: no per-product packing). The filter gradient sums per-thread partial dU in
  * thread order (deterministic for a given thread count).
