@@ -547,6 +547,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
                               int relu, const float *mask, float *y, int N, int in, int out,
                               int H, int W, int m, enum gemm_math math, float *ws) {
     gemm_fn *mm = gemm_of(math);
+    CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W;
@@ -609,6 +610,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
 void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, int N, int C, int K,
                                   int H, int W, int m, enum gemm_math math, float *ws) {
     gemm_fn *mm = gemm_of(math);
+    CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W, dU_floats = (size_t)A2 * C * K;
