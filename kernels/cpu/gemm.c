@@ -6,7 +6,9 @@
  * it: 16 (AVX-512) or 8 (AVX2) or 4 (SSE2) floats per vector. */
 #include "gemm.h"
 #include "isa.h"
+#include "../../common/err.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* The register tile (isa.h): MR rows of A times NR = 2 vectors of B. */
@@ -23,6 +25,9 @@
 typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
 /* The same vector at any float-aligned address (rows of C). */
 typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
+
+/* B panels are read with aligned vector loads (vf): 64 bytes covers every path's VEC. */
+static int aligned64(const void *p) { return ((uintptr_t)p & 63) == 0; }
 
 /* Not per ISA: defined once, in the generic object. */
 #ifdef ISA_IS_GENERIC
@@ -130,6 +135,7 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
                float *ws) {
     float *Ap = ws;                        /* [MC * KC] */
     float *Bp = ws + (size_t)MC * KC;      /* [KC * NC] */
+    CHECK(aligned64(ws)); /* micro_kernel loads B panels with aligned vector loads */
     if (K == 0) {                          /* C = beta * C, as BLAS defines it */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
@@ -165,6 +171,9 @@ void ISA_FN(gemm_pack_a)(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t 
  * K) stays in L1 while all of A's panels (from L2) pass it. */
 void ISA_FN(gemm_prepacked)(int M, int N, int K, const float *Ap, const float *Bp, float *C,
                             int ldc) {
+    /* Checked on every path, so that a caller's misaligned Bp fails on any CPU, not only on
+     * one whose vectors are 64 bytes wide. */
+    CHECK(aligned64(Bp));
     for (int pc = 0; pc < K; pc += KC) {
         int kc = K - pc < KC ? K - pc : KC;
         float beta = pc == 0 ? 0.0f : 1.0f; /* later K blocks accumulate */

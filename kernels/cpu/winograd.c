@@ -137,7 +137,7 @@ static size_t grad_thread_floats(int C, int K, struct tiling tl) {
 size_t winograd_conv_workspace_floats(int in, int out, int H, int W, int m, int threads) {
     struct tiling tl = tiling(m, H, W);
     size_t A2 = (size_t)tl.a * tl.a;
-    return round16(A2 * in * out) + A2 * gemm_packed_a_floats(out, in) +
+    return round16(A2 * in * out) + round16(A2 * gemm_packed_a_floats(out, in)) +
            conv_thread_floats(in, out, tl) * (size_t)threads;
 }
 
@@ -557,7 +557,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
     size_t pa = gemm_packed_a_floats(out, in);
     float *U = ws;                               /* [a^2][out][in] */
     float *Ap = U + round16((size_t)A2 * in * out); /* [a^2][pa]: U's A panels */
-    float *thread_base = Ap + (size_t)A2 * pa;
+    float *thread_base = Ap + round16((size_t)A2 * pa); /* aligned: a^2 is odd for m 3, 5 */
     size_t stride = conv_thread_floats(in, out, tl), cap = chunk_tiles(tl, in + out);
 #pragma omp parallel
     {
