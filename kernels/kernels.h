@@ -228,7 +228,8 @@ int kernels_cpu_bf16_native(void);
  * kernels_cuda(device): makes that GPU current, creates the streams and the cuDNN and cuBLAS
  * handles (first call only; one GPU per process: later calls must name the same device) and
  * returns the table; after its shutdown(), a call starts afresh on any device.
- * kernels_cuda_describe: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, PCI 0000:1b:00.0)". */
+ * kernels_cuda_describe: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, PCI 0000:1b:00.0; driver for
+ * CUDA 13.0, cuDNN 9.19.0; convolutions ...)": the loaded libraries, not the headers. */
 int kernels_cuda_devices(struct err *e);
 const struct kernels *kernels_cuda(int device);
 /* After kernels_cuda(device): 1 when that GPU has bf16 tensor cores (compute capability 8.0+).

@@ -283,7 +283,13 @@ void kernels_cuda_describe(char *buf, size_t size) {
     CUDA_CHECK(cudaGetDeviceProperties(&p, selected));
     char pci[32];
     CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, selected));
-    snprintf(buf, size, "%s (sm_%d%d, %.1f GiB, PCI %s; convolutions %s)", p.name, p.major, p.minor,
-             (double)p.totalGlobalMem / (1u << 30), pci,
+    /* The libraries actually loaded, which may differ from the headers built against: cuDNN 9
+     * numbers itself major * 10000 + minor * 100 + patch. */
+    size_t dnn = cudnnGetVersion();
+    int driver = 0;
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    snprintf(buf, size, "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s)",
+             p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000, driver % 1000 / 10,
+             dnn / 10000, dnn % 10000 / 100, dnn % 100,
              p.major < 8 ? "FP32" : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)" : "FP32 (NVIDIA_TF32_OVERRIDE=0)");
 }
