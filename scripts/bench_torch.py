@@ -12,7 +12,9 @@ faster layout for convolutions on the CPU (oneDNN) and on tensor cores; contiguo
 convolutions, FP32 matmuls); --compile adds torch.compile. --bf16 runs the forward and the loss
 under torch.autocast(dtype=torch.bfloat16) (bf16 convolutions and matmuls with float32
 accumulation, float32 weights and optimizer): PyTorch's mixed precision, the peer of
-cifar10-bench --precision bf16."""
+cifar10-bench --precision bf16. --deterministic keeps cuDNN to deterministic algorithms, as
+ours does. --profile N: after the timing, N more steps under torch.profiler, and its table of
+the operators that took the most device (or, on the CPU, CPU) time."""
 import argparse
 import statistics
 import time
@@ -44,6 +46,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--deterministic", action="store_true", help="deterministic cuDNN algorithms only")
+    p.add_argument("--profile", type=int, default=0, metavar="N", help="then N steps under torch.profiler")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -76,6 +80,7 @@ def main():
     x = x.contiguous(memory_format=layout)
     if a.device == "cuda":
         torch.backends.cudnn.benchmark = True  # cuDNN picks algorithms, as ours does
+        torch.backends.cudnn.deterministic = a.deterministic
     fwd = torch.compile(model) if a.compile else model
 
     def sync():
@@ -103,10 +108,26 @@ def main():
     where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} thread(s)"
     mode = ("torch.compile" if a.compile else "eager") + ", " + ("NHWC" if a.memory_format == "channels_last" else "NCHW")
     mode += ", bf16 autocast" if a.bf16 else ""
+    mode += ", deterministic" if a.deterministic else ""
     net = "" if a.model == "workshop-cnn" else f", {a.model}"
     print(f"PyTorch {torch.__version__} ({mode}{net}): {where}, batch {a.batch_size}: "
           f"{ips:.1f} images/s (median of {a.runs} runs)")
+    if a.profile:
+        profile(step, sync, a.device, a.profile)
     print(f"result: images_per_s={ips:.1f}")
+
+
+def profile(step, sync, device, steps):
+    """steps more steps under torch.profiler; prints the operators by their own time."""
+    from torch.profiler import ProfilerActivity
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(f"torch.profiler, {steps} step(s), by {key}:")
+    print(prof.key_averages().table(sort_by=key, row_limit=30))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,12 @@
 #                                  against PyTorch eager and torch.compile on the same GPU; and
 #                                  airbench94 at batch 1024 against PyTorch eager, in fp32 and
 #                                  in bf16 (--precision bf16 against bf16 autocast)
+#   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
+#                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
+#                                  ncu's per-kernel summary of cifar10-bench's last timed run
+#                                  (NVTX range "timed"), torch.profiler's table of PyTorch's
+#                                  steps, and PyTorch's images/s in NCHW and with deterministic
+#                                  cuDNN algorithms (ours runs both), to apportion the gap
 #   scripts/gpu-check.sh train     the default 10 epochs on the real images, then cifar10-test:
 #                                  accuracy and wall time; then airbench94's whole recipe
 #                                  (9.9 epochs, final TTA score) and its wall time, in fp32 and
@@ -47,10 +53,10 @@ mkdir -p "$out"
 : >"$out/summary.txt"
 # On exit, however the step ends: every log but summary.txt into one tarball.
 pack_logs() {
-  local logs
-  logs=$(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.txt' \) ! -name summary.txt -printf '%f\n')
-  [[ -n $logs ]] || return 0
-  (cd "$out" && tar -czf "$step-logs.tar.gz" $logs && rm -f $logs)
+  local logs=()
+  mapfile -t logs < <(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.txt' \) ! -name summary.txt -printf '%f\n')
+  ((${#logs[@]})) || return 0
+  (cd "$out" && tar -czf "$step-logs.tar.gz" "${logs[@]}" && rm -f "${logs[@]}")
 }
 trap pack_logs EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -74,7 +80,7 @@ prepare() {
 # packages unpacked beside the tree (CPATH and LIBRARY_PATH for gcc, LD_LIBRARY_PATH to run).
 use_libs() {
   local probe='#include <zlib.h>\n#include <stdio.h>\n#include <png.h>\n#include <jpeglib.h>\nint main(void){return 0;}'
-  if printf "$probe" | gcc -x c - -lz -lpng -ljpeg -o /dev/null 2>/dev/null; then return; fi
+  if printf '%b' "$probe" | gcc -x c - -lz -lpng -ljpeg -o /dev/null 2>/dev/null; then return; fi
   [[ -d $carry/devdebs ]] || die "no zlib/libpng/libjpeg headers here and no .gpu-carry/devdebs (run 'prepare')"
   local root=$carry/sys
   if [[ ! -d $root ]]; then
@@ -102,7 +108,7 @@ use_cudnn() {
   local lib=$carry/cudnn-lib
   mkdir -p "$lib"
   ln -sfn "$d"/lib/libcudnn.so.* "$lib/"
-  ln -sfn "$(ls "$d"/lib/libcudnn.so.[0-9]* | head -n 1)" "$lib/libcudnn.so"
+  ln -sfn "$(find "$d/lib" -name 'libcudnn.so.[0-9]*' | sort | head -n 1)" "$lib/libcudnn.so"
   export MAKEFLAGS="${MAKEFLAGS:+$MAKEFLAGS }CUDNN_INC=$d/include CUDNN_LIB=$lib"
   export LD_LIBRARY_PATH=$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "using PyTorch's cuDNN ($d)"
@@ -276,6 +282,38 @@ check_bench() {
   } | tee "$out/summary.txt"
 }
 
+# profile_pair NAME OURS-FLAGS -- TORCH-FLAGS: one configuration, both sides.
+profile_pair() {
+  local name=$1 ours=() torch=()
+  shift
+  while [[ $# -gt 0 && $1 != -- ]]; do ours+=("$1"); shift; done
+  shift
+  torch=("$@")
+  echo "== $name"
+  timeout 240 ncu --clock-control none --nvtx --nvtx-include "timed/" --metrics gpu__time_duration.sum \
+    --print-summary per-kernel build/cifar10-bench --device=cuda "${ours[@]}" --warmup 5 --steps 2 --runs 1 \
+    >"$out/ncu-$name.log" 2>&1 || echo "ncu failed ($?): see ncu-$name.log"
+  python3 scripts/bench_torch.py --device cuda "${torch[@]}" --warmup 10 --steps 20 --runs 3 --profile 2 \
+    >"$out/torch-profile-$name.log" 2>&1 || echo "torch profile failed: see torch-profile-$name.log"
+  grep '^PyTorch' "$out/torch-profile-$name.log"
+  local fmt
+  for fmt in "--memory-format contiguous" "--deterministic" "--memory-format contiguous --deterministic"; do
+    # shellcheck disable=SC2086 # two words each
+    python3 scripts/bench_torch.py --device cuda "${torch[@]}" $fmt --warmup 10 --steps 20 --runs 5 | grep '^PyTorch'
+  done
+}
+
+check_profile() {
+  build
+  command -v ncu >/dev/null || echo "ncu not found: PyTorch's side only"
+  {
+    profile_pair workshop-512 --batch-size 512 -- --batch-size 512
+    profile_pair airbench94-1024 --model airbench94 --batch-size 1024 -- --model airbench94 --batch-size 1024
+    profile_pair airbench94-1024-bf16 --model airbench94 --batch-size 1024 --precision bf16 -- \
+      --model airbench94 --batch-size 1024 --bf16
+  } | tee "$out/summary.txt"
+}
+
 check_train() {
   build
   local d=/tmp/cifar10-real
@@ -310,5 +348,6 @@ case $step in
   sanitize) check_sanitize ;;
   bench) check_bench ;;
   train) check_train ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, sanitize, bench or train)" >&2; exit 2 ;;
+  profile) check_profile ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, sanitize, bench, profile or train)" >&2; exit 2 ;;
 esac
