@@ -116,9 +116,15 @@ march_avx512  := -march=x86-64-v4 -mtune=generic
 BF16_ISA_SRC := kernels/cpu/gemm_bf16.c
 BF16_ISAS    := generic avx512bf16
 march_avx512bf16 := -march=x86-64-v4 -mavx512bf16 -mtune=generic
+# The AMX-BF16 tile GEMM: the tile instructions, and a generic build that carries out the same
+# tile operations in plain C on the same packed panels (the tests' check of the blocking).
+AMX_ISA_SRC := kernels/cpu/gemm_amx.c
+AMX_ISAS    := generic amx
+march_amx   := -march=x86-64-v4 -mavx512bf16 -mamx-tile -mamx-bf16 -mtune=generic
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o)) \
-            $(foreach i,$(BF16_ISAS),$(BF16_ISA_SRC:%.c=$(BUILD)/%.$(i).o))
+            $(foreach i,$(BF16_ISAS),$(BF16_ISA_SRC:%.c=$(BUILD)/%.$(i).o)) \
+            $(foreach i,$(AMX_ISAS),$(AMX_ISA_SRC:%.c=$(BUILD)/%.$(i).o))
 
 ifeq ($(USE_CUDA),1)
 CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
@@ -159,7 +165,7 @@ $$(BUILD)/%.$(1).o: %.c
 	@echo "  CC    $$< ($(1))"
 	$$(Q)$$(MPICC) $$(CFLAGS) $$(march_$(1)) -DCPU_ISA=$(1) -c $$< -o $$@
 endef
-$(foreach i,$(ISAS) avx512bf16,$(eval $(call isa_rule,$(i))))
+$(foreach i,$(ISAS) avx512bf16 amx,$(eval $(call isa_rule,$(i))))
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)

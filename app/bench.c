@@ -153,8 +153,8 @@ int main(int argc, char **argv) {
         double mine = gemm_fma_peak(isas[i], threads, 0.3);
         peak_all[i] = mine < 0 ? -1.0 : sum_ranks(mine);
     }
-    /* The bf16 peak (VDPBF16PS) likewise, where the CPU has it; a cpu-bf16 run's fraction of
-     * peak is taken against it. */
+    /* The bf16 peak (of the bf16 path in use: AMX tiles or VDPBF16PS) likewise, where the CPU
+     * has it; a cpu-bf16 run's fraction of peak is taken against it. */
     double bf16_one = -1.0, bf16_all = -1.0;
     if (on_cpu && kernels_cpu_bf16_native()) {
         bf16_one = d.rank == 0 ? gemm_bf16_peak(1, 0.3) : 0.0;
@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
         bf16_all = sum_ranks(gemm_bf16_peak(threads, 0.3));
     }
     int bf16 = strcmp(k->name, "cpu-bf16") == 0;
-    const char *isa = bf16 ? "avx512bf16" : gemm_isa();
+    const char *isa = bf16 ? gemm_bf16_isa() : gemm_isa();
     double peak = bf16 ? bf16_all : 0.0;
     for (int i = 0; i < 3 && !bf16; i++)
         if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
@@ -238,8 +238,8 @@ int main(int argc, char **argv) {
                     printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i], d.world,
                            threads);
             if (bf16_one > 0)
-                printf("\nbf16 multiply-add peak (VDPBF16PS): %.1f (1 thread) / %.1f (%d x %d threads)", bf16_one,
-                       bf16_all, d.world, threads);
+                printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)", gemm_bf16_isa(),
+                       bf16_one, bf16_all, d.world, threads);
             printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
             printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
                    "GFLOP/s", "peak");

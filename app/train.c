@@ -734,7 +734,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
                "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
                CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
                t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa(),
-               kernels_cpu_bf16_native() ? "avx512bf16" : "none");
+               kernels_cpu_bf16_native() ? gemm_bf16_isa() : "none");
     }
     dist_print_all(t->device);
     if (t->d.rank == 0) printf("reading %s\n", c->data);

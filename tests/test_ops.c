@@ -11,7 +11,9 @@
  *         path this CPU has, with 2 threads; and, in child processes, that the conv and linear ops
  *         stop at their CHECK when given a workspace one byte short;
  *   cpu-bf16  kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU
- *         has (avx512bf16 where the CPU has AVX512_BF16, the plain-C path always), 2 threads;
+ *         has (amx where the CPU has AMX-BF16 and the OS grants the tile state, avx512bf16
+ *         where it has AVX512_BF16; the plain-C path and the tile path's plain-C twin,
+ *         amx-emulated, always), 2 threads;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
  *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
  *         table again on the backend kernels_cuda() makes afresh after it; then the conv and
@@ -37,7 +39,7 @@
  * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
  *
  * "CPU internals" at the end: the GEMM itself on every ISA path (also on pre-packed operands); bf16_round on hand-worked
- * values; gemm_bf16 on both paths against the double product of the bf16_round-ed operands
+ * values; gemm_bf16 on every bf16 path against the double product of the bf16_round-ed operands
  * (1e-5: those products are exact in float), and that it rounds every operand exactly as
  * bf16_round (==). */
 #include "../common/err.h"
@@ -951,19 +953,21 @@ static void cpu_column(void) {
 }
 
 /* cpu-bf16: the conv and linear cases (the ops that differ from the cpu table) on every bf16
- * GEMM path this CPU has (avx512bf16 where present; the plain-C one always), 2 threads, within
- * TOL_BF16; then the rest of the table once, which must match the float tolerances. */
+ * GEMM path this CPU has (amx and avx512bf16 where present; the plain-C one and the tile path's
+ * plain-C twin always), 2 threads, within TOL_BF16; then the rest of the table once, which must
+ * match the float tolerances. */
 static void cpu_bf16_column(void) {
-    static const char *const paths[] = {"avx512bf16", "generic"};
+    static const char *const paths[] = {"amx", "avx512bf16", "generic", "amx-emulated"};
     B = kernels_cpu_bf16();
     expect_complete(B);
     EXPECT(B->host && strcmp(B->name, "cpu-bf16") == 0, "kernels_cpu_bf16: name %s host %d", B->name, B->host);
     const char *best = gemm_bf16_isa();
     int threads = omp_get_max_threads();
     omp_set_num_threads(2);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         if (gemm_bf16_select(paths[i]) != 0) {
-            printf("test_ops: cpu-bf16 %s: skipped: this CPU lacks AVX512_BF16\n", paths[i]);
+            printf("test_ops: cpu-bf16 %s: skipped: this CPU lacks it (AMX: or the OS refuses the tile state)\n",
+                   paths[i]);
             continue;
         }
         snprintf(where, sizeof where, "cpu-bf16 %s, 2 threads, conv and linear", paths[i]);
@@ -1180,10 +1184,9 @@ static void cpu_internals(void) {
     test_gemm_path(GEMM_FP32, "avx512");
     gemm_select(best);
     test_bf16_round();
-    test_gemm_path(GEMM_BF16, "generic");
-    test_gemm_path(GEMM_BF16, "avx512bf16");
-    test_gemm_bf16_rounding("generic");
-    test_gemm_bf16_rounding("avx512bf16");
+    static const char *const bf16_paths[] = {"generic", "avx512bf16", "amx", "amx-emulated"};
+    for (int i = 0; i < 4; i++) test_gemm_path(GEMM_BF16, bf16_paths[i]);
+    for (int i = 0; i < 4; i++) test_gemm_bf16_rounding(bf16_paths[i]);
     gemm_bf16_select(best_bf16);
 }
 

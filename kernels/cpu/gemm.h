@@ -13,6 +13,7 @@
 #define KERNELS_CPU_GEMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The signature every GEMM here shares (gemm, gemm_bf16 and their per-ISA paths). */
 typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
@@ -34,8 +35,31 @@ void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
                const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
                float *ws);
 
-/* The value bfloat16 stores for f, as gemm_bf16 rounds it (the tests' references). */
+/* The value bfloat16 stores for f, as gemm_bf16 rounds it (the tests' references); the float
+ * a bf16 holds (bits16: its 16 bits). */
 float bf16_round(float f);
+float bf16_widen(uint32_t bits16);
+
+/* The bf16 GEMMs' packing (gemm_bf16.c, per bf16 path; gemm_amx.c uses it), operands rounded
+ * as bf16_round and held as pairs along k (one uint32_t: element 2k in the low half, 2k + 1 in
+ * the high; an odd kc's last high half 0):
+ *   gemm_bf16_pack_b: op(B) (kc x nc, strides as gemm's) in panels of GEMM_BF16_NR columns,
+ *     panel p holding Bp[p * NR * kpad + kp * NR + c] = pair kp of column p * NR + c; zero past
+ *     nc and for pairs [(kc + 1) / 2, kpad);
+ *   gemm_bf16_pack_rows: op(A) (rows x kc) row by row, dst[r * kpad + kp] = pair kp of row r;
+ *     zero past kc and for rows [rows, rows_pad). */
+#define GEMM_BF16_NR 32
+typedef void gemm_bf16_pack_b_fn(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb, int kpad,
+                                 uint32_t *Bp);
+typedef void gemm_bf16_pack_rows_fn(int rows, int rows_pad, int kc, const float *A, ptrdiff_t rsa,
+                                    ptrdiff_t csa, int kpad, uint32_t *dst);
+gemm_bf16_pack_b_fn gemm_bf16_pack_b_generic, gemm_bf16_pack_b_avx512bf16;
+gemm_bf16_pack_rows_fn gemm_bf16_pack_rows_generic, gemm_bf16_pack_rows_avx512bf16;
+/* And the last step of each: C (mr x nr) = alpha * acc + beta * C (C not read when beta is 0),
+ * acc's rows lda floats apart. */
+typedef void gemm_bf16_store_fn(const float *acc, int lda, int mr, int nr, float alpha, float beta, float *C,
+                                int ldc);
+gemm_bf16_store_fn gemm_bf16_store_generic, gemm_bf16_store_avx512bf16;
 
 /* One product from one of the two: GEMM_FP32 is gemm(), GEMM_BF16 gemm_bf16(). The convolution
  * and linear ops take this as a value, so one code path serves both precisions. */
@@ -57,7 +81,9 @@ int gemm_select(const char *isa);
 /* gemm or gemm_bf16, by math. */
 gemm_fn *gemm_of(enum gemm_math math);
 
-/* The bf16 paths ("avx512bf16", "generic"): the one in use, and a switch for tests and
+/* The bf16 paths, best first: "amx" (AMX-BF16 tiles, where the CPU has them and the OS grants
+ * the tile state), "avx512bf16", "generic"; and "amx-emulated" (the tile path's operations in
+ * plain C, for tests: never chosen by default). The one in use, and a switch for tests and
  * benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16. */
 const char *gemm_bf16_isa(void);
 int gemm_bf16_select(const char *isa);
@@ -68,8 +94,9 @@ int gemm_bf16_hw(void);
  * threads, or -1 when the CPU lacks that path. */
 double gemm_fma_peak(const char *isa, int threads, double seconds);
 
-/* The bf16 multiply-add peak (VDPBF16PS, 2 flops per multiply-add), measured as
- * gemm_fma_peak; -1 on CPUs without AVX512_BF16. */
+/* The bf16 multiply-add peak of the bf16 path in use (AMX's TDPBF16PS on "amx", else
+ * VDPBF16PS; 2 flops per multiply-add), measured as gemm_fma_peak; -1 on CPUs without
+ * AVX512_BF16. */
 double gemm_bf16_peak(int threads, double seconds);
 
 /* Pre-packed operands, for callers that lay a product's operands out once and reuse them
@@ -98,7 +125,8 @@ int gemm_nr(void);
 /* One ISA path, as compiled from gemm.c and gemm_bf16.c (see isa.h); used only by the
  * dispatcher. */
 gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx512bf16;
-double gemm_bf16_probe_avx512bf16(long iters);
+gemm_fn gemm_tiles_amx, gemm_tiles_generic; /* gemm_amx.c: AMX tiles, and their plain-C twin */
+double gemm_bf16_probe_avx512bf16(long iters), gemm_tiles_probe_amx(long iters);
 double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters),
     gemm_fma_probe_avx512(long iters);
 

@@ -27,7 +27,8 @@
  * and 6 x 64 measured the same on Zen 5). */
 #define MR 12
 #define NV 2 /* vectors of 16 columns */
-#define NR (16 * NV)
+#define NR GEMM_BF16_NR
+_Static_assert(NR == 16 * NV, "B panels are NV vectors wide");
 #define KC 256 /* even: k pairs never straddle a block */
 #define MC 96  /* a multiple of MR */
 #define NC 512
@@ -48,12 +49,14 @@ static inline uint32_t bf16_bits(float f) {
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
-float bf16_round(float f) {
-    uint32_t u = bf16_bits(f) << 16;
-    float r;
-    memcpy(&r, &u, sizeof r);
-    return r;
+float bf16_widen(uint32_t bits16) {
+    uint32_t u = bits16 << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
+
+float bf16_round(float f) { return bf16_widen(bf16_bits(f)); }
 #endif
 
 /* Two floats as one bf16 pair word: lo at the lower address (little endian). */
@@ -113,11 +116,12 @@ static void pack_a(int mc, int kc, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
     }
 }
 
-/* Packs rows [0, kc) x cols [0, nc) of op(B): Bp[kp*NR + c] = the pair (B(2kp, pNR + c),
- * B(2kp + 1, pNR + c)); zero past nc columns and past kc. Rows of B contiguous (csb == 1, the
- * usual case): two rows at a time, 16 columns per step; columns contiguous (rsb == 1): 16
- * pairs of a column at a time. */
-static void pack_b(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb, uint32_t *Bp) {
+/* Packs rows [0, kc) x cols [0, nc) of op(B) (gemm.h: gemm_bf16_pack_b): Bp[kp*NR + c] = the
+ * pair (B(2kp, pNR + c), B(2kp + 1, pNR + c)); zero past nc columns, past kc, and for pairs
+ * [(kc + 1) / 2, kpad). Rows of B contiguous (csb == 1, the usual case): two rows at a time,
+ * 16 columns per step; columns contiguous (rsb == 1): 16 pairs of a column at a time. */
+void ISA_FN(gemm_bf16_pack_b)(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb, int kpad,
+                              uint32_t *Bp) {
     int kp = (kc + 1) / 2;
     for (int p = 0; p < nc; p += NR) {
         int cols = nc - p < NR ? nc - p : NR;
@@ -139,19 +143,39 @@ static void pack_b(int kc, int nc, const float *B, ptrdiff_t rsb, ptrdiff_t csb,
                 for (int c = cols; c < NR; c++) dst[c] = 0;
             }
         }
-        Bp += (size_t)NR * kp;
+        memset(Bp + (size_t)kp * NR, 0, (size_t)(kpad - kp) * NR * sizeof *Bp);
+        Bp += (size_t)NR * kpad;
     }
 }
 
-/* C tile (mr x nr valid) = alpha * acc + beta * C (C not read when beta is 0). */
-static void store_tile(float acc[MR][NR], int mr, int nr, float alpha, float beta, float *C,
-                       int ldc) {
+/* gemm.h: gemm_bf16_pack_rows. Row r of op(A) (r < rows) as pairs along k at dst + r * kpad;
+ * zero past kc, and rows [rows, rows_pad) all zero. */
+void ISA_FN(gemm_bf16_pack_rows)(int rows, int rows_pad, int kc, const float *A, ptrdiff_t rsa,
+                                 ptrdiff_t csa, int kpad, uint32_t *dst) {
+    int kp = (kc + 1) / 2;
+    for (int r = 0; r < rows_pad; r++, dst += kpad) {
+        int k = 0;
+        if (r < rows) {
+            const float *row = A + (ptrdiff_t)r * rsa;
+            if (csa == 1)
+                for (; 2 * k + 32 <= kc; k += 16) pairs_along16(row + 2 * k, dst + k);
+            for (; k < kp; k++)
+                dst[k] = pair(row[2 * k * csa], 2 * k + 1 < kc ? row[(2 * k + 1) * csa] : 0.0f);
+        }
+        memset(dst + k, 0, (size_t)(kpad - k) * sizeof *dst);
+    }
+}
+
+/* gemm.h: gemm_bf16_store. C (mr x nr) = alpha * acc + beta * C (C not read when beta is 0). */
+void ISA_FN(gemm_bf16_store)(const float *acc, int lda, int mr, int nr, float alpha, float beta, float *C,
+                             int ldc) {
     for (int r = 0; r < mr; r++) {
+        const float *a = acc + (size_t)r * lda;
         float *c = C + (ptrdiff_t)r * ldc;
         if (beta == 0.0f)
-            for (int j = 0; j < nr; j++) c[j] = alpha * acc[r][j];
+            for (int j = 0; j < nr; j++) c[j] = alpha * a[j];
         else
-            for (int j = 0; j < nr; j++) c[j] = alpha * acc[r][j] + beta * c[j];
+            for (int j = 0; j < nr; j++) c[j] = alpha * a[j] + beta * c[j];
     }
 }
 
@@ -174,16 +198,9 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
     float tile[MR][NR] __attribute__((aligned(64)));
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) _mm512_store_ps(tile[r] + 16 * v, acc[r][v]);
-    store_tile(tile, mr, nr, alpha, beta, C, ldc);
+    ISA_FN(gemm_bf16_store)(&tile[0][0], NR, mr, nr, alpha, beta, C, ldc);
 }
 #else
-static float widen(uint32_t bits16) {
-    uint32_t u = bits16 << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* The same sums as VDPBF16PS, one lane at a time: acc += hi * hi, then += lo * lo. */
 static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
                          int nr, float alpha, float beta, float *restrict C, int ldc) {
@@ -192,14 +209,14 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
     for (int k = 0; k < kp; k++)
         for (int r = 0; r < MR; r++) {
             uint32_t a = Ap[k * MR + r];
-            float alo = widen(a & 0xffffu), ahi = widen(a >> 16);
+            float alo = bf16_widen(a & 0xffffu), ahi = bf16_widen(a >> 16);
             for (int c = 0; c < NR; c++) {
                 uint32_t b = Bp[(size_t)k * NR + c];
-                acc[r][c] += ahi * widen(b >> 16);
-                acc[r][c] += alo * widen(b & 0xffffu);
+                acc[r][c] += ahi * bf16_widen(b >> 16);
+                acc[r][c] += alo * bf16_widen(b & 0xffffu);
             }
         }
-    store_tile(acc, mr, nr, alpha, beta, C, ldc);
+    ISA_FN(gemm_bf16_store)(&acc[0][0], NR, mr, nr, alpha, beta, C, ldc);
 }
 #endif
 
@@ -220,7 +237,7 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC, kp = (kc + 1) / 2;
             float beta_block = pc == 0 ? beta : 1.0f; /* later K blocks accumulate */
-            pack_b(kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+            ISA_FN(gemm_bf16_pack_b)(kc, nc, B + pc * rsb + jc * csb, rsb, csb, kp, Bp);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
                 pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, Ap);

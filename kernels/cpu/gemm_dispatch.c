@@ -4,8 +4,12 @@
 #include "cpu.h"
 #include "gemm.h"
 
+#include <asm/prctl.h>
+#include <cpuid.h>
 #include <omp.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct path {
     const char *name;
@@ -31,6 +35,22 @@ static int has_avx2(void) {
 static int always(void) { return 1; }
 static int has_avx512bf16(void) { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
 
+/* AMX-BF16: the instructions, and the OS's grant of the tile data state to this process (Linux
+ * 5.16+ keeps it off until asked: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); the
+ * grant covers every thread. Asked once, by the constructor below (before any thread). */
+static int has_amx(void) {
+    static int granted = -1;
+    if (granted < 0) {
+        enum { XFEATURE_XTILEDATA = 18 };
+        /* CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (read directly: clang 14's
+         * __builtin_cpu_supports does not know them). */
+        unsigned a, b, c, d;
+        int tiles = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1);
+        granted = has_avx512bf16() && tiles && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }
+    return granted;
+}
+
 /* Best first. */
 static const struct path paths[] = {
     {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512,
@@ -50,8 +70,10 @@ struct bf16_path {
     int (*supported)(void);
 };
 static const struct bf16_path bf16_paths[] = {
+    {"amx", gemm_tiles_amx, has_amx},
     {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16},
     {"generic", gemm_bf16_generic, always},
+    {"amx-emulated", gemm_tiles_generic, always}, /* tests only: after "generic", never the default */
 };
 static const struct bf16_path *current_bf16;
 
@@ -61,7 +83,11 @@ __attribute__((constructor)) static void gemm_choose(void) {
             current = &paths[i];
             break;
         }
-    current_bf16 = has_avx512bf16() ? &bf16_paths[0] : &bf16_paths[1];
+    for (size_t i = 0; i < sizeof bf16_paths / sizeof bf16_paths[0]; i++)
+        if (bf16_paths[i].supported()) {
+            current_bf16 = &bf16_paths[i];
+            break;
+        }
 }
 
 const char *gemm_isa(void) { return current->name; }
@@ -176,5 +202,6 @@ double gemm_fma_peak(const char *isa, int threads, double seconds) {
 }
 
 double gemm_bf16_peak(int threads, double seconds) {
+    if (strcmp(current_bf16->name, "amx") == 0) return peak(gemm_tiles_probe_amx, threads, seconds);
     return has_avx512bf16() ? peak(gemm_bf16_probe_avx512bf16, threads, seconds) : -1.0;
 }
