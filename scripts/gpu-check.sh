@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh prepare   here (with ../shared): fills .gpu-carry/ with the CIFAR-10
 #                                  JPEG copy and its converter, and Debian's Open MPI packages
 #                                  unpacked (dpkg -x) for a GPU machine that has no Open MPI
-#   scripts/gpu-check.sh test      build; tests/test_ops (every op case on the GPU against double
+#   scripts/gpu-check.sh test      build; tests/test_ops (every op case on the GPU, and on every
+#                                  CPU path that machine has, AMX tiles included, against double
 #                                  precision); tests/test_cuda with TF32 off and on (for every
 #                                  network against the CPU: steps at batch 1, 32, 127 and 512,
 #                                  200 steps, the input pipeline overlapping compute, partial
