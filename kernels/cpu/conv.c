@@ -47,7 +47,12 @@ static size_t per_thread_floats(const struct conv_shape *s) {
  *     of a chunk into one GEMM, so tiny maps still make wide products. With bf16 products m
  *     stops at 4: m 5's transforms amplify the operands' bf16 rounding past tests/test_ops.c's
  *     bound (a filter gradient at 15x15: 4.1e-2 relative L2 error, against 2.7e-2 at most for
- *     m 4). */
+ *     m 4).
+ *   - bf16 products on AMX tiles (gemm_bf16_tiles): im2col + GEMM for every pass. Winograd's
+ *     transforms are what carry bf16's rounding to 1e-2 - 2.7e-2 (im2col: about 3e-3, and 0.26
+ *     points of airbench94 accuracy, README "bf16"); with tiles the GEMM has 16x the float FMA
+ *     rate to pay for im2col's 2.4 - 4x more multiplies. Chosen for the accuracy; the speed is
+ *     not measured yet (no AMX machine here). */
 struct conv_plan {
     int fwd, dx, dw;
 };
@@ -57,9 +62,10 @@ static long winograd_cost(int m, int H, int W) {
     return (long)(m + 2) * (m + 2) * ((H + m - 1) / m) * ((W + m - 1) / m);
 }
 
-static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math) {
+static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, int tiles) {
     struct conv_plan p = {0, 0, 0};
     if (s->k != 3 || s->pad != 1 || s->H < 2 || s->W < 2 || s->C < 16 || s->K < 16) return p;
+    if (math == GEMM_BF16 && tiles) return p;
     if (s->H % 2 == 0 && s->W % 2 == 0) {
         p.fwd = p.dx = 2;
         return p;
@@ -71,15 +77,20 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math) {
     return p;
 }
 
+/* The plan a pass runs now: by the bf16 path in use (gemm_bf16_select may change it). */
+static struct conv_plan plan_now(const struct conv_shape *s, enum gemm_math math) {
+    return plan(s, math, math == GEMM_BF16 && gemm_bf16_tiles());
+}
+
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
  * size, the largest, serves them all, in both precisions (the two tables share
- * conv_workspace). It depends on the thread count: the ops check it against the team they are
- * about to start. */
+ * conv_workspace) and on every bf16 path (sized with the Winograd plans, which tiles only drop).
+ * It depends on the thread count: the ops check it against the team they are about to start. */
 static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
     size_t floats = per_thread_floats(s) * (size_t)threads;
     for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
-        struct conv_plan p = plan(s, math);
+        struct conv_plan p = plan(s, math, 0);
         size_t f[3] = {0, 0, 0};
         if (p.fwd) f[0] = winograd_conv_workspace_floats(s->C, s->K, s->H, s->W, p.fwd, threads);
         if (p.dx) f[1] = winograd_conv_workspace_floats(s->K, s->C, s->H, s->W, p.dx, threads);
@@ -208,7 +219,7 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
                          size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     gemm_fn *mm = gemm_of(math);
-    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan(s, math).fwd;
+    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan_now(s, math).fwd;
     if (m) {
         winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, m, math, ws);
         return;
@@ -303,7 +314,7 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
                           const float *w, const float *dy, float *dx, float *dw, float *db,
                           const float *dx_mask, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    struct conv_plan p = plan(s, math);
+    struct conv_plan p = plan_now(s, math);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
         backward_im2col(math, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);

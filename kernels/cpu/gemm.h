@@ -88,6 +88,9 @@ gemm_fn *gemm_of(enum gemm_math math);
 const char *gemm_bf16_isa(void);
 int gemm_bf16_select(const char *isa);
 int gemm_bf16_hw(void);
+/* 1 when the bf16 path in use works on AMX tiles ("amx", "amx-emulated"): the convolution then
+ * keeps its bf16 products off Winograd (conv.c). */
+int gemm_bf16_tiles(void);
 
 /* The machine's FP32 FMA peak on one ISA path: runs a latency-free FMA loop on every thread of
  * the current OpenMP team size (threads) for about `seconds`; returns GFLOP/s summed over the

@@ -103,6 +103,7 @@ int gemm_select(const char *isa) {
 }
 
 const char *gemm_bf16_isa(void) { return current_bf16->name; }
+int gemm_bf16_tiles(void) { return strncmp(current_bf16->name, "amx", 3) == 0; }
 int gemm_bf16_hw(void) { return has_avx512bf16(); }
 
 int gemm_bf16_select(const char *isa) {
