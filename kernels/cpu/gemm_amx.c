@@ -50,8 +50,13 @@ static const struct tile_config config __attribute__((aligned(64))) = {
     .rows = {16, 16, 16, 16, 16, 16, 16, 16},
 };
 
+/* GCC's _tile_loadd is an asm that takes only the address, with no memory operand: this
+ * barrier makes the packing's stores land before any tile load may read them. */
+static inline void packed_ready(void) { __asm__ volatile("" ::: "memory"); }
+
 /* acc = Ap (32 rows x kpad pairs, rows kpad pairs apart) times Bp (kpad rows of 32 pairs). */
 static void block(int kpad, const uint32_t *Ap, const uint32_t *Bp, float acc[MR][NR]) {
+    packed_ready();
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -82,6 +87,7 @@ static void tiles_end(void) { _tile_release(); }
 double gemm_tiles_probe_amx(long iters) {
     uint32_t a[16 * KT] __attribute__((aligned(64))), b[KT * 16] __attribute__((aligned(64)));
     for (int i = 0; i < 16 * KT; i++) a[i] = 0x3f803f80u, b[i] = 0x33d633d6u; /* (1, 1), (1e-7, 1e-7) */
+    packed_ready();
     tiles_begin();
     _tile_zero(0);
     _tile_zero(1);
