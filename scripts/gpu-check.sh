@@ -95,17 +95,14 @@ use_libs() {
   echo "using the carried zlib, libpng, libjpeg ($root)"
 }
 
-# cuDNN: beside nvcc or in /usr (the Makefile looks there), else PyTorch's wheel (nvidia/cudnn),
-# handed to make as CUDNN_INC and CUDNN_LIB with a libcudnn.so link made for the linker.
+# cuDNN: wherever the Makefile finds it (beside nvcc or in /usr: asked with a dry run, which
+# stops on "CUDA=1 but cuDNN ... was not found"), else PyTorch's wheel (nvidia/cudnn), handed
+# to make as CUDNN_INC and CUDNN_LIB with a libcudnn.so link made for the linker.
 use_cudnn() {
-  local nvcc top
-  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  top=$("$nvcc" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#[$] TOP=//p')
-  top=$(realpath "${top:-$(dirname "$nvcc")/..}")
-  if [[ -f $top/include/cudnn.h || -f /usr/include/cudnn.h || -f /usr/include/x86_64-linux-gnu/cudnn.h ]]; then return; fi
+  if make -n CUDA=1 CUDA_ARCH=90 build/cifar10-train >/dev/null 2>&1; then return; fi
   local d
   d=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) || true
-  [[ -n $d && -f $d/include/cudnn.h ]] || die "cuDNN not found (no cudnn.h beside $top, in /usr or in python3's nvidia.cudnn)"
+  [[ -n $d && -f $d/include/cudnn.h ]] || die "cuDNN not found (the Makefile found none beside nvcc or in /usr, nor is there one in python3's nvidia.cudnn)"
   local lib=$carry/cudnn-lib
   mkdir -p "$lib"
   ln -sfn "$d"/lib/libcudnn.so.* "$lib/"

@@ -97,9 +97,9 @@ int gemm_bf16_tiles(void);
  * threads, or -1 when the CPU lacks that path. */
 double gemm_fma_peak(const char *isa, int threads, double seconds);
 
-/* The bf16 multiply-add peak of the bf16 path in use (AMX's TDPBF16PS on "amx", else
- * VDPBF16PS; 2 flops per multiply-add), measured as gemm_fma_peak; -1 on CPUs without
- * AVX512_BF16. */
+/* The bf16 multiply-add peak of the bf16 path in use (TDPBF16PS on "amx", VDPBF16PS on
+ * "avx512bf16"; 2 flops per multiply-add), measured as gemm_fma_peak; -1 on the plain-C
+ * paths. */
 double gemm_bf16_peak(int threads, double seconds);
 
 /* Pre-packed operands, for callers that lay a product's operands out once and reuse them

@@ -33,7 +33,7 @@
 #define MR 32
 #define NR GEMM_BF16_NR /* 32: two B tiles */
 #define KT 16           /* k pairs per tile step */
-#define KC 256          /* a multiple of 2 * KT: k blocks are whole tiles */
+#define KC 256          /* KC / 2 a multiple of KT: a block's padded depth stays within KC / 2 */
 #define MC 96           /* a multiple of MR */
 #define NC 512
 

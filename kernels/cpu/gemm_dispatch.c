@@ -63,17 +63,20 @@ static const struct path paths[] = {
 
 static const struct path *current;
 
-/* The bf16 GEMM's paths, best first, chosen independently of the float ones. */
+/* The bf16 GEMM's paths, best first, chosen independently of the float ones: its throughput
+ * probe (NULL: none) and whether it works on AMX tiles (conv.c plans by that). */
 struct bf16_path {
     const char *name;
     gemm_fn *fn;
     int (*supported)(void);
+    double (*probe)(long iters);
+    int tiles;
 };
 static const struct bf16_path bf16_paths[] = {
-    {"amx", gemm_tiles_amx, has_amx},
-    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16},
-    {"generic", gemm_bf16_generic, always},
-    {"amx-emulated", gemm_tiles_generic, always}, /* tests only: after "generic", never the default */
+    {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1},
+    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0},
+    {"generic", gemm_bf16_generic, always, NULL, 0},
+    {"amx-emulated", gemm_tiles_generic, always, NULL, 1}, /* tests only: after "generic", never the default */
 };
 static const struct bf16_path *current_bf16;
 
@@ -103,7 +106,7 @@ int gemm_select(const char *isa) {
 }
 
 const char *gemm_bf16_isa(void) { return current_bf16->name; }
-int gemm_bf16_tiles(void) { return strncmp(current_bf16->name, "amx", 3) == 0; }
+int gemm_bf16_tiles(void) { return current_bf16->tiles; }
 int gemm_bf16_hw(void) { return has_avx512bf16(); }
 
 int gemm_bf16_select(const char *isa) {
@@ -203,6 +206,5 @@ double gemm_fma_peak(const char *isa, int threads, double seconds) {
 }
 
 double gemm_bf16_peak(int threads, double seconds) {
-    if (strcmp(current_bf16->name, "amx") == 0) return peak(gemm_tiles_probe_amx, threads, seconds);
-    return has_avx512bf16() ? peak(gemm_bf16_probe_avx512bf16, threads, seconds) : -1.0;
+    return current_bf16->probe ? peak(current_bf16->probe, threads, seconds) : -1.0;
 }
