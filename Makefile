@@ -112,9 +112,10 @@ march_generic := -march=x86-64 -mtune=generic
 march_avx2    := -march=x86-64-v3 -mtune=generic
 march_avx512  := -march=x86-64-v4 -mtune=generic
 # The bf16 GEMM: a generic build (the same packing, dot products emulated exactly in float: the
-# path CPUs without the instructions use, and the tests' reference) and an AVX512_BF16 one.
+# tests' reference), an AVX2 one (the same sums on float FMA: bf16 on CPUs without the
+# instructions) and an AVX512_BF16 one.
 BF16_ISA_SRC := kernels/cpu/gemm_bf16.c
-BF16_ISAS    := generic avx512bf16
+BF16_ISAS    := generic avx2 avx512bf16
 march_avx512bf16 := -march=x86-64-v4 -mavx512bf16 -mtune=generic
 # The AMX-BF16 tile GEMM: the tile instructions, and a generic build that carries out the same
 # tile operations in plain C on the same packed panels (the tests' check of the blocking).

@@ -90,9 +90,9 @@ static const char usage[] =
     "  --device D            cpu, cuda (one GPU per rank: node-local rank modulo the GPUs\n"
     "                        visible) or auto (default: cuda when a GPU is visible, else cpu)\n"
     "  --precision P         the convolutions' and linear layers' products: fp32, bf16 (bfloat16\n"
-    "                        operands, float sums; CPUs with AVX512_BF16) or auto (default:\n"
-    "                        bf16 where the CPU has it and the recipe allows it; no recipe\n"
-    "                        does yet)\n"
+    "                        operands, float sums; fast with AVX512_BF16, the same sums on AVX2\n"
+    "                        FMA without it) or auto (default: bf16 where the CPU has\n"
+    "                        AVX512_BF16 and the recipe allows it; no recipe does yet)\n"
     "  --collective-timeout S\n"
     "                        a collective (the gradient allreduce, ...) that waits longer than S\n"
     "                        seconds ends the job with 5 (default auto: 600 for start-up and the\n"
@@ -109,7 +109,7 @@ static const char usage[] =
     "odls_base_sigkill_timeout seconds (default 1), and SIGKILL as long after that.\n"
     "\n"
     "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
-    "GPU, --precision=bf16 without AVX512_BF16), 2 bad command line, 4 stopped by a signal, with\n"
+    "GPU, --precision=bf16 without AVX512_BF16 or AVX2), 2 bad command line, 4 stopped by a signal, with\n"
     "the checkpoint written (resumable), 5 a collective timed out (a rank, host or link lost).\n";
 
 /* The exit code of a run stopped by SIGTERM or SIGINT after writing its checkpoint. */
@@ -734,7 +734,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
                "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
                CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
                t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa(),
-               kernels_cpu_bf16_native() ? gemm_bf16_isa() : "none");
+               kernels_cpu_bf16_vector() ? gemm_bf16_isa() : "none");
     }
     dist_print_all(t->device);
     if (t->d.rank == 0) printf("reading %s\n", c->data);

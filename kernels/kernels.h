@@ -218,9 +218,11 @@ const struct kernels *kernels_cpu(void);
  * operands rounded to bfloat16 (nearest even) as the GEMMs pack them, products summed in float,
  * float outputs; every other op, and all memory, as kernels_cpu(). Runs on any CPU, but only
  * those with AVX512_BF16 (kernels_cpu_bf16_native() == 1) have the instructions that make it
- * fast; elsewhere the same sums are computed in plain C, slowly (tests). */
+ * fast; elsewhere the same sums are computed on AVX2 FMA at about the float speed
+ * (kernels_cpu_bf16_vector() == 1), or in plain C, slowly (tests). */
 const struct kernels *kernels_cpu_bf16(void);
 int kernels_cpu_bf16_native(void);
+int kernels_cpu_bf16_vector(void);
 
 /* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
  * builds have none of these three). kernels_cuda_devices: the GPUs this process can use, or 0

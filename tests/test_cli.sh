@@ -145,8 +145,9 @@ done
 run env CUDA_VISIBLE_DEVICES= "$BIN/cifar10-train" --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
 expect_out "train --device=auto without a GPU says cpu and why" "^rank 0: cpu \(auto: (no GPU visible: |this build has no CUDA backend)"
 # --precision: bad values are usage errors; auto names what it chose and why (no recipe allows
-# bf16 yet, so fp32 for one reason or the other); bf16 runs where the CPU has AVX512_BF16 and is
-# one clear line and exit 1 where it has not.
+# bf16 yet, so fp32 for one reason or the other); bf16 runs where the CPU has AVX512_BF16, runs
+# the same sums on AVX2 FMA where it has AVX2 (and says so), and is one clear line and exit 1
+# where it has neither.
 for prog in train bench; do
   run "$BIN/cifar10-$prog" --precision fp16 "$T/data"
   expect_rc 2 "$prog --precision fp16"
@@ -156,10 +157,13 @@ run "$BIN/cifar10-train" --device cpu --epochs 1 --batch-size 2 --no-eval --mode
 expect_out "train --precision auto says fp32 and why" "^rank 0: cpu, fp32 \(auto: (no AVX512_BF16|the recipe is fp32)\)"
 run "$BIN/cifar10-train" --device cpu --precision bf16 --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
 if grep -qw avx512_bf16 /proc/cpuinfo; then
-  expect_out "train --precision bf16 on an AVX512_BF16 CPU" "^rank 0: cpu, bf16 products \(--precision bf16\)"
+  expect_out "train --precision bf16 on an AVX512_BF16 CPU" "^rank 0: cpu, bf16 products \(--precision bf16\)\$"
+elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  expect_out "train --precision bf16 on an AVX2 CPU" \
+    "^rank 0: cpu, bf16 products \(--precision bf16; no AVX512_BF16: its sums on AVX2 FMA, no faster than fp32\)\$"
 else
-  expect_rc 1 "train --precision bf16 without AVX512_BF16"
-  expect_err "train --precision bf16 without AVX512_BF16" "--precision=bf16: this CPU lacks AVX512_BF16"
+  expect_rc 1 "train --precision bf16 without AVX512_BF16 or AVX2"
+  expect_err "train --precision bf16 without AVX512_BF16 or AVX2" "--precision=bf16: this CPU has neither AVX512_BF16 nor AVX2"
 fi
 run "$BIN/cifar10-train" --metrics-file "" "$T/data"
 expect_rc 2 "train --metrics-file ''"

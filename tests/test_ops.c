@@ -12,8 +12,8 @@
  *         stop at their CHECK when given a workspace one byte short;
  *   cpu-bf16  kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU
  *         has (amx where the CPU has AMX-BF16 and the OS grants the tile state, avx512bf16
- *         where it has AVX512_BF16; the plain-C path and the tile path's plain-C twin,
- *         amx-emulated, always), 2 threads;
+ *         where it has AVX512_BF16, avx2 where it has AVX2; the plain-C path and the tile
+ *         path's plain-C twin, amx-emulated, always), 2 threads;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
  *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
  *         table again on the backend kernels_cuda() makes afresh after it; then the conv and
@@ -957,14 +957,14 @@ static void cpu_column(void) {
  * plain-C twin always), 2 threads, within TOL_BF16; then the rest of the table once, which must
  * match the float tolerances. */
 static void cpu_bf16_column(void) {
-    static const char *const paths[] = {"amx", "avx512bf16", "generic", "amx-emulated"};
+    static const char *const paths[] = {"amx", "avx512bf16", "avx2", "generic", "amx-emulated"};
     B = kernels_cpu_bf16();
     expect_complete(B);
     EXPECT(B->host && strcmp(B->name, "cpu-bf16") == 0, "kernels_cpu_bf16: name %s host %d", B->name, B->host);
     const char *best = gemm_bf16_isa();
     int threads = omp_get_max_threads();
     omp_set_num_threads(2);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (gemm_bf16_select(paths[i]) != 0) {
             printf("test_ops: cpu-bf16 %s: skipped: this CPU lacks it (AMX: or the OS refuses the tile state)\n",
                    paths[i]);
@@ -1177,6 +1177,39 @@ static void test_gemm_bf16_rounding(const char *isa) {
     printf("test_ops: cpu internals: gemm_bf16 %s rounds as bf16_round: done\n", isa);
 }
 
+/* The paths that claim VDPBF16PS's sums (avx512bf16, avx2) give the plain-C path's results bit
+ * for bit: the same packing and blocking, and each pair of exact products added in the same
+ * order with one rounding each. Random operands in [-1, 1] keep every partial sum far from the
+ * subnormals that VDPBF16PS alone would flush. Both layouts of both operands, beta 0 and not,
+ * sizes across every blocking edge. */
+static void test_gemm_bf16_same_sums(const char *isa) {
+    if (gemm_bf16_select(isa) != 0) return;
+    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {13, 70, 600}};
+    float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
+    size_t differ = 0, total = 0;
+    for (int s = 0; s < 5; s++)
+        for (int t = 0; t < 4; t++) {
+            int M = sizes[s][0], N = sizes[s][1], Kd = sizes[s][2], ta = t & 1, tb = t >> 1;
+            ptrdiff_t rsa = ta ? 1 : Kd, csa = ta ? M : 1, rsb = tb ? 1 : N, csb = tb ? Kd : 1;
+            seed = 500u + 4u * (unsigned)s + (unsigned)t;
+            float *A = hfill((size_t)M * Kd, -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
+            float *C = hfill((size_t)M * N, -1, 1), *R = hfill((size_t)M * N, 0, 0);
+            memcpy(R, C, (size_t)M * N * sizeof(float));
+            float beta = t == 3 ? 0.0f : 0.5f;
+            gemm_bf16(M, N, Kd, 0.75f, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
+            CHECK(gemm_bf16_select("generic") == 0);
+            gemm_bf16(M, N, Kd, 0.75f, A, rsa, csa, Bm, rsb, csb, beta, R, N, ws);
+            CHECK(gemm_bf16_select(isa) == 0);
+            for (size_t i = 0; i < (size_t)M * N; i++) differ += memcmp(&C[i], &R[i], sizeof(float)) != 0;
+            total += (size_t)M * N;
+            while (n_host) free(host_bufs[--n_host]);
+        }
+    EXPECT(differ == 0, "gemm_bf16 %s: %zu of %zu results differ from the plain-C path's", isa, differ, total);
+    free(ws);
+    printf("test_ops: cpu internals: gemm_bf16 %s equals the plain-C path bit for bit (%zu results): done\n", isa,
+           total);
+}
+
 static void cpu_internals(void) {
     const char *best = gemm_isa(), *best_bf16 = gemm_bf16_isa();
     test_gemm_path(GEMM_FP32, "generic");
@@ -1184,9 +1217,11 @@ static void cpu_internals(void) {
     test_gemm_path(GEMM_FP32, "avx512");
     gemm_select(best);
     test_bf16_round();
-    static const char *const bf16_paths[] = {"generic", "avx512bf16", "amx", "amx-emulated"};
-    for (int i = 0; i < 4; i++) test_gemm_path(GEMM_BF16, bf16_paths[i]);
-    for (int i = 0; i < 4; i++) test_gemm_bf16_rounding(bf16_paths[i]);
+    static const char *const bf16_paths[] = {"generic", "avx2", "avx512bf16", "amx", "amx-emulated"};
+    for (int i = 0; i < 5; i++) test_gemm_path(GEMM_BF16, bf16_paths[i]);
+    for (int i = 0; i < 5; i++) test_gemm_bf16_rounding(bf16_paths[i]);
+    test_gemm_bf16_same_sums("avx2");
+    test_gemm_bf16_same_sums("avx512bf16");
     gemm_bf16_select(best_bf16);
 }
 

@@ -101,3 +101,4 @@ const struct kernels *kernels_cpu_bf16(void) {
 }
 
 int kernels_cpu_bf16_native(void) { return gemm_bf16_hw(); }
+int kernels_cpu_bf16_vector(void) { return gemm_bf16_vector(); }

@@ -53,13 +53,14 @@ typedef void gemm_bf16_pack_b_fn(int kc, int nc, const float *B, ptrdiff_t rsb, 
                                  uint32_t *Bp);
 typedef void gemm_bf16_pack_rows_fn(int rows, int rows_pad, int kc, const float *A, ptrdiff_t rsa,
                                     ptrdiff_t csa, int kpad, uint32_t *dst);
-gemm_bf16_pack_b_fn gemm_bf16_pack_b_generic, gemm_bf16_pack_b_avx512bf16;
-gemm_bf16_pack_rows_fn gemm_bf16_pack_rows_generic, gemm_bf16_pack_rows_avx512bf16;
+gemm_bf16_pack_b_fn gemm_bf16_pack_b_generic, gemm_bf16_pack_b_avx2, gemm_bf16_pack_b_avx512bf16;
+gemm_bf16_pack_rows_fn gemm_bf16_pack_rows_generic, gemm_bf16_pack_rows_avx2,
+    gemm_bf16_pack_rows_avx512bf16;
 /* And the last step of each: C (mr x nr) = alpha * acc + beta * C (C not read when beta is 0),
  * acc's rows lda floats apart. */
 typedef void gemm_bf16_store_fn(const float *acc, int lda, int mr, int nr, float alpha, float beta, float *C,
                                 int ldc);
-gemm_bf16_store_fn gemm_bf16_store_generic, gemm_bf16_store_avx512bf16;
+gemm_bf16_store_fn gemm_bf16_store_generic, gemm_bf16_store_avx2, gemm_bf16_store_avx512bf16;
 
 /* One product from one of the two: GEMM_FP32 is gemm(), GEMM_BF16 gemm_bf16(). The convolution
  * and linear ops take this as a value, so one code path serves both precisions. */
@@ -82,12 +83,16 @@ int gemm_select(const char *isa);
 gemm_fn *gemm_of(enum gemm_math math);
 
 /* The bf16 paths, best first: "amx" (AMX-BF16 tiles, where the CPU has them and the OS grants
- * the tile state), "avx512bf16", "generic"; and "amx-emulated" (the tile path's operations in
- * plain C, for tests: never chosen by default). The one in use, and a switch for tests and
- * benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16. */
+ * the tile state), "avx512bf16", "avx2" (avx512bf16's sums, bit for bit, on AVX2 FMA: as slow
+ * as fp32 or slower, so only an explicit --precision bf16 runs it), "generic" (the same sums in
+ * plain C); and "amx-emulated" (the tile path's operations in plain C, for tests: never chosen
+ * by default). The one in use, and a switch for tests and
+ * benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16;
+ * gemm_bf16_vector: 1 when it has a vector path (AVX512_BF16 or AVX2), not only plain C. */
 const char *gemm_bf16_isa(void);
 int gemm_bf16_select(const char *isa);
 int gemm_bf16_hw(void);
+int gemm_bf16_vector(void);
 /* 1 when the bf16 path in use works on AMX tiles ("amx", "amx-emulated"): the convolution then
  * keeps its bf16 products off Winograd (conv.c). */
 int gemm_bf16_tiles(void);
@@ -127,7 +132,7 @@ int gemm_nr(void);
 
 /* One ISA path, as compiled from gemm.c and gemm_bf16.c (see isa.h); used only by the
  * dispatcher. */
-gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx512bf16;
+gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx2, gemm_bf16_avx512bf16;
 gemm_fn gemm_tiles_amx, gemm_tiles_generic; /* gemm_amx.c: AMX tiles, and their plain-C twin */
 double gemm_bf16_probe_avx512bf16(long iters), gemm_tiles_probe_amx(long iters);
 double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters),

@@ -9,17 +9,20 @@
  * two k steps into 16 float accumulators: the 2 x 16 multiply-adds of a float FMA's 16 in one
  * instruction.
  *
- * Compiled twice (isa.h): CPU_ISA=avx512bf16 is that kernel; CPU_ISA=generic computes the same
- * thing in plain C (every product of two bf16 is exact in float, and each is added in the
- * instruction's order, odd k then even k, rounding to nearest), so it runs anywhere: on CPUs
- * without the instructions and as the tests' check of the packing. */
+ * Compiled three times (isa.h): CPU_ISA=avx512bf16 is that kernel; CPU_ISA=generic computes
+ * the same thing in plain C (every product of two bf16 is exact in float, and each is added in
+ * the instruction's order, odd k then even k, rounding to nearest), so it runs anywhere: the
+ * tests' check of the packing; CPU_ISA=avx2 computes the same sums again with AVX2 FMA, at about
+ * the float GEMM's speed, so CPUs without the instructions can run bf16 (to check what bf16 does
+ * to accuracy, not to go faster). */
 #include "gemm.h"
 #include "isa.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#if defined(ISA_HAS_BF16)
+#if defined(ISA_HAS_BF16) || VEC == 8
 #include <immintrin.h>
 #endif
 
@@ -166,7 +169,9 @@ void ISA_FN(gemm_bf16_pack_rows)(int rows, int rows_pad, int kc, const float *A,
     }
 }
 
-/* gemm.h: gemm_bf16_store. C (mr x nr) = alpha * acc + beta * C (C not read when beta is 0). */
+/* gemm.h: gemm_bf16_store. C (mr x nr) = alpha * acc + beta * C (C not read when beta is 0).
+ * One fused multiply-add, written out: left to the compiler, the sum would be contracted on the
+ * paths compiled with FMA and not on the generic one, and the paths would round it differently. */
 void ISA_FN(gemm_bf16_store)(const float *acc, int lda, int mr, int nr, float alpha, float beta, float *C,
                              int ldc) {
     for (int r = 0; r < mr; r++) {
@@ -175,7 +180,7 @@ void ISA_FN(gemm_bf16_store)(const float *acc, int lda, int mr, int nr, float al
         if (beta == 0.0f)
             for (int j = 0; j < nr; j++) c[j] = alpha * a[j];
         else
-            for (int j = 0; j < nr; j++) c[j] = alpha * a[j] + beta * c[j];
+            for (int j = 0; j < nr; j++) c[j] = fmaf(alpha, a[j], beta * c[j]);
     }
 }
 
@@ -198,6 +203,43 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
     float tile[MR][NR] __attribute__((aligned(64)));
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) _mm512_store_ps(tile[r] + 16 * v, acc[r][v]);
+    ISA_FN(gemm_bf16_store)(&tile[0][0], NR, mr, nr, alpha, beta, C, ldc);
+}
+#elif VEC == 8
+/* The same sums as VDPBF16PS on AVX2 FMA. A bf16 is the top half of a float, so a pair word
+ * widens to its two floats with one AND (hi) and one shift (lo); each product of two bf16 is
+ * exact in float, so FMA(hi, hi, acc) then FMA(lo, lo, acc) rounds exactly as the instruction
+ * does (and as the plain-C path below: the tests compare the two bit for bit). The 12 x 32 tile
+ * runs as six 4 x 16 sub-tiles: 8 accumulators, 4 widened B vectors and 2 of A fit the 16 ymm
+ * registers. */
+static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
+                         int nr, float alpha, float beta, float *restrict C, int ldc) {
+    enum { SR = 4, SC = 16 }; /* the sub-tile: rows, columns (two vectors of 8) */
+    _Static_assert(MR % SR == 0 && NR % SC == 0, "sub-tiles cover the tile");
+    const __m256i hi_mask = _mm256_set1_epi32((int)0xffff0000u);
+    float tile[MR][NR] __attribute__((aligned(32)));
+    for (int r0 = 0; r0 < MR; r0 += SR)
+        for (int c0 = 0; c0 < NR; c0 += SC) {
+            __m256 acc[SR][2];
+            for (int r = 0; r < SR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+            for (int k = 0; k < kp; k++) {
+                __m256 bhi[2], blo[2];
+                for (int v = 0; v < 2; v++) {
+                    __m256i b = _mm256_loadu_si256((const __m256i *)(Bp + (size_t)k * NR + c0 + 8 * v));
+                    bhi[v] = _mm256_castsi256_ps(_mm256_and_si256(b, hi_mask));
+                    blo[v] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+                }
+                for (int r = 0; r < SR; r++) {
+                    __m256i a = _mm256_set1_epi32((int)Ap[k * MR + r0 + r]);
+                    __m256 ahi = _mm256_castsi256_ps(_mm256_and_si256(a, hi_mask));
+                    __m256 alo = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+                    for (int v = 0; v < 2; v++)
+                        acc[r][v] = _mm256_fmadd_ps(alo, blo[v], _mm256_fmadd_ps(ahi, bhi[v], acc[r][v]));
+                }
+            }
+            for (int r = 0; r < SR; r++)
+                for (int v = 0; v < 2; v++) _mm256_store_ps(&tile[r0 + r][c0 + 8 * v], acc[r][v]);
+        }
     ISA_FN(gemm_bf16_store)(&tile[0][0], NR, mr, nr, alpha, beta, C, ldc);
 }
 #else

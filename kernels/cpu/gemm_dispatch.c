@@ -75,6 +75,7 @@ struct bf16_path {
 static const struct bf16_path bf16_paths[] = {
     {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1},
     {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0},
+    {"avx2", gemm_bf16_avx2, has_avx2, NULL, 0}, /* VDPBF16PS's sums on float FMA: no faster than fp32 */
     {"generic", gemm_bf16_generic, always, NULL, 0},
     {"amx-emulated", gemm_tiles_generic, always, NULL, 1}, /* tests only: after "generic", never the default */
 };
@@ -108,6 +109,7 @@ int gemm_select(const char *isa) {
 const char *gemm_bf16_isa(void) { return current_bf16->name; }
 int gemm_bf16_tiles(void) { return current_bf16->tiles; }
 int gemm_bf16_hw(void) { return has_avx512bf16(); }
+int gemm_bf16_vector(void) { return has_avx512bf16() || has_avx2(); }
 
 int gemm_bf16_select(const char *isa) {
     for (size_t i = 0; i < sizeof bf16_paths / sizeof bf16_paths[0]; i++)
