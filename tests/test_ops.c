@@ -1177,16 +1177,20 @@ static void test_gemm_bf16_rounding(const char *isa) {
     printf("test_ops: cpu internals: gemm_bf16 %s rounds as bf16_round: done\n", isa);
 }
 
-/* The paths that claim VDPBF16PS's sums (avx512bf16, avx2) give the plain-C path's results bit
- * for bit: the same packing and blocking, and each pair of exact products added in the same
- * order with one rounding each. Random operands in [-1, 1] keep every partial sum far from the
- * subnormals that VDPBF16PS alone would flush. Both layouts of both operands, beta 0 and not,
+/* The bf16 paths against the plain-C one on the same operands: the same packing and blocking,
+ * and each pair of exact products added in VDPBF16PS's order (odd k, then even) with one
+ * rounding each. avx2 is our code and must match bit for bit (exact). The instruction itself
+ * (avx512bf16) is documented to add that way, but a CPU's implementation may round otherwise
+ * (a fused pair, flushed subnormal sums): it is held to float-level agreement (relative L2
+ * <= 1e-6, where a packing fault is off by O(1)), and the count of results that differ in any
+ * bit is printed. Random operands in [-1, 1]; both layouts of both operands, beta 0 and not,
  * sizes across every blocking edge. */
-static void test_gemm_bf16_same_sums(const char *isa) {
+static void test_gemm_bf16_same_sums(const char *isa, int exact) {
     if (gemm_bf16_select(isa) != 0) return;
     static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {13, 70, 600}};
     float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
     size_t differ = 0, total = 0;
+    double err2 = 0.0, ref2 = 0.0;
     for (int s = 0; s < 5; s++)
         for (int t = 0; t < 4; t++) {
             int M = sizes[s][0], N = sizes[s][1], Kd = sizes[s][2], ta = t & 1, tb = t >> 1;
@@ -1200,14 +1204,24 @@ static void test_gemm_bf16_same_sums(const char *isa) {
             CHECK(gemm_bf16_select("generic") == 0);
             gemm_bf16(M, N, Kd, 0.75f, A, rsa, csa, Bm, rsb, csb, beta, R, N, ws);
             CHECK(gemm_bf16_select(isa) == 0);
-            for (size_t i = 0; i < (size_t)M * N; i++) differ += memcmp(&C[i], &R[i], sizeof(float)) != 0;
+            for (size_t i = 0; i < (size_t)M * N; i++) {
+                differ += memcmp(&C[i], &R[i], sizeof(float)) != 0;
+                err2 += ((double)C[i] - R[i]) * ((double)C[i] - R[i]);
+                ref2 += (double)R[i] * R[i];
+            }
             total += (size_t)M * N;
             while (n_host) free(host_bufs[--n_host]);
         }
-    EXPECT(differ == 0, "gemm_bf16 %s: %zu of %zu results differ from the plain-C path's", isa, differ, total);
+    double rel = sqrt(err2 / ref2);
+    if (exact)
+        EXPECT(differ == 0, "gemm_bf16 %s: %zu of %zu results differ from the plain-C path's", isa, differ, total);
+    else
+        EXPECT(rel <= 1e-6, "gemm_bf16 %s: rel L2 %.3g from the plain-C path (%zu of %zu results differ)", isa, rel,
+               differ, total);
     free(ws);
-    printf("test_ops: cpu internals: gemm_bf16 %s equals the plain-C path bit for bit (%zu results): done\n", isa,
-           total);
+    printf("test_ops: cpu internals: gemm_bf16 %s against the plain-C path: %zu of %zu results differ in any bit "
+           "(rel L2 %.3g; required: %s): done\n",
+           isa, differ, total, rel, exact ? "none" : "<= 1e-6");
 }
 
 static void cpu_internals(void) {
@@ -1220,8 +1234,8 @@ static void cpu_internals(void) {
     static const char *const bf16_paths[] = {"generic", "avx2", "avx512bf16", "amx", "amx-emulated"};
     for (int i = 0; i < 5; i++) test_gemm_path(GEMM_BF16, bf16_paths[i]);
     for (int i = 0; i < 5; i++) test_gemm_bf16_rounding(bf16_paths[i]);
-    test_gemm_bf16_same_sums("avx2");
-    test_gemm_bf16_same_sums("avx512bf16");
+    test_gemm_bf16_same_sums("avx2", 1);
+    test_gemm_bf16_same_sums("avx512bf16", 0);
     gemm_bf16_select(best_bf16);
 }
 
