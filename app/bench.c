@@ -40,6 +40,8 @@ static const char usage[] =
     "  --steps N        steps per timed run (default 5)\n"
     "  --runs N         timed runs; the median is reported (default 5)\n"
     "  --isa NAME       vector path: avx512, avx2 or generic (default: best this CPU has)\n"
+    "  --bf16-isa NAME  bf16 path (--precision bf16): amx, avx512bf16, avx2 or generic (default:\n"
+    "                   best this CPU has)\n"
     "  --device D       cpu, cuda or auto (default: cuda when a GPU is visible)\n"
     "  --precision P    fp32, bf16 or auto: the products of the convolutions and linear layers\n"
     "                   (default fp32; auto: bf16 where the CPU has AVX512_BF16; bf16 without\n"
@@ -49,21 +51,21 @@ static const char usage[] =
 
 struct bench_config {
     int batch, threads, warmup, steps, runs;
-    const char *isa, *model;
+    const char *isa, *bf16_isa, *model;
     enum device_kind device;
     enum precision precision;
     double bucket_mb;
 };
 
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_DEVICE, OPT_BUCKET, OPT_PRECISION, OPT_HELP };
+    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_BF16_ISA, OPT_DEVICE, OPT_BUCKET, OPT_PRECISION, OPT_HELP };
     static const struct option long_options[] = {
         {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
         {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
         {"runs", required_argument, 0, OPT_RUNS},        {"isa", required_argument, 0, OPT_ISA},
         {"device", required_argument, 0, OPT_DEVICE},    {"bucket-mb", required_argument, 0, OPT_BUCKET},
         {"model", required_argument, 0, OPT_MODEL},      {"help", no_argument, 0, OPT_HELP},
-        {"precision", required_argument, 0, OPT_PRECISION},
+        {"precision", required_argument, 0, OPT_PRECISION}, {"bf16-isa", required_argument, 0, OPT_BF16_ISA},
         {0, 0, 0, 0}};
     *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0, .model = "workshop-cnn",
                                 .precision = PRECISION_FP32};
@@ -78,6 +80,7 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
         case OPT_STEPS: rc = options_int("--steps", optarg, 1, 1000000, &c->steps, e); break;
         case OPT_RUNS: rc = options_int("--runs", optarg, 1, 1000, &c->runs, e); break;
         case OPT_ISA: c->isa = optarg; break;
+        case OPT_BF16_ISA: c->bf16_isa = optarg; break;
         case OPT_MODEL:
             c->model = optarg;
             if (!net_find(optarg)) {
@@ -104,6 +107,8 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
     if (rc == 0 && optind < argc) rc = err_set(e, "%s: unexpected argument", argv[optind]);
     if (rc == 0 && c->isa && gemm_select(c->isa) != 0)
         rc = err_set(e, "--isa: '%s' is not a vector path this CPU supports", c->isa);
+    if (rc == 0 && c->bf16_isa && gemm_bf16_select(c->bf16_isa) != 0)
+        rc = err_set(e, "--bf16-isa: '%s' is not a bf16 path this CPU supports", c->bf16_isa);
     return rc ? 2 : 0;
 }
 

@@ -31,6 +31,12 @@
 #                                  (NVTX range "timed"), torch.profiler's table of PyTorch's
 #                                  steps, and PyTorch's images/s in NCHW and with deterministic
 #                                  cuDNN algorithms (ours runs both), to apportion the gap
+#   scripts/gpu-check.sh cpu       bf16 on that machine's CPU (its Xeon has AMX; neither
+#                                  development machine has), 2 threads as on a 2-core machine:
+#                                  cifar10-bench in fp32, in bf16 on AMX tiles and on
+#                                  AVX512_BF16, against PyTorch's CPU fp32 and bf16 autocast
+#                                  (NHWC), for airbench94 at batch 512 and the workshop CNN at
+#                                  128; then 20 steps of airbench94 in bf16 on the tiles
 #   scripts/gpu-check.sh train     the default 10 epochs on the real images, then cifar10-test:
 #                                  accuracy and wall time; then airbench94's whole recipe
 #                                  (9.9 epochs, final TTA score) and its wall time, in fp32 and
@@ -312,6 +318,43 @@ check_profile() {
   } | tee "$out/summary.txt"
 }
 
+# cpu_pair MODEL BATCH: ours in fp32, in bf16 on each bf16 instruction path the CPU has, and
+# PyTorch's fp32 and bf16 autocast, all on 2 threads; one images/s line each.
+cpu_pair() {
+  local r=(--device cpu --model "$1" --batch-size "$2" --threads 2 --warmup 2 --steps 3 --runs 3) v
+  r() { sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
+  build/cifar10-bench "${r[@]}" --precision fp32 >"$out/cpu-$1-fp32.log" 2>&1
+  echo "$1, batch $2, 2 threads: ours fp32 $(r "$out/cpu-$1-fp32.log") images/s ($(sed -n 's/.*isa=\([a-z0-9]*\).*/\1/p' "$out/cpu-$1-fp32.log"))"
+  for v in amx avx512bf16; do
+    if build/cifar10-bench "${r[@]}" --precision bf16 --bf16-isa $v >"$out/cpu-$1-$v.log" 2>&1; then
+      echo "$1, batch $2, 2 threads: ours bf16 on $v $(r "$out/cpu-$1-$v.log") images/s"
+    else
+      echo "$1, batch $2: ours bf16 on $v: $(tail -n 1 "$out/cpu-$1-$v.log")"
+    fi
+  done
+  for v in "" --bf16; do
+    python3 scripts/bench_torch.py --device cpu --model "$1" --batch-size "$2" --threads 2 --warmup 2 --steps 3 \
+      --runs 3 $v >"$out/cpu-$1-torch$v.log" 2>&1 || echo "PyTorch ${v:-fp32} failed: see cpu-$1-torch$v.log"
+    grep '^PyTorch' "$out/cpu-$1-torch$v.log"
+  done
+}
+
+check_cpu() {
+  build build/tests/make_synthetic
+  lscpu | grep -E '^Model name|^CPU\(s\)|^Thread|^Flags' | sed 's/^Flags:.*/flags: '"$(grep -ow -E 'avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"'/' |
+    tee "$out/cpu.txt"
+  {
+    cpu_pair airbench94 512
+    cpu_pair workshop-cnn 128
+  } | tee "$out/summary.txt"
+  synthetic /tmp/gpu-check-data 2048
+  # airbench94 in bf16 on the tiles: 20 steps of the recipe (its loss in the log).
+  check "airbench94 bf16 on the CPU, 20 steps" build/cifar10-train --device cpu --precision bf16 --threads 2 \
+    --model airbench94 --epochs 0.5 --batch-size 256 --whiten-images 2000 --print-freq 4 \
+    --model-file /tmp/cpu-bf16.safetensors --resume never /tmp/gpu-check-data
+  step_done cpu
+}
+
 check_train() {
   build
   local d=/tmp/cifar10-real
@@ -347,5 +390,6 @@ case $step in
   bench) check_bench ;;
   train) check_train ;;
   profile) check_profile ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, sanitize, bench, profile or train)" >&2; exit 2 ;;
+  cpu) check_cpu ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, sanitize, bench, profile, cpu or train)" >&2; exit 2 ;;
 esac

@@ -102,6 +102,11 @@ expect_err "bench --steps 0" "--steps: 0 is out of range"
 run "$BIN/cifar10-bench" --isa sse9
 expect_rc 2 "bench --isa sse9"
 expect_err "bench --isa sse9" "--isa: 'sse9' is not a vector path this CPU supports"
+run "$BIN/cifar10-bench" --bf16-isa sse9
+expect_rc 2 "bench --bf16-isa sse9"
+expect_err "bench --bf16-isa sse9" "--bf16-isa: 'sse9' is not a bf16 path this CPU supports"
+run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 --bf16-isa generic
+expect_out "bench --bf16-isa generic runs the plain-C bf16 path" "^result: .* device=cpu-bf16 isa=generic "
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --isa generic
 expect_rc 0 "bench tiny run"
 expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"
