@@ -31,7 +31,7 @@ static size_t per_thread_floats(const struct conv_shape *s) {
 }
 
 /* The algorithm of each pass: 0 for im2col + GEMM, else Winograd F(m x m, 3x3) with output tile
- * m (2 to 5). Chosen from the shape:
+ * m (2 to 5). Chosen from the shape and the products' number format:
  *   - Winograd needs a 3x3 "same" convolution (k 3, pad 1), a map of at least 2x2, and 16+
  *     channels on both sides of the pass (the GEMMs' depth is the channel count read, their
  *     height the count written; shallow sides such as RGB are faster as im2col). The forward
@@ -39,20 +39,23 @@ static size_t per_thread_floats(const struct conv_shape *s) {
  *   - Even H and W (the workshop CNN's 32, 16, 8): F(2x2), whose tiles cover the map exactly,
  *     for the forward and the input gradient; the filter gradient stays im2col, so that
  *     network's paths and results are those from before the odd maps had Winograd.
- *   - Otherwise (airbench94's 31, 15, 7, 3): for all three passes the m of 3, 4, 5 with the
- *     fewest multiplies, a^2 per tile times the tiles (the last tile row and column may be
- *     partial); ties go to the smaller m (smaller coefficients, see winograd.c). Multiplies per
- *     output and channel pair, against 9 direct: 31x31 m 4 2.4 (m 5 2.5), 15x15 m 5 1.96 (m 4
- *     2.56), 7x7 m 4 2.9 (m 5 4), 3x3 m 3 2.8 (m 4 4). The transform domain batches the images
- *     of a chunk into one GEMM, so tiny maps still make wide products. With bf16 products m
- *     stops at 4: m 5's transforms amplify the operands' bf16 rounding past tests/test_ops.c's
- *     bound (a filter gradient at 15x15: 4.1e-2 relative L2 error, against 2.7e-2 at most for
- *     m 4).
- *   - bf16 products on AMX tiles (gemm_bf16_tiles): im2col + GEMM for every pass. Winograd's
- *     transforms are what carry bf16's rounding to 1e-2 - 2.7e-2 (im2col: about 3e-3, and 0.26
- *     points of airbench94 accuracy, README "bf16"); with tiles the GEMM has 16x the float FMA
- *     rate to pay for im2col's 2.4 - 4x more multiplies. Chosen for the accuracy; the speed is
- *     not measured yet (no AMX machine here). */
+ *   - Otherwise (airbench94's 31, 15, 7, 3), float products: for all three passes the m of 3,
+ *     4, 5 with the fewest multiplies, a^2 per tile times the tiles (the last tile row and
+ *     column may be partial); ties go to the smaller m (smaller coefficients, see winograd.c).
+ *     Multiplies per output and channel pair, against 9 direct: 31x31 m 4 2.4 (m 5 2.5), 15x15
+ *     m 5 1.96 (m 4 2.56), 7x7 m 4 2.9 (m 5 4), 3x3 m 3 2.8 (m 4 4). The transform domain
+ *     batches the images of a chunk into one GEMM, so tiny maps still make wide products.
+ *   - The same maps with bf16 products: F(2x2) for all three passes. The larger tiles'
+ *     transforms (coefficients up to 8) amplify the rounding of the transformed operands to
+ *     bf16: relative L2 errors of 1e-2 - 2.7e-2 for m 3 and 4 (4.1e-2 for m 5) in
+ *     tests/test_ops.c, against 5.8e-3 at most for F(2x2), and airbench94 lost 0.26 points with
+ *     m 4 (README "bf16"). F(2x2) needs 4.3 (31x31) to 7.1 (3x3) multiplies per output and
+ *     channel pair, 1.8 - 2.6x what m 3 and 4 need: where VDPBF16PS runs at twice the float FMA
+ *     rate that about evens out, so bf16 is as fast as fp32 there, not faster.
+ *   - bf16 products on AMX tiles (gemm_bf16_tiles): im2col + GEMM for every pass, as accurate
+ *     (about 3e-3); the tiles have 16x the float FMA rate to pay for im2col's 2.25x more
+ *     multiplies than F(2x2), and skip its transforms. The speed is not measured yet (no AMX
+ *     machine here). */
 struct conv_plan {
     int fwd, dx, dw;
 };
@@ -70,8 +73,12 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
         p.fwd = p.dx = 2;
         return p;
     }
+    if (math == GEMM_BF16) {
+        p.fwd = p.dx = p.dw = 2;
+        return p;
+    }
     int best = 3;
-    for (int m = 4; m <= (math == GEMM_BF16 ? 4 : 5); m++)
+    for (int m = 4; m <= 5; m++)
         if (winograd_cost(m, s->H, s->W) < winograd_cost(best, s->H, s->W)) best = m;
     p.fwd = p.dx = p.dw = best;
     return p;
