@@ -256,6 +256,9 @@ check_sanitize() {
   step_done sanitize
 }
 
+# images_per_s LOG: the images/s of the last "result:" line (cifar10-bench's, bench_torch.py's).
+images_per_s() { sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
+
 check_bench() {
   build
   local py=python3
@@ -278,11 +281,10 @@ check_bench() {
   {
     echo "images/s: ours / PyTorch eager / torch.compile"
     for b in 128 512; do
-      r() { sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
-      echo "batch $b: $(r "$out/ours-$b.log") / $(r "$out/torch-eager-$b.log") / $(r "$out/torch-compile-$b.log")"
+      echo "batch $b: $(images_per_s "$out/ours-$b.log") / $(images_per_s "$out/torch-eager-$b.log") / $(images_per_s "$out/torch-compile-$b.log")"
     done
-    echo "airbench94, batch 1024: $(r "$out/ours-airbench94.log") / $(r "$out/torch-eager-airbench94.log") / -"
-    echo "airbench94, batch 1024, bf16: $(r "$out/ours-airbench94-bf16.log") / $(r "$out/torch-eager-airbench94-bf16.log") / -"
+    echo "airbench94, batch 1024: $(images_per_s "$out/ours-airbench94.log") / $(images_per_s "$out/torch-eager-airbench94.log") / -"
+    echo "airbench94, batch 1024, bf16: $(images_per_s "$out/ours-airbench94-bf16.log") / $(images_per_s "$out/torch-eager-airbench94-bf16.log") / -"
   } | tee "$out/summary.txt"
 }
 
@@ -321,13 +323,12 @@ check_profile() {
 # cpu_pair MODEL BATCH: ours in fp32, in bf16 on each bf16 instruction path the CPU has, and
 # PyTorch's fp32 and bf16 autocast, all on 2 threads; one images/s line each.
 cpu_pair() {
-  local r=(--device cpu --model "$1" --batch-size "$2" --threads 2 --warmup 2 --steps 3 --runs 3) v
-  r() { sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
-  build/cifar10-bench "${r[@]}" --precision fp32 >"$out/cpu-$1-fp32.log" 2>&1
-  echo "$1, batch $2, 2 threads: ours fp32 $(r "$out/cpu-$1-fp32.log") images/s ($(sed -n 's/.*isa=\([a-z0-9]*\).*/\1/p' "$out/cpu-$1-fp32.log"))"
+  local args=(--device cpu --model "$1" --batch-size "$2" --threads 2 --warmup 2 --steps 3 --runs 3) v
+  build/cifar10-bench "${args[@]}" --precision fp32 >"$out/cpu-$1-fp32.log" 2>&1
+  echo "$1, batch $2, 2 threads: ours fp32 $(images_per_s "$out/cpu-$1-fp32.log") images/s ($(sed -n 's/.*isa=\([a-z0-9]*\).*/\1/p' "$out/cpu-$1-fp32.log"))"
   for v in amx avx512bf16; do
-    if build/cifar10-bench "${r[@]}" --precision bf16 --bf16-isa $v >"$out/cpu-$1-$v.log" 2>&1; then
-      echo "$1, batch $2, 2 threads: ours bf16 on $v $(r "$out/cpu-$1-$v.log") images/s"
+    if build/cifar10-bench "${args[@]}" --precision bf16 --bf16-isa $v >"$out/cpu-$1-$v.log" 2>&1; then
+      echo "$1, batch $2, 2 threads: ours bf16 on $v $(images_per_s "$out/cpu-$1-$v.log") images/s"
     else
       echo "$1, batch $2: ours bf16 on $v: $(tail -n 1 "$out/cpu-$1-$v.log")"
     fi

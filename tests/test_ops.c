@@ -957,21 +957,24 @@ static void cpu_column(void) {
  * GEMM path this CPU has (amx and avx512bf16 where present; the plain-C one and the tile path's
  * plain-C twin always), 2 threads, within TOL_BF16; then the rest of the table once, which must
  * match the float tolerances. */
+/* Every bf16 GEMM path (gemm_dispatch.c's table); those the CPU lacks are skipped. */
+static const char *const bf16_paths[] = {"amx", "avx512bf16", "avx2", "generic", "amx-emulated"};
+enum { N_BF16_PATHS = sizeof bf16_paths / sizeof bf16_paths[0] };
+
 static void cpu_bf16_column(void) {
-    static const char *const paths[] = {"amx", "avx512bf16", "avx2", "generic", "amx-emulated"};
     B = kernels_cpu_bf16();
     expect_complete(B);
     EXPECT(B->host && strcmp(B->name, "cpu-bf16") == 0, "kernels_cpu_bf16: name %s host %d", B->name, B->host);
     const char *best = gemm_bf16_isa();
     int threads = omp_get_max_threads();
     omp_set_num_threads(2);
-    for (int i = 0; i < 5; i++) {
-        if (gemm_bf16_select(paths[i]) != 0) {
+    for (int i = 0; i < N_BF16_PATHS; i++) {
+        if (gemm_bf16_select(bf16_paths[i]) != 0) {
             printf("test_ops: cpu-bf16 %s: skipped: this CPU lacks it (AMX: or the OS refuses the tile state)\n",
-                   paths[i]);
+                   bf16_paths[i]);
             continue;
         }
-        snprintf(where, sizeof where, "cpu-bf16 %s, 2 threads, conv and linear", paths[i]);
+        snprintf(where, sizeof where, "cpu-bf16 %s, 2 threads, conv and linear", bf16_paths[i]);
         tol_products = TOL_BF16, worst_products = 0.0;
         run_cases(2);
         printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products, TOL_BF16);
@@ -1232,9 +1235,8 @@ static void cpu_internals(void) {
     test_gemm_path(GEMM_FP32, "avx512");
     gemm_select(best);
     test_bf16_round();
-    static const char *const bf16_paths[] = {"generic", "avx2", "avx512bf16", "amx", "amx-emulated"};
-    for (int i = 0; i < 5; i++) test_gemm_path(GEMM_BF16, bf16_paths[i]);
-    for (int i = 0; i < 5; i++) test_gemm_bf16_rounding(bf16_paths[i]);
+    for (int i = 0; i < N_BF16_PATHS; i++) test_gemm_path(GEMM_BF16, bf16_paths[i]);
+    for (int i = 0; i < N_BF16_PATHS; i++) test_gemm_bf16_rounding(bf16_paths[i]);
     test_gemm_bf16_same_sums("avx2", 1);
     test_gemm_bf16_same_sums("avx512bf16", 0);
     gemm_bf16_select(best_bf16);
