@@ -2,13 +2,16 @@
  * x[N][C][H][W] -> y[N][K][Ho][Wo].
  *
  * Each pass runs either Winograd F(m x m, 3x3) (winograd.c) or im2col + GEMM, as plan() below
- * decides from the shape. im2col + GEMM works on one image per thread at a time: the unfolded
- * image col[C*k*k][Ho*Wo] turns the convolution into one matrix product per image.
+ * decides from the shape. im2col + GEMM works on a chunk of nb images per thread at a time
+ * (images_per_gemm: one, except on AMX tiles): the unfolded chunk col[C*k*k][nb][Ho*Wo] turns
+ * the convolution into one matrix product per chunk.
  *
  * Per thread the im2col workspace holds
- *   col  [C*k*k][Ho*Wo]    the unfolded image; in backward pixel-major, [Ho*Wo][C*k*k], for the
- *                          weight gradient, then d(col) when the input gradient is im2col too
+ *   col  [C*k*k][nb*Ho*Wo] the unfolded chunk; in backward pixel-major, [nb*Ho*Wo][C*k*k], for
+ *                          the weight gradient, then d(col) when the input gradient is im2col too
  *   dwt  [K*C*k*k + K]     this thread's partial weight and bias gradients
+ *   yc   [K][nb*Ho*Wo]     when nb > 1: the chunk's y or dy side by side, as the GEMM reads and
+ *                          writes them (one image's y_n[K][Ho*Wo] is them when nb is 1)
  *   gemm [gemm_workspace_floats()]
  * Partial gradients are summed in thread order afterwards, so the result is deterministic for a
  * given thread count. */
@@ -20,13 +23,32 @@
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
 
-static size_t col_floats(const struct conv_shape *s) {
-    return round16((size_t)s->C * s->k * s->k * kernels_conv_out(s->H, s->k, s->pad) *
-                   kernels_conv_out(s->W, s->k, s->pad));
+static int out_pixels(const struct conv_shape *s) {
+    return kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
 }
 
-static size_t per_thread_floats(const struct conv_shape *s) {
-    return col_floats(s) + round16((size_t)s->K * s->C * s->k * s->k + s->K) +
+/* Images per im2col GEMM. One on the float and VDPBF16PS paths (their micro-tiles are 12 rows
+ * high, and these are the results the float path always had). On AMX tiles a chunk of images
+ * at least GEMM_COLUMNS pixels wide: one image of a small map makes a thin product (9 pixels
+ * of a 3x3 map fill 9 of the 32 rows or k of a tile step), whose operands (the whole filter
+ * bank) are packed and whose output (the whole weight gradient) is stored once per image;
+ * measured on a Xeon with AMX, 2 threads, airbench94 at batch 512: with one image per GEMM
+ * the backward of its 256->256 convolutions took 396 ms (3x3 maps) and 454 ms (7x7) a step,
+ * more than F(2x2) on VDPBF16PS (86, 300 ms); in chunks 65 and 285 ms, on a slower instance
+ * of that machine (its fp32 step ran 242 images/s there, 428 on the first). */
+#define GEMM_COLUMNS 512
+static int images_per_gemm(const struct conv_shape *s, int tiles) {
+    int hw = out_pixels(s), nb = tiles ? (GEMM_COLUMNS + hw - 1) / hw : 1;
+    return nb < s->N ? nb : s->N > 0 ? s->N : 1;
+}
+
+static size_t col_floats(const struct conv_shape *s, int nb) {
+    return round16((size_t)s->C * s->k * s->k * nb * out_pixels(s));
+}
+
+static size_t per_thread_floats(const struct conv_shape *s, int nb) {
+    size_t yc = nb > 1 ? round16((size_t)s->K * nb * out_pixels(s)) : 0;
+    return col_floats(s, nb) + round16((size_t)s->K * s->C * s->k * s->k + s->K) + yc +
            gemm_workspace_floats();
 }
 
@@ -53,9 +75,10 @@ static size_t per_thread_floats(const struct conv_shape *s) {
  *     channel pair, 1.8 - 2.6x what m 3 and 4 need: where VDPBF16PS runs at twice the float FMA
  *     rate that about evens out, so bf16 is as fast as fp32 there, not faster.
  *   - bf16 products on AMX tiles (gemm_bf16_tiles): im2col + GEMM for every pass, as accurate
- *     (about 3e-3); the tiles have 16x the float FMA rate to pay for im2col's 2.25x more
- *     multiplies than F(2x2), and skip its transforms. The speed is not measured yet (no AMX
- *     machine here). */
+ *     (about 3e-3), on chunks of images (images_per_gemm); the tiles have 16x the float FMA
+ *     rate to pay for im2col's 2.25x more multiplies than F(2x2), and skip its transforms.
+ *     Measured on a Xeon with AMX, 2 threads, airbench94 at batch 512: 287 images/s against
+ *     242 in fp32 (README "bf16"). */
 struct conv_plan {
     int fwd, dx, dw;
 };
@@ -84,18 +107,13 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
     return p;
 }
 
-/* The plan a pass runs now: by the bf16 path in use (gemm_bf16_select may change it). */
-static struct conv_plan plan_now(const struct conv_shape *s, enum gemm_math math) {
-    return plan(s, math, math == GEMM_BF16 && gemm_bf16_tiles());
-}
-
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
  * size, the largest, serves them all, in both precisions (the two tables share
  * conv_workspace) and on every bf16 path (sized with the Winograd plans, which tiles only drop).
  * It depends on the thread count: the ops check it against the team they are about to start. */
 static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
-    size_t floats = per_thread_floats(s) * (size_t)threads;
+    size_t floats = per_thread_floats(s, images_per_gemm(s, 1)) * (size_t)threads;
     for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
         struct conv_plan p = plan(s, math, 0);
         size_t f[3] = {0, 0, 0};
@@ -129,14 +147,14 @@ static void valid_cols(int kx, int pad, int W, int Wo, int *lo, int *hi) {
  * there). */
 #define INLINE static inline __attribute__((always_inline))
 
-/* col[(c*k*k + ky*k + kx)][oy*Wo + ox] = x[c][oy + ky - pad][ox + kx - pad], zero outside the
- * image. */
-INLINE void im2col_k(const float *x, float *col, int C, int H, int W, int Ho, int Wo, int k,
-                     int pad) {
+/* col[(c*k*k + ky*k + kx) * ld + oy*Wo + ox] = x[c][oy + ky - pad][ox + kx - pad], zero outside
+ * the image (ld >= Ho*Wo: the chunk's other images sit beside it). */
+INLINE void im2col_k(const float *x, float *col, size_t ld, int C, int H, int W, int Ho, int Wo,
+                     int k, int pad) {
     for (int c = 0; c < C; c++)
         for (int ky = 0; ky < k; ky++)
             for (int kx = 0; kx < k; kx++) {
-                float *dst = col + ((size_t)(c * k + ky) * k + kx) * Ho * Wo;
+                float *dst = col + ((size_t)(c * k + ky) * k + kx) * ld;
                 int x0, x1;
                 valid_cols(kx, pad, W, Wo, &x0, &x1);
                 for (int oy = 0; oy < Ho; oy++) {
@@ -158,11 +176,11 @@ INLINE void im2col_k(const float *x, float *col, int C, int H, int W, int Ho, in
             }
 }
 
-static void im2col(const float *x, float *col, const struct conv_shape *s) {
+static void im2col(const float *x, float *col, size_t ld, const struct conv_shape *s) {
     if (s->k == 3 && s->pad == 1)
-        im2col_k(x, col, s->C, s->H, s->W, s->H, s->W, 3, 1);
+        im2col_k(x, col, ld, s->C, s->H, s->W, s->H, s->W, 3, 1);
     else
-        im2col_k(x, col, s->C, s->H, s->W, kernels_conv_out(s->H, s->k, s->pad),
+        im2col_k(x, col, ld, s->C, s->H, s->W, kernels_conv_out(s->H, s->k, s->pad),
                  kernels_conv_out(s->W, s->k, s->pad), s->k, s->pad);
 }
 
@@ -199,16 +217,16 @@ static void im2col_t(const float *x, float *colT, const struct conv_shape *s) {
                    kernels_conv_out(s->W, s->k, s->pad), s->k, s->pad);
 }
 
-/* The adjoint of im2col: dx[c][oy + ky - pad][ox + kx - pad] += col[(c*k*k + ky*k + kx)][oy*Wo +
- * ox], in (ky, kx) order for each element of dx. */
-static void col2im(const float *col, float *dx, const struct conv_shape *s) {
+/* The adjoint of im2col: dx[c][oy + ky - pad][ox + kx - pad] += col[(c*k*k + ky*k + kx) * ld +
+ * oy*Wo + ox], in (ky, kx) order for each element of dx. */
+static void col2im(const float *col, size_t ld, float *dx, const struct conv_shape *s) {
     int k = s->k, pad = s->pad, H = s->H, W = s->W;
     int Ho = kernels_conv_out(H, k, pad), Wo = kernels_conv_out(W, k, pad);
     memset(dx, 0, (size_t)s->C * H * W * sizeof(float));
     for (int c = 0; c < s->C; c++)
         for (int ky = 0; ky < k; ky++)
             for (int kx = 0; kx < k; kx++) {
-                const float *src = col + ((size_t)(c * k + ky) * k + kx) * Ho * Wo;
+                const float *src = col + ((size_t)(c * k + ky) * k + kx) * ld;
                 int x0, x1;
                 valid_cols(kx, pad, W, Wo, &x0, &x1);
                 for (int oy = 0; oy < Ho; oy++) {
@@ -221,75 +239,101 @@ static void col2im(const float *col, float *dx, const struct conv_shape *s) {
             }
 }
 
+/* The chunk's y: images [n0, n0 + cnt), with the bias, from its unfolding col[Ckk][ld] (ld =
+ * nb*HWo). yc is y_n0 itself when nb is 1, else the chunk's [K][ld] buffer, copied out after. */
+static void forward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *w,
+                          const float *b, float *y, int relu, int n0, int cnt, int nb, float *col,
+                          float *yc, float *gws) {
+    int K = s->K, HWo = out_pixels(s), Ckk = s->C * s->k * s->k;
+    size_t CHW = (size_t)s->C * s->H * s->W, ld = (size_t)nb * HWo, cols = (size_t)cnt * HWo;
+    for (int j = 0; j < cnt; j++) im2col(x + (n0 + j) * CHW, col + (size_t)j * HWo, ld, s);
+    if (b)
+        for (int o = 0; o < K; o++)
+            for (size_t i = 0; i < cols; i++) yc[o * ld + i] = b[o];
+    /* yc[K][cols] = (b ? yc : 0) + w[K][Ckk] col[Ckk][cols] */
+    mm(K, (int)cols, Ckk, 1.0f, w, Ckk, 1, col, (int)ld, 1, b ? 1.0f : 0.0f, yc, (int)ld, gws);
+    for (int j = 0; j < cnt; j++) {
+        float *yn = y + (size_t)(n0 + j) * K * HWo;
+        if (nb > 1)
+            for (int o = 0; o < K; o++) memcpy(yn + (size_t)o * HWo, yc + o * ld + (size_t)j * HWo, HWo * sizeof(float));
+        if (relu)
+            for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
+    }
+}
+
 static void conv_forward(enum gemm_math math, const struct conv_shape *s, const float *x,
                          const float *w, const float *b, float *y, int relu, void *ws,
                          size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    gemm_fn *mm = gemm_of(math);
-    int N = s->N, C = s->C, K = s->K, H = s->H, W = s->W, m = plan_now(s, math).fwd;
+    int tiles = math == GEMM_BF16 && gemm_bf16_tiles(), m = plan(s, math, tiles).fwd;
     if (m) {
-        winograd_conv3x3(x, w, 0, b, relu, NULL, y, N, C, K, H, W, m, math, ws);
+        winograd_conv3x3(x, w, 0, b, relu, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
         return;
     }
-    int HWo = kernels_conv_out(H, s->k, s->pad) * kernels_conv_out(W, s->k, s->pad);
-    int Ckk = C * s->k * s->k;
-    size_t stride = per_thread_floats(s);
+    gemm_fn *mm = gemm_of(math);
+    int nb = images_per_gemm(s, tiles), chunks = (s->N + nb - 1) / nb;
+    size_t stride = per_thread_floats(s, nb), cols = col_floats(s, nb);
 #pragma omp parallel
     {
         float *col = (float *)ws + stride * (size_t)omp_get_thread_num();
+        float *yc = col + cols + round16((size_t)s->K * s->C * s->k * s->k + s->K);
         float *gws = col + stride - gemm_workspace_floats();
 #pragma omp for schedule(static)
-        for (int n = 0; n < N; n++) {
-            float *yn = y + (size_t)n * K * HWo;
-            im2col(x + (size_t)n * C * H * W, col, s);
-            if (b)
-                for (int o = 0; o < K; o++)
-                    for (int i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
-            /* y_n[K][HWo] = (b ? y_n : 0) + w[K][Ckk] col[Ckk][HWo] */
-            mm(K, HWo, Ckk, 1.0f, w, Ckk, 1, col, HWo, 1, b ? 1.0f : 0.0f, yn, HWo, gws);
-            if (relu)
-                for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
+        for (int c = 0; c < chunks; c++) {
+            int n0 = c * nb, cnt = s->N - n0 < nb ? s->N - n0 : nb;
+            forward_chunk(mm, s, x, w, b, y, relu, n0, cnt, nb, col,
+                          nb > 1 ? yc : y + (size_t)n0 * s->K * out_pixels(s), gws);
         }
     }
 }
 
-/* One image's share of the im2col backward: adds its weight and bias gradients to this thread's
- * partials dwt[K][Ckk] and dbt[K] (each skipped when its output, dw or db, is NULL) and writes
- * its input gradient dxn (when not NULL; col is then overwritten with d(col)). */
-static void backward_image(gemm_fn *mm, const struct conv_shape *s, const float *xn,
-                           const float *w, const float *dyn, float *dxn, const float *maskn,
-                           float *dwt, float *dbt, float *col, float *gws) {
-    int K = s->K, CHW = s->C * s->H * s->W, Ckk = s->C * s->k * s->k;
-    int HWo = kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
+/* The chunk [n0, n0 + cnt)'s share of the im2col backward: adds its weight and bias gradients
+ * to this thread's partials dwt[K][Ckk] and dbt[K] (each skipped when NULL) and writes its
+ * input gradients (dx not NULL; col is then overwritten with d(col)). The GEMMs read the
+ * chunk's dy as dyc[K][nb*HWo]: dy_n0 itself when nb is 1, else gathered into buf. */
+static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *w,
+                           const float *dy, float *dx, const float *mask, float *dwt, float *dbt,
+                           int n0, int cnt, int nb, float *col, float *buf, float *gws) {
+    int K = s->K, HWo = out_pixels(s), Ckk = s->C * s->k * s->k;
+    size_t CHW = (size_t)s->C * s->H * s->W, ld = (size_t)nb * HWo, cols = (size_t)cnt * HWo;
+    const float *dyc = nb > 1 ? buf : dy + (size_t)n0 * K * HWo;
+    if (nb > 1 && (dwt || dx))
+        for (int j = 0; j < cnt; j++)
+            for (int o = 0; o < K; o++)
+                memcpy(buf + o * ld + (size_t)j * HWo, dy + ((size_t)(n0 + j) * K + o) * HWo, HWo * sizeof(float));
     if (dwt) {
-        im2col_t(xn, col, s);
-        /* dwt[K][Ckk] += dy_n[K][HWo] colT[HWo][Ckk] */
-        mm(K, Ckk, HWo, 1.0f, dyn, HWo, 1, col, Ckk, 1, 1.0f, dwt, Ckk, gws);
+        for (int j = 0; j < cnt; j++) im2col_t(x + (n0 + j) * CHW, col + (size_t)j * HWo * Ckk, s);
+        /* dwt[K][Ckk] += dyc[K][cols] colT[cols][Ckk] */
+        mm(K, Ckk, (int)cols, 1.0f, dyc, (int)ld, 1, col, Ckk, 1, 1.0f, dwt, Ckk, gws);
     }
     if (dbt)
-        for (int o = 0; o < K; o++) {
-            float sum = 0.0f;
-            for (int i = 0; i < HWo; i++) sum += dyn[o * HWo + i];
-            dbt[o] += sum;
+        for (int j = 0; j < cnt; j++)
+            for (int o = 0; o < K; o++) {
+                const float *d = dy + ((size_t)(n0 + j) * K + o) * HWo;
+                float sum = 0.0f;
+                for (int i = 0; i < HWo; i++) sum += d[i];
+                dbt[o] += sum;
+            }
+    if (dx) {
+        /* dcol[Ckk][cols] = w^T[Ckk][K] dyc[K][cols], reusing col */
+        mm(Ckk, (int)cols, K, 1.0f, w, 1, Ckk, dyc, (int)ld, 1, 0.0f, col, (int)ld, gws);
+        for (int j = 0; j < cnt; j++) {
+            float *dxn = dx + (n0 + j) * CHW;
+            col2im(col + (size_t)j * HWo, ld, dxn, s);
+            if (mask)
+                for (size_t i = 0; i < CHW; i++) dxn[i] = mask[(n0 + j) * CHW + i] > 0.0f ? dxn[i] : 0.0f;
         }
-    if (dxn) {
-        /* dcol[Ckk][HWo] = w^T[Ckk][K] dy_n[K][HWo], reusing col */
-        mm(Ckk, HWo, K, 1.0f, w, 1, Ckk, dyn, HWo, 1, 0.0f, col, HWo, gws);
-        col2im(col, dxn, s);
-        if (maskn)
-            for (int i = 0; i < CHW; i++) dxn[i] = maskn[i] > 0.0f ? dxn[i] : 0.0f;
     }
 }
 
 /* Weight and bias gradients and, when dx is not NULL, the input gradient, all by im2col. */
-static void backward_im2col(enum gemm_math math, const struct conv_shape *s, const float *x,
-                            const float *w, const float *dy, float *dx, float *dw, float *db,
-                            const float *dx_mask, float *ws) {
+static void backward_im2col(enum gemm_math math, int tiles, const struct conv_shape *s,
+                            const float *x, const float *w, const float *dy, float *dx, float *dw,
+                            float *db, const float *dx_mask, float *ws) {
     gemm_fn *mm = gemm_of(math);
-    size_t CHW = (size_t)s->C * s->H * s->W, dw_floats = (size_t)s->K * s->C * s->k * s->k;
-    size_t KHWo = (size_t)s->K * kernels_conv_out(s->H, s->k, s->pad) *
-                  kernels_conv_out(s->W, s->k, s->pad);
-    size_t stride = per_thread_floats(s), cols = col_floats(s);
+    size_t dw_floats = (size_t)s->K * s->C * s->k * s->k;
+    int nb = images_per_gemm(s, tiles), chunks = (s->N + nb - 1) / nb;
+    size_t stride = per_thread_floats(s, nb), cols = col_floats(s, nb);
     /* The partials present: [lo, hi) of dwt[K*Ckk] followed by dbt[K]. */
     size_t lo = dw ? 0 : dw_floats, hi = db ? dw_floats + s->K : dw_floats;
 #pragma omp parallel
@@ -297,13 +341,15 @@ static void backward_im2col(enum gemm_math math, const struct conv_shape *s, con
         int nt = omp_get_num_threads();
         float *col = ws + stride * (size_t)omp_get_thread_num();
         float *dwt = col + cols; /* [K][Ckk] then [K] */
+        float *buf = dwt + round16(dw_floats + s->K); /* [K][nb*HWo] when nb > 1 */
         float *gws = col + stride - gemm_workspace_floats();
         memset(dwt + lo, 0, (hi - lo) * sizeof(float));
 #pragma omp for schedule(static)
-        for (int n = 0; n < s->N; n++)
-            backward_image(mm, s, x + n * CHW, w, dy + n * KHWo, dx ? dx + n * CHW : NULL,
-                           dx && dx_mask ? dx_mask + n * CHW : NULL, dw ? dwt : NULL,
-                           db ? dwt + dw_floats : NULL, col, gws);
+        for (int c = 0; c < chunks; c++) {
+            int n0 = c * nb, cnt = s->N - n0 < nb ? s->N - n0 : nb;
+            backward_chunk(mm, s, x, w, dy, dx, dx ? dx_mask : NULL, dw ? dwt : NULL,
+                           db ? dwt + dw_floats : NULL, n0, cnt, nb, col, buf, gws);
+        }
         /* Sum the per-thread partials in thread order (implicit barrier above). */
 #pragma omp for schedule(static)
         for (size_t i = lo; i < hi; i++) {
@@ -321,10 +367,11 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
                           const float *w, const float *dy, float *dx, float *dw, float *db,
                           const float *dx_mask, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    struct conv_plan p = plan_now(s, math);
+    int tiles = math == GEMM_BF16 && gemm_bf16_tiles();
+    struct conv_plan p = plan(s, math, tiles);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
-        backward_im2col(math, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
+        backward_im2col(math, tiles, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
     /* The Winograd passes after the im2col one, since all use the workspace. */
     if (dw && p.dw)
         winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
