@@ -28,17 +28,18 @@ static int out_pixels(const struct conv_shape *s) {
 }
 
 /* Images per im2col GEMM. One on the float and VDPBF16PS paths (their micro-tiles are 12 rows
- * high, and these are the results the float path always had). On AMX tiles a chunk of images
- * at least GEMM_COLUMNS pixels wide: one image of a small map makes a thin product (9 pixels
+ * high, and these are the results the float path always had). On AMX tiles as many as fit in
+ * the tiles' column block (GEMM_TILES_NC pixels; at least one), so each GEMM packs its filter
+ * operand once: one image of a small map makes a thin product (9 pixels
  * of a 3x3 map fill 9 of the 32 rows or k of a tile step), whose operands (the whole filter
  * bank) are packed and whose output (the whole weight gradient) is stored once per image;
  * measured on a Xeon with AMX, 2 threads, airbench94 at batch 512: with one image per GEMM
  * the backward of its 256->256 convolutions took 396 ms (3x3 maps) and 454 ms (7x7) a step,
- * more than F(2x2) on VDPBF16PS (86, 300 ms); in chunks 65 and 285 ms, on a slower instance
- * of that machine (its fp32 step ran 242 images/s there, 428 on the first). */
-#define GEMM_COLUMNS 512
+ * more than F(2x2) on VDPBF16PS (86, 300 ms); in chunks (then at least 512 pixels) 65 and 285
+ * ms, on a slower instance of that machine (its fp32 step ran 242 images/s there, 428 on the
+ * first). */
 static int images_per_gemm(const struct conv_shape *s, int tiles) {
-    int hw = out_pixels(s), nb = tiles ? (GEMM_COLUMNS + hw - 1) / hw : 1;
+    int hw = out_pixels(s), nb = tiles && hw < GEMM_TILES_NC ? GEMM_TILES_NC / hw : 1;
     return nb < s->N ? nb : s->N > 0 ? s->N : 1;
 }
 
@@ -113,7 +114,8 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
  * It depends on the thread count: the ops check it against the team they are about to start. */
 static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
-    size_t floats = per_thread_floats(s, images_per_gemm(s, 1)) * (size_t)threads;
+    size_t floats = per_thread_floats(s, images_per_gemm(s, 1)) * (size_t)threads +
+                    round16((size_t)s->K * s->C * s->k * s->k); /* + the filters transposed */
     for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
         struct conv_plan p = plan(s, math, 0);
         size_t f[3] = {0, 0, 0};
@@ -289,9 +291,10 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
 
 /* The chunk [n0, n0 + cnt)'s share of the im2col backward: adds its weight and bias gradients
  * to this thread's partials dwt[K][Ckk] and dbt[K] (each skipped when NULL) and writes its
- * input gradients (dx not NULL; col is then overwritten with d(col)). The GEMMs read the
- * chunk's dy as dyc[K][nb*HWo]: dy_n0 itself when nb is 1, else gathered into buf. */
-static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *w,
+ * input gradients (dx not NULL; col is then overwritten with d(col)), from wT[Ckk][K], the
+ * filters transposed. The GEMMs read the chunk's dy as dyc[K][nb*HWo]: dy_n0 itself when nb
+ * is 1, else gathered into buf. */
+static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *wT,
                            const float *dy, float *dx, const float *mask, float *dwt, float *dbt,
                            int n0, int cnt, int nb, float *col, float *buf, float *gws) {
     int K = s->K, HWo = out_pixels(s), Ckk = s->C * s->k * s->k;
@@ -315,8 +318,8 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
                 dbt[o] += sum;
             }
     if (dx) {
-        /* dcol[Ckk][cols] = w^T[Ckk][K] dyc[K][cols], reusing col */
-        mm(Ckk, (int)cols, K, 1.0f, w, 1, Ckk, dyc, (int)ld, 1, 0.0f, col, (int)ld, gws);
+        /* dcol[Ckk][cols] = wT[Ckk][K] dyc[K][cols], reusing col */
+        mm(Ckk, (int)cols, K, 1.0f, wT, K, 1, dyc, (int)ld, 1, 0.0f, col, (int)ld, gws);
         for (int j = 0; j < cnt; j++) {
             float *dxn = dx + (n0 + j) * CHW;
             col2im(col + (size_t)j * HWo, ld, dxn, s);
@@ -336,8 +339,18 @@ static void backward_im2col(enum gemm_math math, int tiles, const struct conv_sh
     size_t stride = per_thread_floats(s, nb), cols = col_floats(s, nb);
     /* The partials present: [lo, hi) of dwt[K*Ckk] followed by dbt[K]. */
     size_t lo = dw ? 0 : dw_floats, hi = db ? dw_floats + s->K : dw_floats;
+    /* wT[Ckk][K], after the threads' regions: the input gradient's GEMM then packs its filter
+     * operand from rows (vector conversions on the bf16 paths) instead of element by element
+     * down the columns of w, once per chunk. */
+    int Ckk = s->C * s->k * s->k;
+    float *wT = dx ? ws + stride * (size_t)omp_get_max_threads() : NULL;
 #pragma omp parallel
     {
+        if (wT) {
+#pragma omp for schedule(static)
+            for (int r = 0; r < Ckk; r++)
+                for (int o = 0; o < s->K; o++) wT[(size_t)r * s->K + o] = w[(size_t)o * Ckk + r];
+        }
         int nt = omp_get_num_threads();
         float *col = ws + stride * (size_t)omp_get_thread_num();
         float *dwt = col + cols; /* [K][Ckk] then [K] */
@@ -347,7 +360,7 @@ static void backward_im2col(enum gemm_math math, int tiles, const struct conv_sh
 #pragma omp for schedule(static)
         for (int c = 0; c < chunks; c++) {
             int n0 = c * nb, cnt = s->N - n0 < nb ? s->N - n0 : nb;
-            backward_chunk(mm, s, x, w, dy, dx, dx ? dx_mask : NULL, dw ? dwt : NULL,
+            backward_chunk(mm, s, x, wT, dy, dx, dx ? dx_mask : NULL, dw ? dwt : NULL,
                            db ? dwt + dw_floats : NULL, n0, cnt, nb, col, buf, gws);
         }
         /* Sum the per-thread partials in thread order (implicit barrier above). */

@@ -94,8 +94,10 @@ int gemm_bf16_select(const char *isa);
 int gemm_bf16_hw(void);
 int gemm_bf16_vector(void);
 /* 1 when the bf16 path in use works on AMX tiles ("amx", "amx-emulated"): the convolution then
- * keeps its bf16 products off Winograd (conv.c). */
+ * keeps its bf16 products off Winograd (conv.c). GEMM_TILES_NC: the tiles' column block; a
+ * product at most that wide packs each block of its A once. */
 int gemm_bf16_tiles(void);
+#define GEMM_TILES_NC 512
 
 /* The machine's FP32 FMA peak on one ISA path: runs a latency-free FMA loop on every thread of
  * the current OpenMP team size (threads) for about `seconds`; returns GFLOP/s summed over the

@@ -35,7 +35,7 @@
 #define KT 16           /* k pairs per tile step */
 #define KC 256          /* KC / 2 a multiple of KT: a block's padded depth stays within KC / 2 */
 #define MC 96           /* a multiple of MR */
-#define NC 512
+#define NC GEMM_TILES_NC
 
 #if defined(ISA_HAS_AMX)
 /* Eight tiles of 16 rows x 64 bytes (palette 1). */
