@@ -108,6 +108,10 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
     return p;
 }
 
+/* Whether this pass's products run on AMX tiles (the bf16 path in use; gemm_bf16_select may
+ * change it between calls). */
+static int on_tiles(enum gemm_math math) { return math == GEMM_BF16 && gemm_bf16_tiles(); }
+
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
  * size, the largest, serves them all, in both precisions (the two tables share
  * conv_workspace) and on every bf16 path (sized with the Winograd plans, which tiles only drop).
@@ -267,7 +271,7 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
                          const float *w, const float *b, float *y, int relu, void *ws,
                          size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    int tiles = math == GEMM_BF16 && gemm_bf16_tiles(), m = plan(s, math, tiles).fwd;
+    int tiles = on_tiles(math), m = plan(s, math, tiles).fwd;
     if (m) {
         winograd_conv3x3(x, w, 0, b, relu, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
         return;
@@ -380,7 +384,7 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
                           const float *w, const float *dy, float *dx, float *dw, float *db,
                           const float *dx_mask, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
-    int tiles = math == GEMM_BF16 && gemm_bf16_tiles();
+    int tiles = on_tiles(math);
     struct conv_plan p = plan(s, math, tiles);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
