@@ -13,6 +13,7 @@
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../kernels/cpu/gemm.h"
+#include "config.h"
 #include "device.h"
 #include "dist.h"
 #include "model.h"
@@ -47,10 +48,13 @@ static const char usage[] =
     "                   (default fp32; auto: bf16 where the CPU has AVX512_BF16; bf16 without\n"
     "                   it: the same sums on AVX2 FMA)\n"
     "  --bucket-mb MB   gradient allreduce bucket size (default 2; 0: one after backward)\n"
+    "  --first-bias-stopped\n"
+    "                   time the steps after the recipe's first epochs, once the first layer's\n"
+    "                   bias no longer trains (airbench94: 3 of its 9.9 epochs train it)\n"
     "  --help\n";
 
 struct bench_config {
-    int batch, threads, warmup, steps, runs;
+    int batch, threads, warmup, steps, runs, first_bias_stopped;
     const char *isa, *bf16_isa, *model;
     enum device_kind device;
     enum precision precision;
@@ -58,7 +62,7 @@ struct bench_config {
 };
 
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_BF16_ISA, OPT_DEVICE, OPT_BUCKET, OPT_PRECISION, OPT_HELP };
+    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_BF16_ISA, OPT_DEVICE, OPT_BUCKET, OPT_PRECISION, OPT_FIRST_BIAS, OPT_HELP };
     static const struct option long_options[] = {
         {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
         {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
@@ -66,6 +70,7 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
         {"device", required_argument, 0, OPT_DEVICE},    {"bucket-mb", required_argument, 0, OPT_BUCKET},
         {"model", required_argument, 0, OPT_MODEL},      {"help", no_argument, 0, OPT_HELP},
         {"precision", required_argument, 0, OPT_PRECISION}, {"bf16-isa", required_argument, 0, OPT_BF16_ISA},
+        {"first-bias-stopped", no_argument, 0, OPT_FIRST_BIAS},
         {0, 0, 0, 0}};
     *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0, .model = "workshop-cnn",
                                 .precision = PRECISION_FP32};
@@ -97,6 +102,7 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
                 rc = err_set(e, "--precision: '%s' is not fp32, bf16 or auto", optarg);
             break;
         case OPT_BUCKET: rc = options_double("--bucket-mb", optarg, 0.0, 0, &c->bucket_mb, e); break;
+        case OPT_FIRST_BIAS: c->first_bias_stopped = 1; break;
         case OPT_HELP:
             if (rank == 0) fputs(usage, stdout);
             return -1;
@@ -176,6 +182,14 @@ int main(int argc, char **argv) {
 
     struct model m;
     model_init(&m, net_find(c.model), k, c.batch, 1);
+    if (c.first_bias_stopped) { /* as cifar10-train after the recipe's first_bias_epochs */
+        struct train_config recipe;
+        config_defaults(&recipe);
+        config_recipe(&recipe, c.model);
+        int b = m.layers[0].bias, stops = recipe.first_bias_epochs > 0 && b >= 0 && m.tensors[b].home == HOME_PARAMS;
+        dist_agree(stops ? 0 : 2, "--first-bias-stopped: this network's recipe trains its first layer's bias throughout");
+        model_stop_training(&m, b);
+    }
     struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
     /* Random images and labels, different per rank: two batches, which then alternate. */
     struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);

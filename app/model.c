@@ -124,11 +124,22 @@ static struct conv_shape conv_shape_of(const struct model_layer *L, int n) {
     return (struct conv_shape){n, L->in_c, L->out_c, L->in_h, L->in_w, L->def->k, L->def->pad};
 }
 
+/* The lowest layer with a tensor that trains now (m->nlayers if none): the backward stops
+ * there, since no gradient below it is wanted. airbench94's first convolution is frozen and its
+ * bias stops training after a few epochs (model_stop_training); from then on the second
+ * convolution's input gradient, the GELU's backward and the first layer's are not computed. */
+static int lowest_trained(const struct model *m) {
+    for (int i = 0; i < m->nlayers; i++)
+        if (tensor_grad(m, m->layers[i].weight) || tensor_grad(m, m->layers[i].bias)) return i;
+    return m->nlayers;
+}
+
 /* The passes layer i's convolution runs (enum conv_pass): the forward; the input gradient
- * except in the first layer (model_forward_backward gives it no dx); the filter gradient when
- * the filter trains. Naming only these, conv_workspace never plans a pass that never runs. */
+ * above the lowest layer that trains (model_forward_backward gives the others no dx; stopping
+ * a tensor later only drops passes); the filter gradient when the filter trains. Naming only
+ * these, conv_workspace never plans a pass that never runs. */
 static unsigned conv_passes(const struct model *m, int i) {
-    return CONV_FORWARD | (i > 0 ? CONV_BACKWARD_DATA : 0u) |
+    return CONV_FORWARD | (i > lowest_trained(m) ? CONV_BACKWARD_DATA : 0u) |
            (tensor_grad(m, m->layers[i].weight) ? CONV_BACKWARD_FILTER : 0u);
 }
 
@@ -243,9 +254,9 @@ double model_layer_flops(const struct model *m, int i, int n, int pass) {
     if (!props_of(L)->weighted) return 0.0;
     int k = L->def->kind == LAYER_CONV ? L->def->k : 1;
     double f = 2.0 * n * L->out_c * L->out_h * L->out_w * L->in_c * k * k;
-    /* Backward: the weight gradient when the weight trains, the input gradient except for
-     * the first layer. */
-    return pass == 0 ? f : f * ((tensor_grad(m, L->weight) != NULL) + (i > 0));
+    /* Backward: the weight gradient when the weight trains, the input gradient above the
+     * lowest layer that trains (model_forward_backward). */
+    return pass == 0 ? f : f * ((tensor_grad(m, L->weight) != NULL) + (i > lowest_trained(m)));
 }
 
 /* Layer L's forward on n images from x into L->act; train selects batch statistics (and
@@ -349,12 +360,15 @@ int model_forward_backward(struct model *m) {
                        m->label_smoothing, m->loss_reduction);
     batches_release(&m->batches, slot);
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + MODEL_STATS);
+    int lowest = lowest_trained(m);
     for (int i = m->nlayers - 1; i >= 0; i--) {
         struct model_layer *L = &m->layers[i];
-        float *dx = i > 0 ? other : NULL; /* no gradient for the input images */
-        double t0 = clock_seconds();
-        backward_layer(m, i, d, dx, n);
-        L->seconds[1] += clock_seconds() - t0;
+        float *dx = i > lowest ? other : NULL; /* none for the images, nor where nothing below trains */
+        if (i >= lowest) {
+            double t0 = clock_seconds();
+            backward_layer(m, i, d, dx, n);
+            L->seconds[1] += clock_seconds() - t0;
+        }
         if (L->grads_begin != SIZE_MAX) { /* through the alignment padding up to ready_end */
             if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, L->grads_begin, ready_end);
             ready_end = L->grads_begin;

@@ -108,7 +108,7 @@ struct kernels {
      * layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
     void (*conv_forward)(const struct conv_shape *s, const float *x, const float *w, const float *b,
                          float *y, int relu, void *ws, size_t ws_bytes);
-    /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: the first layer; pass
+    /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: nothing below trains; pass
      * CONV_BACKWARD_DATA), dw[K][C][k][k] (skipped when NULL: a frozen filter; pass
      * CONV_BACKWARD_FILTER), db[K] (skipped when NULL: no bias); dw and db are summed over the
      * batch. When dx_mask[N][C][H][W] is not NULL (the output of a ReLU that fed this
@@ -153,8 +153,9 @@ struct kernels {
     void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta,
                                    const float *running_mean, const float *running_var, float eps,
                                    float *y, int N, int C, int HW);
-    /* dx[N][C][HW], dgamma[C] (skipped when NULL: a scale frozen at its value, as PyTorch's
-     * weight.requires_grad = False), dbeta[C] from dy and the saved statistics. */
+    /* dx[N][C][HW] (skipped when NULL: nothing below trains), dgamma[C] (skipped when NULL: a
+     * scale frozen at its value, as PyTorch's weight.requires_grad = False), dbeta[C] from dy
+     * and the saved statistics. */
     void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma,
                                const float *save_mean, const float *save_invstd, float *dx,
                                float *dgamma, float *dbeta, int N, int C, int HW);

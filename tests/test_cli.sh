@@ -115,6 +115,14 @@ expect_out "bench measured the generic peak" "generic [0-9.]+ \(1 thread\)"
 expect_out "bench result line" "^result: images_per_s=[0-9.]+ ranks=1 threads=1 batch=4 device=cpu isa=generic peak_gflops=[0-9.]+ fraction_of_peak=[0-9.]+ rss_mb=[0-9]+$"
 # shellcheck disable=SC2016 # an awk program, not shell
 check "bench images/s is positive" awk '/^result:/ { split($2, a, "="); exit !(a[2] > 0) }' "$T/out"
+# --first-bias-stopped: airbench94's steps once its whitening bias stops (the second convolution's
+# input gradient, 0.027 GFLOP per image, is no longer computed); the workshop recipe never stops it.
+run "$BIN/cifar10-bench" --model airbench94 --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --first-bias-stopped
+expect_rc 0 "bench --first-bias-stopped"
+expect_out "bench FLOP count per image, first bias stopped" "^compute: 0\.68 GFLOP per image"
+run "$BIN/cifar10-bench" --first-bias-stopped
+expect_rc 2 "bench --first-bias-stopped, workshop-cnn"
+expect_err "bench --first-bias-stopped, workshop-cnn" "--first-bias-stopped: this network's recipe trains its first layer's bias throughout"
 
 # Where nvcc and cuDNN are installed (CI: /usr/local/cuda), the binaries must carry the CUDA
 # backend: a build that quietly left it out would let a CUDA break pass unnoticed.

@@ -155,6 +155,50 @@ static void test_test_net(void) {
     model_free(&m);
 }
 
+/* Once the frozen first filter's bias stops training (model_stop_training), nothing below layer
+ * 2 trains: the backward runs neither layer 0 nor the GELU (no time recorded for them), layer 2
+ * computes its filter gradient only (flops halved), and every gradient that still trains, with
+ * the loss and the ready ranges, is bit for bit the same as with the bias training. */
+static void test_backward_stops(void) {
+    uint8_t *raw;
+    struct cifar_set set = check_learnable_set(64, &raw);
+    int idx[16];
+    for (int i = 0; i < 16; i++) idx[i] = i * 3;
+    struct model m[2];
+    struct ranges r[2] = {{0}, {0}};
+    for (int k = 0; k < 2; k++) {
+        model_init(&m[k], &test_net, kernels_cpu(), 16, 7);
+        if (k) model_stop_training(&m[k], find_tensor(&m[k], "0.bias"));
+        m[k].grads_ready = record, m[k].grads_ready_ctx = &r[k];
+        struct batch *b = model_batch_next(&m[k]);
+        augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
+        model_batch_submit(&m[k], 16);
+        model_forward_backward(&m[k]);
+    }
+    const struct model_layer *L0 = m[0].layers, *L1 = m[1].layers;
+    EXPECT(L0[0].seconds[1] > 0 && L0[1].seconds[1] > 0 && L1[0].seconds[1] == 0 && L1[1].seconds[1] == 0 &&
+               L1[2].seconds[1] > 0,
+           "backward time of layers 0, 1, 2: %g %g, then with the bias stopped %g %g %g", L0[0].seconds[1],
+           L0[1].seconds[1], L1[0].seconds[1], L1[1].seconds[1], L1[2].seconds[1]);
+    double f2 = model_layer_flops(&m[1], 2, 16, 0);
+    EXPECT(model_layer_flops(&m[0], 2, 16, 1) == 2 * f2 && model_layer_flops(&m[1], 2, 16, 1) == f2,
+           "layer 2's backward flops: %g, then %g (forward %g)", model_layer_flops(&m[0], 2, 16, 1),
+           model_layer_flops(&m[1], 2, 16, 1), f2);
+    int differ = 0, b0 = find_tensor(&m[0], "0.bias");
+    for (int t = 0; t < m[0].ntensors; t++) {
+        const struct model_tensor *mt = &m[0].tensors[t];
+        if (mt->home == HOME_PARAMS && t != b0)
+            differ += memcmp(m[0].grads + mt->offset, m[1].grads + mt->offset, mt->numel * 4) != 0;
+    }
+    differ += memcmp(m[0].grads + m[0].nparams, m[1].grads + m[1].nparams, MODEL_STATS * 4) != 0;
+    EXPECT(differ == 0, "with the bias stopped, %d gradients (or the loss) differ", differ);
+    int same = r[0].n == r[1].n;
+    for (int i = 0; same && i < r[0].n; i++) same = r[0].begin[i] == r[1].begin[i] && r[0].end[i] == r[1].end[i];
+    EXPECT(same, "ready ranges: %d, then %d with the bias stopped", r[0].n, r[1].n);
+    for (int k = 0; k < 2; k++) model_free(&m[k]);
+    free(set.records), free(raw);
+}
+
 /* LAYER_DIRAC_INIT: output channel o < in of the filter [out][in][k][k] is the identity on
  * input channel o (1 at the centre k/2, k/2); every other value is the uniform draw of the same
  * network without the flag (the init streams do not move). Both ways of min(in, out): 3 -> 4
@@ -243,6 +287,7 @@ int main(void) {
     omp_set_num_threads(2);
     test_workshop_plan();
     test_test_net();
+    test_backward_stops();
     test_airbench94_plan();
     test_dirac_init();
     test_bad_definitions();

@@ -77,7 +77,7 @@ enum {
     F_BIAS = 1 << 0,      /* conv, linear: with a bias */
     F_RELU = 1 << 1,      /* conv: fused ReLU in the forward; maxpool: x is a ReLU output (>= 0) */
     F_MASK = 1 << 2,      /* conv: dx through the ReLU that made x (dx_mask = x, as the model calls it) */
-    F_NO_DX = 1 << 3,     /* conv, linear: backward again with dx NULL (a first layer) */
+    F_NO_DX = 1 << 3,     /* conv, linear, batchnorm: backward again with dx NULL (nothing below trains) */
     F_NO_DW = 1 << 4,     /* conv: ... with dw NULL (a frozen filter) */
     F_NO_DB = 1 << 5,     /* conv, linear: ... with db NULL (no bias) */
     F_NO_DGAMMA = 1 << 6, /* batchnorm: ... with dgamma NULL (a frozen scale) */
@@ -185,13 +185,13 @@ static const struct op_case cases[] = {
     POOL(2, 64, 16, 16, 2, F_RELU),         /* a workshop layer */
 
     /* batchnorm: train (y, saved and running statistics), eval, backward */
-    BN(5, 3, 12, 1e-5f, 0.1f, 0, 0),
+    BN(5, 3, 12, 1e-5f, 0.1f, 0, F_NO_DX),        /* also with dx NULL */
     BN(1, 17, 49, 1e-5f, 0.1f, 0, 0),              /* batch 1 */
     BN(4, 5, 1, 1e-5f, 0.1f, 0, 0),                /* 1x1 maps: N values per channel */
     BN(7, 16, 36, 1e-12f, 0.4f, 0, F_NO_DGAMMA),   /* tiny eps, momentum 0.4, frozen gamma */
     BN(3, 5, 9, 1e-5f, 0.1f, 6.0f, 0),             /* mean large against the spread */
     BN(32, 64, 256, 1e-5f, 0.1f, 0, 0),            /* 8192 values per channel */
-    BN(2, 3, 1024, 1e-5f, 0.1f, 0, F_NO_DGAMMA),   /* 32x32 maps */
+    BN(2, 3, 1024, 1e-5f, 0.1f, 0, F_NO_DGAMMA | F_NO_DX), /* 32x32 maps */
 
     /* linear: y = scale (x w^T + b) */
     LIN(9, 70, 33, 1.0f, F_BIAS),
@@ -582,7 +582,7 @@ static void bn_inputs(const struct op_case *c, struct bn_data *d) {
     bn_reference(c, d);
 }
 
-/* The backward with every output, then (F_NO_DGAMMA) with dgamma NULL. */
+/* The backward with every output, then (F_NO_DGAMMA) with dgamma NULL, (F_NO_DX) with dx NULL. */
 static void bn_backward(const struct op_case *c, const struct bn_data *d, const float *gx, const float *ggamma,
                         const float *gmean, const float *ginvstd) {
     int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
@@ -592,11 +592,18 @@ static void bn_backward(const struct op_case *c, const struct bn_data *d, const 
     expect_rel("dx", host_of(gdx, n), d->dx, n, TOL);
     expect_rel("dgamma", host_of(gdg, C), d->dgamma, C, TOL);
     expect_rel("dbeta", host_of(gdb, C), d->dbeta, C, TOL);
-    if (!(c->flags & F_NO_DGAMMA)) return;
-    float *vdx = dev_nan(n), *vdb = dev_nan(C);
-    B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, vdx, NULL, vdb, N, C, HW);
-    expect_same("dx with dgamma NULL", vdx, gdx, n);
-    expect_same("dbeta with dgamma NULL", vdb, gdb, C);
+    if (c->flags & F_NO_DGAMMA) {
+        float *vdx = dev_nan(n), *vdb = dev_nan(C);
+        B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, vdx, NULL, vdb, N, C, HW);
+        expect_same("dx with dgamma NULL", vdx, gdx, n);
+        expect_same("dbeta with dgamma NULL", vdb, gdb, C);
+    }
+    if (c->flags & F_NO_DX) {
+        float *vdg = dev_nan(C), *vdb = dev_nan(C);
+        B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, NULL, vdg, vdb, N, C, HW);
+        expect_same("dgamma with dx NULL", vdg, gdg, C);
+        expect_same("dbeta with dx NULL", vdb, gdb, C);
+    }
 }
 
 static void run_batchnorm(const struct op_case *c) {

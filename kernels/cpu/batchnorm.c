@@ -74,6 +74,7 @@ void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
         }
         dbeta[c] = (float)sdy;
         if (dgamma) dgamma[c] = (float)sdyx;
+        if (!dx) continue;
         /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
         float k = gamma[c] * invstd, mdy = (float)(sdy / count), mdyx = (float)(sdyx / count);
         for (int n = 0; n < N; n++) {

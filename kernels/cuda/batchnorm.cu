@@ -93,6 +93,7 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
     backward_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(part, S, C, (double)N * HW,
                                                                                        dgamma, dbeta, coef);
     LAUNCH_CHECK();
+    if (!dx) return;
     size_t n = (size_t)N * C * HW;
     backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, gamma, save_mean, save_invstd, coef,
                                                                            dx, n, C, HW);
