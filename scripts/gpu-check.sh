@@ -6,6 +6,11 @@
 #   scripts/gpu-check.sh prepare   here (with ../shared): fills .gpu-carry/ with the CIFAR-10
 #                                  JPEG copy and its converter, and Debian's Open MPI packages
 #                                  unpacked (dpkg -x) for a GPU machine that has no Open MPI
+#   scripts/gpu-check.sh base REV  here, after prepare: puts commit REV's source in .gpu-carry/
+#                                  (git archive), which the cpu step then benchmarks beside this
+#                                  tree, in the same call: instances of one machine type differ
+#                                  up to 2x in speed, so only a side-by-side run compares two
+#                                  versions
 #   scripts/gpu-check.sh test      build; tests/test_ops (every op case on the GPU, and on every
 #                                  CPU path that machine has, AMX tiles included, against double
 #                                  precision); tests/test_cuda with TF32 off and on (for every
@@ -36,7 +41,9 @@
 #                                  cifar10-bench in fp32, in bf16 on AMX tiles and on
 #                                  AVX512_BF16, against PyTorch's CPU fp32 and bf16 autocast
 #                                  (NHWC), for airbench94 at batch 512 and the workshop CNN at
-#                                  128; then 20 steps of airbench94 in bf16 on the tiles
+#                                  128, and the base commit's cifar10-bench (step "base") in
+#                                  fp32 and on the tiles, each run next to ours; then 20 steps
+#                                  of airbench94 in bf16 on the tiles
 #   scripts/gpu-check.sh train     the default 10 epochs on the real images, then cifar10-test:
 #                                  accuracy and wall time; then airbench94's whole recipe
 #                                  (9.9 epochs, final TTA score) and its wall time, in fp32 and
@@ -52,7 +59,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "gpu-check.sh: $*" >&2; exit 1; }
-[[ $# == 1 ]] || { sed -n '2,/^set /s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[[ ($# == 1 && $1 != base) || ($# == 2 && $1 == base) ]] || { sed -n '2,/^set /s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 step=$1
 carry=$PWD/.gpu-carry
 out=${OUT:-$PWD/gpu-check-out}
@@ -81,6 +88,16 @@ prepare() {
   (cd "$carry/devdebs" && apt-get download zlib1g zlib1g-dev libpng16-16 libpng-dev libjpeg62-turbo \
     libjpeg62-turbo-dev >/dev/null 2>&1)
   du -sh "$carry"
+}
+
+# base REV: commit REV's tree as .gpu-carry/base.tar.gz, its full hash in .gpu-carry/base.rev.
+base() {
+  [[ -d $carry ]] || die "no .gpu-carry (run 'prepare' first)"
+  local rev
+  rev=$(git rev-parse --verify "$1^{commit}" 2>/dev/null) || die "base: '$1' is not a commit of this repository"
+  git archive --format=tar.gz --prefix=base/ -o "$carry/base.tar.gz" "$rev"
+  echo "$rev" >"$carry/base.rev"
+  echo "gpu-check.sh: the cpu step will benchmark $rev beside this tree ($(du -h "$carry/base.tar.gz" | cut -f1))"
 }
 
 # zlib, libpng, libjpeg: the machine's own when it has their headers, else the carried Debian
@@ -322,13 +339,38 @@ check_profile() {
 
 # cpu_pair MODEL BATCH: ours in fp32, in bf16 on each bf16 instruction path the CPU has, and
 # PyTorch's fp32 and bf16 autocast, all on 2 threads; one images/s line each.
+# The base commit's cifar10-bench (step "base"), built for the CPU only, else nothing.
+base_bench=
+build_base() {
+  [[ -f $carry/base.tar.gz ]] || return 0
+  local d=/tmp/gpu-check-base
+  rm -rf "$d" && mkdir -p "$d" && tar -xzf "$carry/base.tar.gz" -C "$d"
+  make -C "$d/base" -j"$(nproc)" CUDA=0 build/cifar10-bench >"$out/base-build.log" 2>&1 ||
+    { tail -n 20 "$out/base-build.log"; die "the base commit's build failed"; }
+  base_bench=$d/base/build/cifar10-bench
+  echo "base: $(cat "$carry/base.rev")"
+}
+
+# base_run NAME LABEL ARGS...: the base's cifar10-bench with ARGS into $out/NAME-base.log, right
+# after ours wrote $out/NAME.log; one line with both and their ratio.
+base_run() {
+  [[ -n $base_bench ]] || return 0
+  local name=$1 label=$2 ours theirs
+  shift 2
+  "$base_bench" "$@" >"$out/$name-base.log" 2>&1 || { echo "$label: base failed: $(tail -n 1 "$out/$name-base.log")"; return 0; }
+  ours=$(images_per_s "$out/$name.log") theirs=$(images_per_s "$out/$name-base.log")
+  echo "$label: ours $ours images/s, base $theirs: $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3fx", a / b }')"
+}
+
 cpu_pair() {
   local args=(--device cpu --model "$1" --batch-size "$2" --threads 2 --warmup 2 --steps 3 --runs 3) v
   build/cifar10-bench "${args[@]}" --precision fp32 >"$out/cpu-$1-fp32.log" 2>&1
   echo "$1, batch $2, 2 threads: ours fp32 $(images_per_s "$out/cpu-$1-fp32.log") images/s ($(sed -n 's/.*isa=\([a-z0-9]*\).*/\1/p' "$out/cpu-$1-fp32.log"))"
+  base_run "cpu-$1-fp32" "$1, batch $2, fp32, against the base" "${args[@]}" --precision fp32
   for v in amx avx512bf16; do
     if build/cifar10-bench "${args[@]}" --precision bf16 --bf16-isa $v >"$out/cpu-$1-$v.log" 2>&1; then
       echo "$1, batch $2, 2 threads: ours bf16 on $v $(images_per_s "$out/cpu-$1-$v.log") images/s"
+      [[ $v != amx ]] || base_run "cpu-$1-amx" "$1, batch $2, bf16 on amx, against the base" "${args[@]}" --precision bf16 --bf16-isa amx
     else
       echo "$1, batch $2: ours bf16 on $v: $(tail -n 1 "$out/cpu-$1-$v.log")"
     fi
@@ -342,6 +384,7 @@ cpu_pair() {
 
 check_cpu() {
   build build/tests/make_synthetic
+  build_base
   lscpu | grep -E '^Model name|^CPU\(s\)|^Thread|^Flags' | sed 's/^Flags:.*/flags: '"$(grep -ow -E 'avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"'/' |
     tee "$out/cpu.txt"
   {
@@ -386,11 +429,12 @@ check_train() {
 
 case $step in
   prepare) prepare ;;
+  base) base "$2" ;;
   test) check_test ;;
   sanitize) check_sanitize ;;
   bench) check_bench ;;
   train) check_train ;;
   profile) check_profile ;;
   cpu) check_cpu ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, test, sanitize, bench, profile, cpu or train)" >&2; exit 2 ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, profile, cpu or train)" >&2; exit 2 ;;
 esac
