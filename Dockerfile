@@ -48,6 +48,8 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \
 COPY k8s/image/ssh_config /etc/ssh/ssh_config.d/mpi-operator.conf
 COPY --chown=mpiuser:mpiuser k8s/image/sshd_config /home/mpiuser/.sshd_config
 COPY --from=build /src/build/cifar10-train /src/build/cifar10-test /src/build/cifar10-predict /src/scripts/get-data.sh /usr/local/bin/
+# The CUDA backend, a plugin the programs open where a GPU driver is (empty in the CPU flavour).
+COPY --from=build /src/build/lib/ /usr/local/lib/
 # Ranks sharing a pod talk through /dev/shm; the single-copy (CMA) mode would need ptrace,
 # which pods do not grant. mpirun passes OMPI_MCA_* settings on to every rank.
 ENV OMPI_MCA_btl_vader_single_copy_mechanism=none

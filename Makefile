@@ -127,6 +127,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUIL
             $(foreach i,$(BF16_ISAS),$(BF16_ISA_SRC:%.c=$(BUILD)/%.$(i).o)) \
             $(foreach i,$(AMX_ISAS),$(AMX_ISA_SRC:%.c=$(BUILD)/%.$(i).o))
 
+PLUGIN_DIR := $(BUILD)/lib/cifar10-dp
 ifeq ($(USE_CUDA),1)
 CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
              kernels/cuda/reduce.cu kernels/cuda/batchnorm.cu kernels/cuda/softmax_xent.cu \
@@ -136,13 +137,17 @@ GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)
 NVCCFLAGS ?= -O3 -g
 NVCCFLAGS += -std=c++17 $(GENCODE) -I$(CUDNN_INC) -DCUDA_SYNC=$(CUDA_SYNC) -MMD -MP \
-             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings
-LIB_OBJ   += $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+             -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror --Werror all-warnings
+# The backend is a plugin (kernels/cuda/plugin.h): the programs carry only its loader and open
+# it where an NVIDIA driver is installed, so CPU runs never load cuDNN and cuBLAS.
+CUDA_PLUGIN := $(PLUGIN_DIR)/libcifar10-cuda.so
+LIB_OBJ   += $(BUILD)/kernels/cuda_load.o
 CFLAGS    += -DCIFAR10_CUDA=1 -I$(CUDA_HOME)/include
-# cuDNN and cuBLAS are shared libraries found through the run path; the CUDA runtime is linked
-# statically (it loads the driver, libcuda, when a GPU is used, so a binary still starts on a
-# machine without one).
-LDLIBS    += -L$(CUDNN_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDNN_LIB) -Wl,-rpath,$(CUDA_HOME)/lib64 \
+# What the plugin takes from the program that opens it.
+LDLIBS    += -ldl $(foreach s,err_set err_die err_progname err_check_failed kernels_check kernels_conv_out,-Wl,--export-dynamic-symbol=$(s))
+# The plugin: cuDNN and cuBLAS are shared libraries found through its run path; the CUDA runtime
+# is linked statically (it loads the driver, libcuda, when a GPU is used).
+CUDA_LIBS := -L$(CUDNN_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDNN_LIB) -Wl,-rpath,$(CUDA_HOME)/lib64 \
              -lcudnn -lcublas -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 LIB      := $(BUILD)/libcifar10.a
@@ -152,7 +157,11 @@ TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/te
              $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump
 
 .PHONY: all test bench clean install sanitize sanitize-build fuzz fuzz-build
-all: $(BINS)
+# The plugin's directory (kernels/cuda_load.c looks in lib/cifar10-dp beside or above the
+# program) exists in CPU builds too, empty, so the Dockerfile copies it in either flavour.
+all: $(BINS) $(CUDA_PLUGIN) | $(PLUGIN_DIR)
+$(PLUGIN_DIR):
+	@mkdir -p $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -172,6 +181,11 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	@echo "  NVCC  $<"
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CUDA_PLUGIN): $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+	@echo "  LINK  $@"
+	@mkdir -p $(@D)
+	$(Q)$(CC) -shared $^ -o $@ $(CUDA_LIBS)
 
 $(LIB): $(LIB_OBJ)
 	@echo "  AR    $@"
@@ -203,7 +217,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 # and nice 19 takes only that, so the suites' time bounds see no difference (CI's time: about
 # 2 minutes less). Their output is in $(BUILD)/side-builds.log, printed if they fail.
 test:
-	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(TEST_BINS)
+	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
 	nice -n 19 $(MAKE) --no-print-directory sanitize-build fuzz-build >$(BUILD)/side-builds.log 2>&1 & side=$$!; \
 	  BUILD=$(BUILD) tests/run.sh; rc=$$?; \
 	  wait $$side || { cat $(BUILD)/side-builds.log; echo "make test: the sanitizer or fuzzing build failed"; exit 1; }; \
@@ -237,9 +251,13 @@ bench: $(BINS)
 # Keep the test objects around (they are otherwise intermediate and deleted).
 .SECONDARY:
 
-install: $(BINS)
+install: $(BINS) $(CUDA_PLUGIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BINS) scripts/get-data.sh $(DESTDIR)$(PREFIX)/bin/
+ifeq ($(USE_CUDA),1)
+	install -d $(DESTDIR)$(PREFIX)/lib/cifar10-dp
+	install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/cifar10-dp/
+endif
 
 clean:
 	rm -rf $(BUILD)

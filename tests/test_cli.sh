@@ -124,11 +124,62 @@ run "$BIN/cifar10-bench" --first-bias-stopped
 expect_rc 2 "bench --first-bias-stopped, workshop-cnn"
 expect_err "bench --first-bias-stopped, workshop-cnn" "--first-bias-stopped: this network's recipe trains its first layer's bias throughout"
 
+# The CUDA plugin's loader (kernels/cuda_load.c), on a machine without a GPU. cifar10-test names
+# the device it chose before it reads anything, so a missing model file ends each run early.
+# Without an NVIDIA driver the plugin is never opened (no cuDNN, no cuBLAS in the process); with
+# the toolkit's stub driver (libcuda.so: loads, finds no GPU) it is, and every way the plugin
+# can be wrong is one clear reason, a CPU run under auto and exit 1 under --device=cuda.
+cuda_plugin_cases() {
+  local test_cmd=(--model-file "$T/none.safetensors" "$T/data")
+  run env LD_DEBUG=files "$BIN/cifar10-test" "${test_cmd[@]}"
+  if grep -q "no GPU visible: no NVIDIA driver" "$T/out"; then
+    check "no driver: the plugin is not opened" bash -c "! grep -qE 'libcifar10-cuda|libcudnn|libcublas' '$T/err'"
+  fi
+  local stub=/usr/local/cuda/lib64/stubs/libcuda.so
+  if [[ ! -e $stub ]]; then
+    echo "test_cli: CUDA plugin cases with the stub driver: skipped: no $stub"
+    return
+  fi
+  mkdir -p "$T/stub" "$T/lone" "$T/bad" "$T/old"
+  ln -sf "$stub" "$T/stub/libcuda.so.1"
+  run env LD_LIBRARY_PATH="$T/stub" LD_DEBUG=files "$BIN/cifar10-test" "${test_cmd[@]}"
+  expect_out "stub driver: the plugin is opened and finds no GPU" "^device: cpu \(auto: no GPU visible: CUDA driver is a stub library\)\$"
+  check "stub driver: the plugin brought cuDNN and cuBLAS" grep -q "file=libcudnn.*needed by .*libcifar10-cuda.so" "$T/err"
+  # The program alone, without the plugin; beside a file that is not a library; beside a
+  # plugin of another interface version.
+  cp "$BIN/cifar10-test" "$T/lone/"
+  mkdir -p "$T/bad/lib/cifar10-dp" "$T/old/lib/cifar10-dp"
+  cp "$BIN/cifar10-test" "$T/bad/" && echo "not a library" >"$T/bad/lib/cifar10-dp/libcifar10-cuda.so"
+  cp "$BIN/cifar10-test" "$T/old/"
+  printf '#include <stddef.h>\nstatic const int v[2] = {0, 0};\nconst void *cuda_plugin_api(void) { return v; }\n' >"$T/old/p.c"
+  cc -shared -fPIC "$T/old/p.c" -o "$T/old/lib/cifar10-dp/libcifar10-cuda.so"
+  local dir why
+  for dir in lone bad old; do
+    case $dir in
+      lone) why="no CUDA backend (libcifar10-cuda.so) in $T/lone/lib/cifar10-dp or $T/lone/../lib/cifar10-dp" ;;
+      bad) why="the CUDA backend $T/bad/lib/cifar10-dp/libcifar10-cuda.so cannot be loaded: " ;;
+      old) why="the CUDA backend $T/old/lib/cifar10-dp/libcifar10-cuda.so was built for another version of this program" ;;
+    esac
+    run env LD_LIBRARY_PATH="$T/stub" "$T/$dir/cifar10-test" "${test_cmd[@]}"
+    check "plugin $dir: auto runs on the CPU and says why" grep -qF "device: cpu (auto: no GPU visible: $why" "$T/out"
+    run env LD_LIBRARY_PATH="$T/stub" "$T/$dir/cifar10-test" --device=cuda "${test_cmd[@]}"
+    expect_rc 1 "plugin $dir: --device=cuda"
+    expect_err "plugin $dir: --device=cuda says why" "--device=cuda: no GPU visible: $why"
+  done
+}
+
 # Where nvcc and cuDNN are installed (CI: /usr/local/cuda), the binaries must carry the CUDA
 # backend: a build that quietly left it out would let a CUDA break pass unnoticed.
 if { command -v nvcc || [[ -x /usr/local/cuda/bin/nvcc ]]; } >/dev/null && [[ -e /usr/local/cuda/include/cudnn.h || -e /usr/include/cudnn.h ]]; then
-  check "cifar10-train holds the CUDA backend (nvcc and cuDNN are here)" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-train")
-  check "cifar10-test holds the CUDA backend" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-test")
+  check "the CUDA backend is built (nvcc and cuDNN are here): the plugin exports its entry point" \
+    grep -qw cuda_plugin_api <(nm -D --defined-only "$BIN/lib/cifar10-dp/libcifar10-cuda.so")
+  check "cifar10-train carries the plugin's loader" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-train")
+  check "cifar10-test carries the plugin's loader" grep -q "kernels_cuda_devices" <(nm "$BIN/cifar10-test")
+  check "no program links a CUDA library (the plugin does)" \
+    bash -c "! ldd '$BIN/cifar10-train' '$BIN/cifar10-test' '$BIN/cifar10-bench' | grep -qE 'libcudnn|libcublas|libcudart'"
+  check "the plugin links cuDNN and cuBLAS" \
+    bash -c "ldd '$BIN/lib/cifar10-dp/libcifar10-cuda.so' | grep -q libcudnn && ldd '$BIN/lib/cifar10-dp/libcifar10-cuda.so' | grep -q libcublas"
+  cuda_plugin_cases
   # The Makefile asks nvcc for the toolkit root, so an nvcc on PATH that is a wrapper script in
   # another directory (as /usr/local/bin/nvcc on CI's machine) still finds cuDNN beside it.
   nvcc_real=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

@@ -48,8 +48,13 @@ git -C "$SRC" ls-files -z | (cd "$SRC" && xargs -0 cp --parents -t "$T/src")
 check "the build stage's RUN lines succeed in a clean copy" test $? = 0
 check "the build printed CUDA off" grep -q "CUDA: off (CUDA=0)" "$T/build.log"
 
-# 2. What the runtime stage copies from the build stage exists.
-copies=$(sed -n 's/^COPY --from=build //p' <<<"$final")
+# 2. What the runtime stage copies from the build stage exists: the programs, and the CUDA
+# plugin's directory (empty in this flavour), where the programs look for it (bin/../lib).
+mapfile -t copy_lines < <(sed -n 's/^COPY --from=build //p' <<<"$final")
+check "runtime copies twice from the build (got ${#copy_lines[@]})" test "${#copy_lines[@]}" = 2
+check "runtime copies the plugin directory to /usr/local/lib" test "${copy_lines[1]}" = "/src/build/lib/ /usr/local/lib/"
+check "the build made the plugin directory" test -d "$T/src/build/lib/cifar10-dp"
+copies=${copy_lines[0]}
 read -r -a words <<<"$copies"
 dest=${words[-1]}
 bins=()

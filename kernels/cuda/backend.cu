@@ -1,6 +1,7 @@
-/* The CUDA backend's table, memory, queues and events. One GPU per process: the first
- * kernels_cuda(device) call selects it and creates everything, shutdown() releases it all (a
- * later kernels_cuda() starts afresh); ops live in their own files.
+/* The CUDA backend's table, memory, queues and events, and the plugin's entry point
+ * (kernels/cuda/plugin.h). One GPU per process: the first kernels_cuda(device) call selects it
+ * and creates everything, shutdown() releases it all (a later kernels_cuda() starts afresh); ops
+ * live in their own files.
  *
  * Three streams: compute (every op), input (input_upload_async: input batches) and transfer
  * (upload_async, download_async: staged gradients), so an input upload never queues behind
@@ -8,10 +9,10 @@
 extern "C" {
 #include "../../common/err.h"
 #include "../kernels.h"
+#include "plugin.h"
 }
 #include "cuda.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,11 +180,9 @@ static void cuda_shutdown(void) {
 
 static struct kernels table, bf16_table;
 
-int kernels_cuda_devices(struct err *e) {
-    /* Without a driver the runtime only says "driver version is insufficient": say what it is. */
-    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!driver) return err_set(e, "no NVIDIA driver (libcuda.so.1 cannot be loaded)"), 0;
-    dlclose(driver);
+/* kernels_cuda_devices; the loader has found the driver (without one the runtime would only say
+ * "driver version is insufficient"). */
+static int devices(struct err *e) {
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
     if (rc != cudaSuccess) {
@@ -199,7 +198,7 @@ int kernels_cuda_devices(struct err *e) {
     return n;
 }
 
-const struct kernels *kernels_cuda(int device) {
+static const struct kernels *cuda_table(int device) {
     if (selected >= 0) {
         CHECK(device == selected); /* one GPU per process */
         return &table;
@@ -264,20 +263,20 @@ const struct kernels *kernels_cuda(int device) {
     return &table;
 }
 
-int kernels_cuda_bf16_native(void) {
+static int bf16_native(void) {
     CHECK(selected >= 0);
     int major = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, selected));
     return major >= 8; /* bf16 tensor cores: Ampere (sm_80) and newer */
 }
 
-const struct kernels *kernels_cuda_bf16(int device) {
-    kernels_cuda(device);
-    CHECK(kernels_cuda_bf16_native());
+static const struct kernels *cuda_bf16_table(int device) {
+    cuda_table(device);
+    CHECK(bf16_native());
     return &bf16_table;
 }
 
-void kernels_cuda_describe(char *buf, size_t size) {
+static void describe(char *buf, size_t size) {
     CHECK(selected >= 0);
     cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, selected));
@@ -292,4 +291,11 @@ void kernels_cuda_describe(char *buf, size_t size) {
              p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000, driver % 1000 / 10,
              dnn / 10000, dnn % 10000 / 100, dnn % 100,
              p.major < 8 ? "FP32" : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)" : "FP32 (NVIDIA_TF32_OVERRIDE=0)");
+}
+
+/* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */
+__attribute__((visibility("default"))) const struct cuda_plugin_api *cuda_plugin_api(void) {
+    static const struct cuda_plugin_api api = {CUDA_PLUGIN_VERSION, sizeof(struct kernels), devices, cuda_table,
+                                               bf16_native, cuda_bf16_table, describe};
+    return &api;
 }
