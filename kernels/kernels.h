@@ -226,8 +226,10 @@ int kernels_cpu_bf16_native(void);
 int kernels_cpu_bf16_vector(void);
 
 /* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
- * builds have none of these three). kernels_cuda_devices: the GPUs this process can use, or 0
- * with the reason in e (no driver, no GPU, CUDA_VISIBLE_DEVICES hides them all).
+ * builds have none of these). It lives in a plugin (kernels/cuda/plugin.h) that
+ * kernels_cuda_devices opens where an NVIDIA driver is installed; call it first.
+ * kernels_cuda_devices: the GPUs this process can use, or 0 with the reason in e (no driver, the
+ * plugin missing, unloadable or from another build, no GPU, CUDA_VISIBLE_DEVICES hides them all).
  * kernels_cuda(device): makes that GPU current, creates the streams and the cuDNN and cuBLAS
  * handles (first call only; one GPU per process: later calls must name the same device) and
  * returns the table; after its shutdown(), a call starts afresh on any device.

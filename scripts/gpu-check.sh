@@ -337,8 +337,6 @@ check_profile() {
   } | tee "$out/summary.txt"
 }
 
-# cpu_pair MODEL BATCH: ours in fp32, in bf16 on each bf16 instruction path the CPU has, and
-# PyTorch's fp32 and bf16 autocast, all on 2 threads; one images/s line each.
 # The base commit's cifar10-bench (step "base"), built for the CPU only, else nothing.
 base_bench=
 build_base() {
@@ -362,6 +360,9 @@ base_run() {
   echo "$label: ours $ours images/s, base $theirs: $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3fx", a / b }')"
 }
 
+# cpu_pair MODEL BATCH: ours in fp32, in bf16 on each bf16 instruction path the CPU has, and
+# PyTorch's fp32 and bf16 autocast, all on 2 threads; one images/s line each.; with a base commit
+# (step "base"), its fp32 and amx runs beside ours.
 cpu_pair() {
   local args=(--device cpu --model "$1" --batch-size "$2" --threads 2 --warmup 2 --steps 3 --runs 3) v
   build/cifar10-bench "${args[@]}" --precision fp32 >"$out/cpu-$1-fp32.log" 2>&1
