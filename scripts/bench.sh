@@ -1,170 +1,229 @@
 #!/usr/bin/env bash
-# Training-throughput benchmark (`make bench` runs this after building).
+# CPU training-throughput benchmark: ours against PyTorch's best configuration, side by side in
+# one run, and optionally against a base commit (`make bench` runs this after building).
 #
-#   scripts/bench.sh [--threads N] [--runs N] [--steps N] [--no-torch] [--no-airbench] [--no-bf16]
+#   scripts/bench.sh [--model M] [--threads N] [--rounds K] [--runs N] [--steps N] [--warmup N]
+#                    [--base REV] [--no-torch] [--no-compile] [--no-bf16] [--out DIR]
 #
-# (CPU backend; GPUs: scripts/gpu-check.sh bench)
-# 1. build/cifar10-bench: 1 rank x N threads (N: the CPUs this process may use), full training
-#    steps of the workshop CNN at batch 128, per-layer times and GFLOP/s, the FP32 FMA peak
-#    measured in the same program per vector path, peak resident memory;
-# 2. the same with mpirun: N ranks x 1 thread (when N >= 2);
-# 3. PyTorch (when python3 can import torch): same model, batch and thread count, in both
-#    memory layouts (NHWC, `channels_last`, and NCHW); the ratio takes PyTorch's faster one
-#    (TORCH_PYTHON: the interpreter whose torch is measured, default Debian's /usr/bin/python3);
-# 4. airbench94 (unless --no-airbench): 1 to 3 again with --model airbench94 at batch 512 per
-#    rank (PyTorch: scripts/bench_torch.py --model airbench94, batch 512, N threads);
-# 5. bf16 (unless --no-bf16; only where the CPU has AVX512_BF16): both networks again, 1 rank x
-#    N threads, with --precision bf16, against PyTorch's bf16 autocast (bench_torch.py --bf16);
-# then a summary with the ratios. Nothing here is a pass/fail test: the figures are printed.
+# Cases, each a full training step on random images (forward, loss, backward, update) at equal
+# micro-batch per rank (--model workshop-cnn: 128, airbench94: 512; both by default):
+#   ours        build/cifar10-bench, 1 process x N threads and N ranks x 1 thread (mpirun)
+#   base        the same two for commit REV (--base: built CPU-only in a temporary worktree)
+#   torch       PyTorch eager, 1 process x N threads and N independent processes x 1 thread
+#               (each pinned to a core; their images/s summed; per-rank batch norm is PyTorch's
+#               gradient accumulation, so no allreduce), each in NHWC and NCHW
+#   compile     the same with torch.compile, 1 process x N threads, NHWC and NCHW
+#   bf16        ours --precision bf16 against PyTorch's bf16 autocast, 1 x N (CPUs with
+#               AVX512_BF16 or AMX only)
+# The cases run in rounds (--rounds, default 3): one of each per round, in order, so a drifting
+# machine moves all of them alike; each case's figure is the median over the rounds, the ratios
+# are ours' best configuration over the peer's best. PyTorch's side runs scripts/bench_torch.py
+# as it is at commit 0cefd96 (PEER_REV), so a change to the script cannot move the baseline.
+# TORCH_PYTHON: the interpreter whose torch is measured (default /usr/bin/python3; PYTHONPATH
+# reaches a PyPI torch). Ours' per-layer table (first round) and every raw log stay in --out
+# (default: a temporary directory, removed). Nothing here is a pass/fail test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PEER_REV=0cefd96
 threads=$(nproc)
-runs=5
-steps=5
-torch=1
-airbench=1
-bf16=1
-ab_batch=512 # airbench94's images per rank per step
+rounds=3 runs=3 steps=3 warmup=2
+models=(workshop-cnn airbench94)
+base="" torch=1 compile=1 bf16=1 out=""
 while (($#)); do
   case $1 in
+    --model) models=("$2"); shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    --no-torch) torch=0; shift ;;
-    --no-airbench) airbench=0; shift ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --base) base=$2; shift 2 ;;
+    --no-torch) torch=0 compile=0; shift ;;
+    --no-compile) compile=0; shift ;;
     --no-bf16) bf16=0; shift ;;
-    -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,25s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
+for n in "$threads" "$rounds" "$runs" "$steps"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: expected a positive integer, got '$n'" >&2; exit 2; }
+done
+[[ $warmup =~ ^[0-9]+$ ]] || { echo "bench.sh: --warmup expects an integer, got '$warmup'" >&2; exit 2; }
+for m in "${models[@]}"; do
+  [[ $m == workshop-cnn || $m == airbench94 ]] || { echo "bench.sh: unknown model $m" >&2; exit 2; }
+done
 build=${BUILD:-build}
 [[ -x $build/cifar10-bench ]] || { echo "bench.sh: $build/cifar10-bench missing: run make first" >&2; exit 1; }
-log=$(mktemp -d)
-trap 'rm -rf "$log"' EXIT
-
-# The value of KEY on the "result:" line of a log.
-result() { sed -n "s/^result: .*\b$2=\([^ ]*\).*/\1/p" "$1" | tail -n 1; }
-# faster BASE: copies the faster of BASE-channels_last and BASE-contiguous to BASE (PyTorch at
-# its best on this machine); layout_of BASE names the one it took.
-faster() {
-  local a b
-  a=$(result "$1-channels_last" images_per_s) b=$(result "$1-contiguous" images_per_s)
-  if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= b) }'; then cp "$1-channels_last" "$1"; else cp "$1-contiguous" "$1"; fi
-}
-layout_of() { grep -q ", NHWC" "$1" && echo NHWC || echo NCHW; }
-
-echo "== cifar10-bench: 1 rank x $threads thread(s)"
-"$build/cifar10-bench" --device cpu --threads "$threads" --runs "$runs" --steps "$steps" | tee "$log/one"
-
-if ((threads >= 2)); then
-  echo
-  echo "== cifar10-bench: $threads ranks x 1 thread (mpirun)"
-  mpi=(mpirun -np "$threads" --bind-to core)
-  if ((EUID == 0)); then mpi+=(--allow-run-as-root); fi
-  "${mpi[@]}" "$build/cifar10-bench" --device cpu --threads 1 --runs "$runs" --steps "$steps" | tee "$log/ranks"
+if [[ -n $out ]]; then
+  mkdir -p "$out"
+  log=$(cd "$out" && pwd)
+else
+  log=$(mktemp -d)
 fi
+cleanup() {
+  [[ -n ${base_dir:-} ]] && git worktree remove --force "$base_dir" >/dev/null 2>&1
+  [[ -z $out ]] && rm -rf "$log"
+  return 0
+}
+trap cleanup EXIT
 
-# Debian's python3-torch installs for /usr/bin/python3; TORCH_PYTHON=/path/to/venv/bin/python
-# measures another PyTorch (e.g. 2.x from PyPI) instead.
+mpi=(mpirun -np "$threads" --bind-to core)
+((EUID == 0)) && mpi+=(--allow-run-as-root)
 py=${TORCH_PYTHON:-/usr/bin/python3}
 [[ -x $py ]] || py=python3
-if ((torch)) && "$py" -c 'import torch' 2>/dev/null; then
-  echo
-  for layout in channels_last contiguous; do
-    echo "== PyTorch: same model, batch 128, $threads thread(s), $layout"
-    "$py" scripts/bench_torch.py --threads "$threads" --runs "$runs" --steps "$steps" --memory-format "$layout" |
-      tee "$log/torch-$layout"
+if ((torch)) && ! "$py" -c 'import torch, numpy' 2>/dev/null; then
+  echo "bench.sh: PyTorch skipped ($py cannot import torch and numpy; scripts/install-deps.sh --test installs Debian's)"
+  torch=0 compile=0
+fi
+if ((bf16)) && ! grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+  bf16=0 # without AVX512_BF16, bf16 runs its sums on float FMA: no faster than fp32
+fi
+
+# The peer's script, as at PEER_REV (with the airbench94 network it imports).
+peer=$log/peer
+mkdir -p "$peer"
+if git cat-file -e "$PEER_REV:scripts/bench_torch.py" 2>/dev/null; then
+  git show "$PEER_REV:scripts/bench_torch.py" >"$peer/bench_torch.py"
+  git show "$PEER_REV:scripts/airbench_torch.py" >"$peer/airbench_torch.py"
+  peer_from="scripts/bench_torch.py at $PEER_REV"
+else
+  cp scripts/bench_torch.py scripts/airbench_torch.py "$peer/"
+  peer_from="scripts/bench_torch.py of the working tree ($PEER_REV is not in this clone's history)"
+fi
+
+if [[ -n $base ]]; then
+  base_sha=$(git rev-parse --verify --quiet "$base^{commit}") || { echo "bench.sh: --base: no commit $base" >&2; exit 2; }
+  base_dir=$(mktemp -d /tmp/cifar10-bench-base.XXXXXX)
+  rmdir "$base_dir"
+  git worktree add --detach "$base_dir" "$base_sha" >/dev/null 2>&1
+  echo "bench.sh: building base ${base_sha:0:12} (CPU only) in $base_dir"
+  make -C "$base_dir" -j"$(nproc)" CUDA=0 build/cifar10-bench >"$log/base-build.log" 2>&1 ||
+    { echo "bench.sh: the base commit does not build (see $log/base-build.log)" >&2; exit 1; }
+fi
+
+# The machine, the commits and the peer.
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+fam=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+isa=$(grep -m1 -owE 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)
+echo "== machine: $cpu (family $fam, model $mod), $(nproc) CPUs, ${isa:-no AVX2}"
+echo "== ours: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' + uncommitted changes')${base:+; base: ${base_sha:0:12}}"
+if ((torch)); then
+  echo "== peer: PyTorch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null), $peer_from"
+fi
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'); $rounds round(s) of every case; each case $runs runs of $steps steps after $warmup warm-up, median"
+
+# Cases of one model: NAME|COMMAND (COMMAND run by bash; it must print "result: images_per_s=").
+cases_of() {
+  local m=$1 b=128 common
+  [[ $m == airbench94 ]] && b=512
+  common="--model $m --batch-size $b --device cpu --runs $runs --steps $steps --warmup $warmup"
+  local tcommon="$peer/bench_torch.py --model $m --batch-size $b --runs $runs --steps $steps --warmup $warmup"
+  echo "ours 1x$threads|$build/cifar10-bench $common --threads $threads"
+  ((threads > 1)) && echo "ours ${threads}x1|${mpi[*]} $build/cifar10-bench $common --threads 1"
+  if [[ -n $base ]]; then
+    echo "base 1x$threads|$base_dir/build/cifar10-bench $common --threads $threads"
+    ((threads > 1)) && echo "base ${threads}x1|${mpi[*]} $base_dir/build/cifar10-bench $common --threads 1"
+  fi
+  if ((torch)); then
+    local f
+    for f in channels_last contiguous; do
+      echo "torch 1x$threads $f|$py $tcommon --threads $threads --memory-format $f"
+      ((threads > 1)) && echo "torch ${threads}x1 $f|procs $py $tcommon --threads 1 --memory-format $f"
+    done
+  fi
+  if ((compile)); then
+    for f in channels_last contiguous; do
+      echo "compile 1x$threads $f|$py $tcommon --threads $threads --memory-format $f --compile"
+    done
+  fi
+  if ((bf16)); then
+    echo "ours-bf16 1x$threads|$build/cifar10-bench $common --threads $threads --precision bf16"
+    ((torch)) && for f in channels_last contiguous; do
+      echo "autocast 1x$threads $f|$py $tcommon --threads $threads --memory-format $f --bf16"
+    done
+  fi
+  return 0
+}
+
+# procs CMD...: $threads copies of CMD at once, copy i pinned to CPU i; prints their summed result.
+procs() {
+  local i pids=() sum=0 v
+  for ((i = 0; i < threads; i++)); do
+    taskset -c "$i" "$@" >"$log/procs.$i" 2>&1 &
+    pids+=($!)
   done
-  faster "$log/torch"
-elif ((torch)); then
-  echo
-  echo "== PyTorch: skipped ($py cannot import torch; scripts/install-deps.sh --test installs it)"
-fi
-
-if ((airbench)); then
-  echo
-  echo "== cifar10-bench: airbench94, 1 rank x $threads thread(s), batch $ab_batch"
-  "$build/cifar10-bench" --model airbench94 --batch-size "$ab_batch" --device cpu --threads "$threads" --runs "$runs" \
-    --steps "$steps" | tee "$log/ab-one"
-  if ((threads >= 2)); then
-    echo
-    echo "== cifar10-bench: airbench94, $threads ranks x 1 thread (mpirun), batch $ab_batch per rank"
-    "${mpi[@]}" "$build/cifar10-bench" --model airbench94 --batch-size "$ab_batch" --device cpu --threads 1 \
-      --runs "$runs" --steps "$steps" | tee "$log/ab-ranks"
-  fi
-  if ((torch)) && "$py" -c 'import torch, numpy' 2>/dev/null; then
-    echo
-    for layout in channels_last contiguous; do
-      echo "== PyTorch: airbench94, batch $ab_batch, $threads thread(s), $layout"
-      "$py" scripts/bench_torch.py --model airbench94 --batch-size "$ab_batch" --threads "$threads" --runs "$runs" \
-        --steps "$steps" --memory-format "$layout" | tee "$log/ab-torch-$layout"
-    done
-    faster "$log/ab-torch"
-  elif ((torch)); then
-    echo
-    echo "== PyTorch: airbench94 skipped ($py cannot import torch and numpy)"
-  fi
-fi
-
-# bf16: NAME BATCH MODEL: ours with --precision bf16, and PyTorch's bf16 autocast (faster layout).
-bf16_pair() {
-  echo
-  echo "== cifar10-bench --precision bf16: $3, 1 rank x $threads thread(s), batch $2"
-  "$build/cifar10-bench" --model "$3" --precision bf16 --batch-size "$2" --device cpu --threads "$threads" \
-    --runs "$runs" --steps "$steps" | tee "$log/$1-bf16"
-  if ((torch)) && "$py" -c 'import torch, numpy' 2>/dev/null; then
-    for layout in channels_last contiguous; do
-      echo "== PyTorch bf16 autocast: $3, batch $2, $threads thread(s), $layout"
-      "$py" scripts/bench_torch.py --bf16 --model "$3" --batch-size "$2" --threads "$threads" --runs "$runs" \
-        --steps "$steps" --memory-format "$layout" | tee "$log/$1-bf16-torch-$layout"
-    done
-    faster "$log/$1-bf16-torch"
-  fi
-}
-if ((bf16)) && grep -qw avx512_bf16 /proc/cpuinfo; then
-  bf16_pair one 128 workshop-cnn
-  ((airbench)) && bf16_pair ab-one "$ab_batch" airbench94
-elif ((bf16)); then
-  echo
-  echo "== bf16: skipped (this CPU lacks AVX512_BF16: bf16 would run its sums on float FMA, no faster than fp32)"
-fi
-
-# bf16_summary NAME LABEL: ours in bf16 against ours in float and against PyTorch's autocast.
-bf16_summary() {
-  [[ -f $log/$1-bf16 ]] || return 0
-  local b f t
-  b=$(result "$log/$1-bf16" images_per_s) f=$(result "$log/$1" images_per_s)
-  echo "cifar10-dp $2 bf16: $b images/s, $(result "$log/$1-bf16" fraction_of_peak | awk '{printf "%.1f", 100 * $1}')% of the measured bf16 peak; bf16 / fp32 = $(awk -v a="$b" -v b="$f" 'BEGIN { printf "%.2f", a / b }')"
-  if [[ -f $log/$1-bf16-torch ]]; then
-    t=$(result "$log/$1-bf16-torch" images_per_s)
-    echo "PyTorch $2 bf16 autocast ($(layout_of "$log/$1-bf16-torch")): $t images/s; ours / PyTorch = $(awk -v a="$b" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
-  fi
+  for i in "${pids[@]}"; do wait "$i"; done
+  for ((i = 0; i < threads; i++)); do
+    v=$(sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$log/procs.$i")
+    [[ -n $v ]] || { cat "$log/procs.$i"; return 1; }
+    sum=$(awk -v a="$sum" -v b="$v" 'BEGIN { print a + b }')
+  done
+  echo "result: images_per_s=$sum"
 }
 
-ours=$(result "$log/one" images_per_s)
+# run_case MODEL ROUND NAME CMD: runs it, appends "MODEL|NAME|images/s" to $log/figures.
+run_case() {
+  local f v
+  f="$log/$1.${3// /_}.$2"
+  if ! eval "$4" >"$f" 2>&1 </dev/null; then
+    echo "bench.sh: $1, $3 failed (log: $f):" >&2
+    tail -n 5 "$f" >&2
+    return 0
+  fi
+  v=$(sed -n 's/^result: images_per_s=\([0-9.]*\).*/\1/p' "$f" | tail -n 1)
+  [[ -n $v ]] && echo "$1|$3|$v" >>"$log/figures"
+  printf '  %-13s %-28s %8.1f images/s\n' "$1" "$3" "${v:-0}"
+}
+
+: >"$log/figures"
+for ((r = 1; r <= rounds; r++)); do
+  echo "== round $r of $rounds"
+  for m in "${models[@]}"; do
+    while IFS='|' read -r name cmd; do
+      run_case "$m" "$r" "$name" "$cmd"
+    done < <(cases_of "$m")
+  done
+done
+
+for m in "${models[@]}"; do
+  f="$log/$m.ours_1x$threads.1"
+  [[ -f $f ]] || continue
+  echo
+  echo "== ours, $m, 1 x $threads threads, round 1"
+  sed -n '/^FP32 FMA peak/p; /^per layer/,/^result/p' "$f"
+done
+
+# The summary: per case the median over rounds; per side its best configuration.
 echo
-echo "== summary"
-echo "cifar10-dp, 1 rank x $threads threads: $ours images/s, $(result "$log/one" fraction_of_peak | awk '{printf "%.1f", 100 * $1}')% of the measured FP32 FMA peak, peak RSS $(result "$log/one" rss_mb) MB"
-if [[ -f $log/ranks ]]; then
-  r=$(result "$log/ranks" images_per_s)
-  echo "cifar10-dp, $threads ranks x 1 thread: $r images/s ($(awk -v a="$r" -v b="$ours" 'BEGIN { printf "%+.1f", 100 * (a / b - 1) }')% against 1 rank x $threads threads), peak RSS $(result "$log/ranks" rss_mb) MB per rank"
-fi
-if [[ -f $log/torch ]]; then
-  t=$(result "$log/torch" images_per_s)
-  echo "PyTorch ($(layout_of "$log/torch")), $threads threads: $t images/s; ours / PyTorch = $(awk -v a="$ours" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
-fi
-if [[ -f $log/ab-one ]]; then
-  ab=$(result "$log/ab-one" images_per_s)
-  echo "cifar10-dp airbench94, 1 rank x $threads threads, batch $ab_batch: $ab images/s, $(result "$log/ab-one" fraction_of_peak | awk '{printf "%.1f", 100 * $1}')% of the measured FP32 FMA peak, peak RSS $(result "$log/ab-one" rss_mb) MB"
-  if [[ -f $log/ab-ranks ]]; then
-    r=$(result "$log/ab-ranks" images_per_s)
-    echo "cifar10-dp airbench94, $threads ranks x 1 thread, batch $ab_batch per rank: $r images/s ($(awk -v a="$r" -v b="$ab" 'BEGIN { printf "%+.1f", 100 * (a / b - 1) }')% against 1 rank x $threads threads), peak RSS $(result "$log/ab-ranks" rss_mb) MB per rank"
-  fi
-  if [[ -f $log/ab-torch ]]; then
-    t=$(result "$log/ab-torch" images_per_s)
-    echo "PyTorch airbench94 ($(layout_of "$log/ab-torch")), $threads threads, batch $ab_batch: $t images/s; ours / PyTorch = $(awk -v a="$ab" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
-  fi
-fi
-bf16_summary one "workshop-cnn, 1 rank x $threads threads, batch 128"
-bf16_summary ab-one "airbench94, 1 rank x $threads threads, batch $ab_batch"
+echo "== summary (median of $rounds round(s); ratios: ours' best configuration / the other's best)"
+awk -F'|' -v base="$base" -v torch="$torch" -v compile="$compile" '
+  function median(list,   a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  { key = $1 "|" $2; vals[key] = vals[key] " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+  END {
+    for (i = 1; i <= n; i++) {
+      split(order[i], k, "|"); med = median(vals[order[i]])
+      printf "  %-13s %-28s %8.1f images/s\n", k[1], k[2], med
+      split(k[2], w, " "); side = k[1] SUBSEP w[1]
+      if (!(side in best) || med > best[side]) { best[side] = med; bestcfg[side] = k[2] }
+      models[k[1]] = 1
+    }
+    for (m in models) {
+      o = m SUBSEP "ours"
+      if (!(o in best)) continue
+      line(m, "eager PyTorch", m SUBSEP "torch", o)
+      line(m, "torch.compile", m SUBSEP "compile", o)
+      line(m, "base", m SUBSEP "base", o)
+      line(m, "bf16 vs autocast", m SUBSEP "autocast", m SUBSEP "ours-bf16")
+    }
+  }
+  function line(m, what, peer, us) {
+    if (!(peer in best) || !(us in best)) return
+    printf "  %s: ours (%s) %.1f / %s (%s) %.1f = %.2f\n", m, bestcfg[us], best[us], what, bestcfg[peer], best[peer], best[us] / best[peer]
+  }' "$log/figures"

@@ -132,19 +132,21 @@ static const struct op_case cases[] = {
     CONV(4, 40, 12, 5, 3, 3, 1, F_BIAS),                   /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
     CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW),          /* C*25 = 300 > KC with 5x5 */
 
-    /* conv, the workshop's 3x3 pad 1 on shapes that take the CPU's Winograd F(2x2, 3x3) (even H
-     * and W, 16+ channels on the side it reads and the side it writes) */
+    /* conv, the workshop's 3x3 pad 1 on even maps with 16+ channels on the side a pass reads and
+     * the side it writes: Winograd for the forward, dx and dw (float: F(4x4), exact tiles, or
+     * as noted; bf16: F(2x2), dw im2col) */
     CONV(7, 16, 24, 4, 6, 3, 1, F_BIAS | F_RELU | F_MASK), /* chunks of images, a partial last one (N 7) */
     CONV(2, 32, 17, 16, 16, 3, 1, F_BIAS | F_NO_DX),       /* odd K; several tiles per row */
+    CONV(3, 32, 64, 32, 32, 3, 1, F_BIAS | F_RELU | F_MASK), /* the workshop's second layer: 8 tiles per row */
     CONV(5, 16, 8, 12, 12, 3, 1, F_BIAS | F_RELU | F_MASK), /* AMX tiles' im2col: chunks of 3 images (3 x 144 of the tiles' 512 columns), the last partial */
     /* 16+ channels on one side only: the forward reads C and writes K, dx the reverse, so a
      * one-sided threshold would put one of them on Winograd (conv.c's plan() wants
      * 16+ on both sides: im2col both ways) */
     CONV(3, 24, 8, 8, 8, 3, 1, F_BIAS),
     CONV(3, 8, 24, 8, 8, 3, 1, F_BIAS | F_RELU),
-    CONV(1, 32, 16, 4, 4, 3, 1, F_BIAS | F_RELU | F_MASK), /* batch 1: one 4x4 image, four output tiles */
+    CONV(1, 32, 16, 4, 4, 3, 1, F_BIAS | F_RELU | F_MASK), /* batch 1: one 4x4 image, one F(4x4) tile (bf16: four) */
     CONV(5, 16, 32, 8, 8, 3, 1, F_BIAS | F_RELU | F_MASK | F_NO_DX),
-    CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only */
+    CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only; float m 3 */
     CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),         /* a workshop layer */
 
     /* conv, 3x3 pad 1 on odd maps (16+ channels both sides): Winograd F(m x m, 3x3) for the

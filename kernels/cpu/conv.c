@@ -59,27 +59,22 @@ static size_t per_thread_floats(const struct conv_shape *s, int nb) {
  *     channels on both sides of the pass (the GEMMs' depth is the channel count read, their
  *     height the count written; shallow sides such as RGB are faster as im2col). The forward
  *     reads C and writes K, the input gradient the reverse, the filter gradient reads both.
- *   - Even H and W (the workshop CNN's 32, 16, 8): F(2x2), whose tiles cover the map exactly,
- *     for the forward and the input gradient; the filter gradient stays im2col, so that
- *     network's paths and results are those from before the odd maps had Winograd.
- *   - Otherwise (airbench94's 31, 15, 7, 3), float products: for all three passes the m of 3,
- *     4, 5 with the fewest multiplies, a^2 per tile times the tiles (the last tile row and
- *     column may be partial); ties go to the smaller m (smaller coefficients, see winograd.c).
- *     Multiplies per output and channel pair, against 9 direct: 31x31 m 4 2.4 (m 5 2.5), 15x15
- *     m 5 1.96 (m 4 2.56), 7x7 m 4 2.9 (m 5 4), 3x3 m 3 2.8 (m 4 4). The transform domain
- *     batches the images of a chunk into one GEMM, so tiny maps still make wide products.
- *   - The same maps with bf16 products: F(2x2) for all three passes. The larger tiles'
- *     transforms (coefficients up to 8) amplify the rounding of the transformed operands to
- *     bf16: relative L2 errors of 1e-2 - 2.7e-2 for m 3 and 4 (4.1e-2 for m 5) in
- *     tests/test_ops.c, against 5.8e-3 at most for F(2x2), and airbench94 lost 0.26 points with
- *     m 4 (README "bf16"). F(2x2) needs 4.3 (31x31) to 7.1 (3x3) multiplies per output and
- *     channel pair, 1.8 - 2.6x what m 3 and 4 need: where VDPBF16PS runs at twice the float FMA
- *     rate that about evens out, so bf16 is as fast as fp32 there, not faster.
+ *   - Float products: for all three passes the m with the fewest multiplies, a^2 per tile times
+ *     the tiles (the last tile row and column may be partial); ties go to the smaller m
+ *     (smaller coefficients, see winograd.c). Multiplies per output and channel pair, against
+ *     9 direct: 32x32, 16x16, 8x8 m 4 2.25 (exact tiles); 31x31 m 4 2.4 (m 5 2.5); 15x15 m 5
+ *     1.96 (m 4 2.56); 7x7 m 4 2.9 (m 5 4); 3x3 m 3 2.8 (m 4 4); 2x2 m 2 4. The transform
+ *     domain batches the images of a chunk into one GEMM, so tiny maps still make wide
+ *     products.
+ *   - bf16 products: F(2x2) (larger tiles' transforms, coefficients up to 8, amplify the
+ *     rounding of the transformed operands to bf16: relative L2 errors of 1e-2 - 2.7e-2 for
+ *     m 3 and 4, 4.1e-2 for m 5, against 5.8e-3 at most for F(2x2) in tests/test_ops.c;
+ *     airbench94 lost 0.26 points with m 4). Odd maps take it for all three passes; even maps
+ *     for the forward and the input gradient, their filter gradient im2col.
  *   - bf16 products on AMX tiles (gemm_bf16_tiles): im2col + GEMM for every pass, as accurate
- *     (about 3e-3), on chunks of images (images_per_gemm); the tiles have 16x the float FMA
- *     rate to pay for im2col's 2.25x more multiplies than F(2x2), and skip its transforms.
- *     Measured on a Xeon with AMX, 2 threads, airbench94 at batch 512: 287 images/s against
- *     242 in fp32 (README "bf16"). */
+ *     (about 3e-3), on chunks of images (images_per_gemm); the tiles' rate pays for im2col's
+ *     2.25x more multiplies than F(2x2), and they skip its transforms.
+ * Measurements behind these choices: docs/results.md. */
 struct conv_plan {
     int fwd, dx, dw;
 };
@@ -92,17 +87,14 @@ static long winograd_cost(int m, int H, int W) {
 static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, int tiles) {
     struct conv_plan p = {0, 0, 0};
     if (s->k != 3 || s->pad != 1 || s->H < 2 || s->W < 2 || s->C < 16 || s->K < 16) return p;
-    if (math == GEMM_BF16 && tiles) return p;
-    if (s->H % 2 == 0 && s->W % 2 == 0) {
-        p.fwd = p.dx = 2;
-        return p;
-    }
     if (math == GEMM_BF16) {
-        p.fwd = p.dx = p.dw = 2;
+        if (tiles) return p;
+        p.fwd = p.dx = 2;
+        p.dw = s->H % 2 == 0 && s->W % 2 == 0 ? 0 : 2;
         return p;
     }
-    int best = 3;
-    for (int m = 4; m <= 5; m++)
+    int best = 2;
+    for (int m = 3; m <= 5; m++)
         if (winograd_cost(m, s->H, s->W) < winograd_cost(best, s->H, s->W)) best = m;
     p.fwd = p.dx = p.dw = best;
     return p;
