@@ -21,7 +21,7 @@ usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
 bad_usage() { echo "$ME: $* (try --help)" >&2; exit 2; }
 need() { # need CMD...: each must be on PATH
   local c
-  for c in "$@"; do command -v "$c" >/dev/null || die "$c not found on PATH (see README, Run on EKS)"; done
+  for c in "$@"; do command -v "$c" >/dev/null || die "$c not found on PATH (see docs/eks.md)"; done
 }
 
 # metadata.name and metadata.region of the eksctl ClusterConfig.

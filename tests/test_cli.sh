@@ -124,6 +124,26 @@ run "$BIN/cifar10-bench" --first-bias-stopped
 expect_rc 2 "bench --first-bias-stopped, workshop-cnn"
 expect_err "bench --first-bias-stopped, workshop-cnn" "--first-bias-stopped: this network's recipe trains its first layer's bias throughout"
 
+# scripts/bench.sh: usage errors, and a tiny two-round run (no PyTorch) whose summary figure is
+# the median of the rounds' figures it logged.
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+run env BUILD="$BIN" "$SRC/scripts/bench.sh" --rounds 0
+expect_rc 2 "bench.sh --rounds 0"
+check "bench.sh --rounds 0 says why" grep -q "^bench.sh: expected a positive integer, got '0'" "$T/err"
+run env BUILD="$BIN" "$SRC/scripts/bench.sh" --base no-such-commit --no-torch
+expect_rc 2 "bench.sh --base no-such-commit"
+check "bench.sh --base names the commit" grep -q "^bench.sh: --base: no commit no-such-commit" "$T/err"
+run env BUILD="$BIN" "$SRC/scripts/bench.sh" --model workshop-cnn --threads 1 --rounds 2 --runs 1 --steps 1 \
+  --warmup 0 --no-torch --no-bf16 --out "$T/bench"
+expect_rc 0 "bench.sh tiny run"
+expect_out "bench.sh names the machine" "^== machine: .*, [0-9]+ CPUs"
+expect_out "bench.sh ran round 2" "^== round 2 of 2"
+expect_out "bench.sh per-layer table" "^21 +linear 512->10"
+check "bench.sh logged one figure per round" test "$(grep -c '^workshop-cnn|ours 1x1|' "$T/bench/figures")" = 2
+# shellcheck disable=SC2016 # an awk program, not shell
+want=$(awk -F'|' '{ s += $3 } END { printf "%.1f", s / 2 }' "$T/bench/figures")
+expect_out "bench.sh summary is the median of the rounds" "^  workshop-cnn +ours 1x1 +$want images/s"
+
 # The CUDA plugin's loader (kernels/cuda_load.c), on a machine without a GPU. cifar10-test names
 # the device it chose before it reads anything, so a missing model file ends each run early.
 # Without an NVIDIA driver the plugin is never opened (no cuDNN, no cuBLAS in the process); with
