@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite (make test calls this after building) and ends with the line
 # "tests: N passed, N failed". Exit status: 0 only when every suite passed.
+# --check (make check): only the fast inner loop (ops, model, cli, the workshop CNN against
+# PyTorch float64), ending "check: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export BUILD=${BUILD:-build}
@@ -11,12 +13,18 @@ B=$BUILD
 PY=/usr/bin/python3
 [[ -x $PY ]] || PY=python3
 passed=0 failed=0 bad_suites=()
+check_only=0
+case ${1:-} in
+  --check) check_only=1 ;;
+  "") ;;
+  *) echo "run.sh: unknown argument $1 (--check or nothing)" >&2; exit 2 ;;
+esac
 # TensorBoard's own event reader for tests/check_tensorboard.py (PyPI only, not in Debian),
 # installed once into $BUILD/pylib where pip reaches PyPI; the check says skipped otherwise.
 # The install (about 30 s on a clean clone, mostly download) runs beside the first suites;
 # tensorboard_ready waits for it before the first suite that reads events.
 pip_pid=
-if [[ -z ${TENSORBOARD_PYTHONPATH:-} ]]; then
+if ((!check_only)) && [[ -z ${TENSORBOARD_PYTHONPATH:-} ]]; then
   export TENSORBOARD_PYTHONPATH=$B/pylib
   if [[ ! -d $B/pylib/tensorboard ]]; then
     "$PY" -m pip install -q --disable-pip-version-check --target "$B/pylib" tensorboard >/dev/null 2>&1 &
@@ -69,6 +77,21 @@ torch_recipe() { # torch_recipe NET STEPS K E: airbench94's recipe for STEPS ste
   rm -rf "$d"
   return $status
 }
+
+if ((check_only)); then
+  suite "ops, every backend" "$B/tests/test_ops"
+  suite model "$B/tests/test_model"
+  suite cli tests/test_cli.sh
+  if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+    suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn 8
+  else
+    echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
+  fi
+  ((${#bad_suites[@]} == 0)) || echo "failing suites: ${bad_suites[*]}"
+  echo "check: $passed passed, $failed failed"
+  ((failed == 0 && ${#bad_suites[@]} == 0))
+  exit
+fi
 
 # The light suites (one core at most, no time bounds, no files or ports shared with the others)
 # run in a second lane beside the rest: CI has two cores, and the suites below leave one of them
