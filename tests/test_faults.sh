@@ -7,7 +7,8 @@
 #    while the checkpoint on disk is a mid-epoch one, and the same command resumes from it;
 #  - SIGTERM to one rank: every rank stops after the same step, the checkpoint is written, the
 #    job exits 4; SIGUSR1 to mpirun (forwarded at once) likewise; SIGTERM to mpirun reaches the
-#    ranks odls_base_sigkill_timeout seconds later and still ends in a checkpoint;
+#    ranks odls_base_sigkill_timeout seconds later (scaled to the machine's load) and still ends
+#    in a checkpoint;
 #  - one process and SIGINT (Ctrl-C);
 #  - a mid-epoch checkpoint of 2 ranks on 1 rank: resumes, averaging the running statistics;
 #  - a stalled rank (SIGSTOP): the other's collective times out (--collective-timeout 3), one
@@ -59,7 +60,9 @@ finish() {
 # 1. The uninterrupted run: epoch-end checkpoints only.
 mkdir -p "$T/A"
 cmd "$T/A" --checkpoint-interval 0
+a_start=$(date +%s.%N)
 run "${CMD[@]}"
+a_took=$(awk -v a="$a_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 expect_rc 0 "uninterrupted run"
 check "no mid-epoch checkpoint at the end" test "$(step_in_epoch "$T/A/model.checkpoint.safetensors")" = 0
 
@@ -128,16 +131,20 @@ run "${CMD[@]}"
 expect_rc 0 "rerun after SIGUSR1"
 same_as_a "$T/F" "SIGUSR1, resumed"
 
-# 5. SIGTERM to mpirun: the ranks get it 2 s later (odls_base_sigkill_timeout), SIGKILL 2 s
-# after that; a step takes well under that here, so the checkpoint is written in time.
+# 5. SIGTERM to mpirun: the ranks get it S s later (odls_base_sigkill_timeout), SIGKILL S s
+# after that. Both windows scale with the machine's load, so S is 0.4 of the uninterrupted run's
+# time (at least 2 s; 5 s of run idle on 2 cores gives 2): the signal, sent at step 2 of 15,
+# still reaches the ranks well before the run's end (about 0.7 of it is left), and S is several
+# steps, so the checkpoint is written before SIGKILL even when one run is slower than the other.
+kill_after=$(awk -v a="$a_took" 'BEGIN { s = int(0.4 * a + 0.5); print s < 2 ? 2 : s }')
 mkdir -p "$T/G"
-mpirun --mca odls_base_sigkill_timeout 2 -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --checkpoint-interval 0 \
-  --model-file "$T/G/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
+mpirun --mca odls_base_sigkill_timeout "$kill_after" -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" \
+  --checkpoint-interval 0 --model-file "$T/G/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
 pid=$!
-wait_line "$T/out" '^\[1,     2\]' # the ranks get SIGTERM 2 s later: several steps, well before the end
+wait_line "$T/out" '^\[1,     2\]'
 kill -TERM "$pid"
 finish
-check "SIGTERM to mpirun: non-zero exit ($rc)" test "$rc" != 0
+check "SIGTERM to mpirun ($kill_after s window): non-zero exit ($rc)" test "$rc" != 0
 stopped_run "$T/G" "SIGTERM to mpirun"
 cmd "$T/G" --checkpoint-interval 0
 run "${CMD[@]}"

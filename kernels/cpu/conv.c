@@ -310,6 +310,9 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
             for (int o = 0; o < K; o++) {
                 const float *d = dy + ((size_t)(n0 + j) * K + o) * HWo;
                 float sum = 0.0f;
+                /* Vector partial sums, not one serial chain of float additions (the adder's
+                 * latency per pixel). */
+#pragma omp simd reduction(+ : sum)
                 for (int i = 0; i < HWo; i++) sum += d[i];
                 dbt[o] += sum;
             }
