@@ -24,44 +24,90 @@ void config_defaults(struct train_config *c) {
 }
 
 void config_recipe(struct train_config *c, const char *model) {
+    const struct net_def *net = net_find(model);
+    const struct recipe *r = net && net->recipe ? net->recipe : net_workshop_cnn.recipe;
     c->model = model;
-    c->units = UNITS_TORCH;
-    c->nesterov = 0;
-    c->norm_lr_scale = 1.0;
-    c->label_smoothing = 0.0;
-    c->loss = XENT_MEAN;
-    c->lookahead = c->whiten_images = c->first_bias_epochs = 0;
-    c->warmup_epochs = 1.0;
-    c->tta = 0;
-    c->bf16_recipe = 0;
-    if (strcmp(model, net_airbench94.name) == 0) { /* legacy/airbench94.py's hyp */
-        c->epochs = 9.9;
-        c->batch_size = 1024;
-        c->batch_scope = BATCH_GLOBAL;
-        c->learning_rate = 11.5;
-        c->units = UNITS_AIRBENCH;
-        c->schedule = LR_TRIANGLE;
-        c->momentum = 0.85;
-        c->weight_decay = 0.0153;
-        c->nesterov = 1;
-        c->norm_lr_scale = 64.0;
-        c->label_smoothing = 0.2;
-        c->loss = XENT_SUM;
-        c->lookahead = 5;
-        c->whiten_images = 5000;
-        c->first_bias_epochs = 3;
-        c->augment = AUGMENT_ALTERNATING;
-        c->tta = 2;
-        return;
+    c->epochs = r->epochs;
+    c->batch_size = r->batch_size;
+    c->batch_scope = r->batch_scope;
+    c->learning_rate = r->learning_rate;
+    c->units = r->units;
+    c->schedule = r->schedule;
+    c->warmup_epochs = r->warmup_epochs;
+    c->momentum = r->momentum;
+    c->weight_decay = r->weight_decay;
+    c->nesterov = r->nesterov;
+    c->norm_lr_scale = r->norm_lr_scale;
+    c->label_smoothing = r->label_smoothing;
+    c->loss = r->loss;
+    c->lookahead = r->lookahead;
+    c->whiten_images = r->whiten_images;
+    c->first_bias_epochs = r->first_bias_epochs;
+    c->augment = r->augment;
+    c->tta = r->tta;
+    c->bf16_recipe = r->bf16;
+}
+
+/* One row of config_print_recipes: each known recipe's value of a setting, formatted. */
+typedef void recipe_cell_fn(const struct recipe *r, char *out, size_t size);
+#define CELL(name, ...) \
+    static void name(const struct recipe *r, char *out, size_t size) { snprintf(out, size, __VA_ARGS__); }
+CELL(cell_epochs, "%g", r->epochs)
+CELL(cell_batch, "%d %s", r->batch_size, r->batch_scope == BATCH_GLOBAL ? "in all" : "per rank")
+CELL(cell_lr, "%g%s", r->learning_rate, r->units == UNITS_AIRBENCH ? " (per 1024)" : "")
+CELL(cell_schedule, "%s", config_schedule_name(r->schedule))
+CELL(cell_momentum, "%g%s", r->momentum, r->nesterov ? ", Nesterov" : "")
+CELL(cell_decay, "%g%s", r->weight_decay, r->units == UNITS_AIRBENCH ? " (per 1024)" : "")
+CELL(cell_smoothing, "%g (%s loss)", r->label_smoothing, r->loss == XENT_SUM ? "summed" : "mean")
+CELL(cell_lookahead, "%d%s", r->lookahead, r->lookahead ? " (and a final one)" : " (none)")
+CELL(cell_tta, "%d", r->tta)
+CELL(cell_augment, "%s", r->augment == AUGMENT_ALTERNATING ? "reflect crop, alt. flip"
+                         : r->augment == AUGMENT_CROP_FLIP ? "zero-pad crop, flip"
+                                                           : "none")
+CELL(cell_whiten, "%d", r->whiten_images)
+CELL(cell_bias_epochs, "%d", r->first_bias_epochs)
+CELL(cell_norm_lr, "x %g", r->norm_lr_scale)
+#undef CELL
+static void cell_warmup(const struct recipe *r, char *out, size_t size) {
+    if (r->schedule == LR_COSINE)
+        snprintf(out, size, "%g (from LR/10)", r->warmup_epochs);
+    else
+        snprintf(out, size, "-");
+}
+
+void config_print_recipes(FILE *f) {
+    static const struct {
+        const char *flag, *what;
+        recipe_cell_fn *cell;
+    } rows[] = {
+        {"--epochs E", "epochs", cell_epochs},
+        {"--batch-size N", "images per step", cell_batch},
+        {"--learning-rate LR", "peak lr", cell_lr},
+        {"--lr-schedule S", "lr schedule", cell_schedule},
+        {"--warmup-epochs E", "cosine's warm-up", cell_warmup},
+        {"--momentum M", "SGD momentum", cell_momentum},
+        {"--weight-decay WD", "L2 weight decay", cell_decay},
+        {"--label-smoothing S", "cross-entropy", cell_smoothing},
+        {"--lookahead N", "lookahead every N", cell_lookahead},
+        {"--tta L", "final score's TTA", cell_tta},
+        {"  (recipe only)", "augmentation", cell_augment},
+        {"--whiten-images N", "whitening images", cell_whiten},
+        {"  (recipe only)", "first bias epochs", cell_bias_epochs},
+        {"  (recipe only)", "batch-norm lr", cell_norm_lr},
+    };
+    fprintf(f, "  %-21s %-19s", "", "");
+    for (int i = 0; net_known(i); i++) fprintf(f, net_known(i + 1) ? " %-24s" : " %s", net_known(i)->name);
+    fputc('\n', f);
+    for (size_t row = 0; row < sizeof rows / sizeof rows[0]; row++) {
+        fprintf(f, "  %-21s %-19s", rows[row].flag, rows[row].what);
+        for (int i = 0; net_known(i); i++) {
+            char cell[64];
+            const struct recipe *r = net_known(i)->recipe ? net_known(i)->recipe : net_workshop_cnn.recipe;
+            rows[row].cell(r, cell, sizeof cell);
+            fprintf(f, net_known(i + 1) ? " %-24s" : " %s", cell); /* no trailing blanks */
+        }
+        fputc('\n', f);
     }
-    c->epochs = 10; /* the workshop's */
-    c->batch_size = 128;
-    c->batch_scope = BATCH_PER_RANK;
-    c->learning_rate = 0.05;
-    c->schedule = LR_COSINE;
-    c->momentum = 0.9;
-    c->weight_decay = 5e-4;
-    c->augment = AUGMENT_CROP_FLIP;
 }
 
 /* The scheduled lr at `step` for peak lr `peak_lr`. */

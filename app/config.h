@@ -10,6 +10,7 @@
 #include "json.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 enum resume_mode { RESUME_AUTO, RESUME_NEVER, RESUME_REQUIRE };
 /* cosine: linear warm-up from lr/10 over warmup_epochs, then cosine decay to 0.
@@ -24,6 +25,28 @@ enum lr_units { UNITS_TORCH, UNITS_AIRBENCH };
 /* Whether --batch-size counts the images of one rank (the global batch grows with the ranks)
  * or of the whole step (each rank takes 1/ranks of it: the recipe keeps its global batch). */
 enum batch_scope { BATCH_PER_RANK, BATCH_GLOBAL };
+
+/* A network's recipe: the defaults of the settings that define its run. nets.c keeps one beside
+ * each network (struct net_def's recipe); config_recipe copies it, cifar10-train --help prints
+ * them side by side (config_print_recipes). Fields as in struct train_config. */
+struct recipe {
+    double epochs;
+    int batch_size;
+    enum batch_scope batch_scope;
+    double learning_rate;
+    enum lr_units units;
+    enum lr_schedule schedule;
+    double warmup_epochs;
+    double momentum, weight_decay;
+    int nesterov;
+    double norm_lr_scale;
+    double label_smoothing;
+    enum xent_reduction loss;
+    int lookahead, whiten_images, first_bias_epochs;
+    enum augment_kind augment;
+    int tta;
+    int bf16; /* train_config's bf16_recipe */
+};
 
 struct train_config {
     /* Settings that define the run (must match to resume). */
@@ -63,9 +86,14 @@ struct train_config {
 
 /* The program's defaults: airbench94 and its recipe. */
 void config_defaults(struct train_config *c);
-/* The recipe of network `model` (a known name) over c's run-independent settings (files,
- * threads, device...): model, epochs, batch, optimizer, schedule, loss, augmentation, TTA. */
+/* The recipe of network `model` over c's run-independent settings (files, threads, device...):
+ * model, epochs, batch, optimizer, schedule, loss, augmentation, TTA. A name that is not a known
+ * network, or a network without a recipe of its own (the tests' networks), takes the workshop
+ * CNN's. */
 void config_recipe(struct train_config *c, const char *model);
+
+/* The known networks' recipes side by side, one row per setting (cifar10-train --help). */
+void config_print_recipes(FILE *f);
 
 /* The optimizer settings of global step `step` (0-based) of a run of total_steps steps with
  * steps_per_epoch steps per epoch and global_batch images per step, over `world` ranks. */

@@ -39,6 +39,10 @@ const struct net_def *net_find(const char *name) {
     return NULL;
 }
 
+const struct net_def *net_known(int i) {
+    return i >= 0 && (size_t)i < sizeof known / sizeof known[0] ? known[i] : NULL;
+}
+
 void net_known_names(char *buf, size_t size) {
     size_t at = 0;
     buf[0] = '\0';

@@ -41,11 +41,14 @@ struct layer_def {
     float eps, momentum; /* batch norm (momentum in PyTorch's convention) */
 };
 
+struct recipe; /* app/config.h */
+
 struct net_def {
     const char *name; /* the `model` metadata of our files, e.g. "workshop-cnn" */
     int classes;
     int nlayers;
     const struct layer_def *layers;
+    const struct recipe *recipe; /* its training defaults (NULL: the workshop CNN's) */
 };
 
 /* The networks the programs know (app/nets.c). */
@@ -56,6 +59,8 @@ extern const struct net_def net_airbench94;
 const struct net_def *net_find(const char *name);
 /* The known names, comma-separated, for error messages. */
 void net_known_names(char *buf, size_t size);
+/* The i-th known network (0-based), or NULL past the last. */
+const struct net_def *net_known(int i);
 
 /* How a layer's tensors start (PyTorch's defaults). */
 enum tensor_init {

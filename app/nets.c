@@ -2,6 +2,8 @@
  * net.c's registry, and its PyTorch twin in tests/torch_reference.py. */
 #include "net.h"
 
+#include "config.h"
+
 #define CONV3(prefix, width) {.kind = LAYER_CONV, .name = prefix, .out = width, .k = 3, .pad = 1, .flags = LAYER_BIAS}
 #define RELU {.kind = LAYER_RELU}
 #define POOL2 {.kind = LAYER_MAXPOOL, .k = 2}
@@ -25,8 +27,16 @@ static const struct layer_def workshop_layers[] = {
     {.kind = LAYER_FLATTEN},  LINEAR("network.19", 512), RELU, LINEAR("network.21", 10),
 };
 
+/* The workshop's training: torch.optim.SGD on the mean cross-entropy, cosine schedule. */
+static const struct recipe workshop_recipe = {
+    .epochs = 10, .batch_size = 128, .batch_scope = BATCH_PER_RANK,
+    .learning_rate = 0.05, .units = UNITS_TORCH, .schedule = LR_COSINE, .warmup_epochs = 1.0,
+    .momentum = 0.9, .weight_decay = 5e-4, .norm_lr_scale = 1.0,
+    .loss = XENT_MEAN, .augment = AUGMENT_CROP_FLIP,
+};
+
 const struct net_def net_workshop_cnn = {"workshop-cnn", 10, sizeof workshop_layers / sizeof workshop_layers[0],
-                                         workshop_layers};
+                                         workshop_layers, &workshop_recipe};
 
 /* airbench94 (K. Jordan, "94% on CIFAR-10 in 3.29 Seconds on a Single GPU", 2024,
  * legacy/airbench94.py's make_net), exactly as its
@@ -55,5 +65,16 @@ static const struct layer_def airbench94_layers[] = {
     {.kind = LAYER_LINEAR, .name = "7", .out = 10, .scale = 1.0f / 9.0f},
 };
 
+/* legacy/airbench94.py's hyp: its lr and weight decay per 1024 images, decoupled (UNITS_AIRBENCH),
+ * the batch-norm tensors at 64x the lr, Nesterov, label smoothing on the summed loss, lookahead,
+ * the whitening filter of 5000 images with its bias trained for 3 epochs, TTA level 2. */
+static const struct recipe airbench94_recipe = {
+    .epochs = 9.9, .batch_size = 1024, .batch_scope = BATCH_GLOBAL,
+    .learning_rate = 11.5, .units = UNITS_AIRBENCH, .schedule = LR_TRIANGLE, .warmup_epochs = 1.0,
+    .momentum = 0.85, .weight_decay = 0.0153, .nesterov = 1, .norm_lr_scale = 64.0,
+    .label_smoothing = 0.2, .loss = XENT_SUM, .lookahead = 5, .whiten_images = 5000,
+    .first_bias_epochs = 3, .augment = AUGMENT_ALTERNATING, .tta = 2,
+};
+
 const struct net_def net_airbench94 = {"airbench94", 10, sizeof airbench94_layers / sizeof airbench94_layers[0],
-                                       airbench94_layers};
+                                       airbench94_layers, &airbench94_recipe};

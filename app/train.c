@@ -44,32 +44,17 @@ static const char usage[] =
     "DATA: a directory with data_batch_1..5.bin (and test_batch.bin), a directory containing\n"
     "cifar-10-batches-bin/, or cifar-10-binary.tar.gz itself.\n"
     "\n"
-    "  --model NAME          airbench94 (default) or workshop-cnn; the recipe's defaults follow:\n"
-    "                                              airbench94                workshop-cnn\n"
-    "  --epochs E            epochs (a fraction    9.9                       10\n"
-    "                        cuts the last one)\n"
-    "  --batch-size N        images per step       1024 in all (each rank    128 per rank (the\n"
-    "                                              takes 1024 / ranks)       global batch grows)\n"
-    "  --learning-rate LR    peak lr               11.5 (airbench's, per     0.05 (SGD's, for\n"
-    "                                              1024 images, decoupled)   the global batch)\n"
-    "  --lr-schedule S       cosine, triangle,     triangle (0.2 -> 1 over   cosine\n"
-    "                        constant              23% of steps -> 0.07)\n"
-    "  --warmup-epochs E     cosine's warm-up      -                         1 (from LR/10)\n"
-    "  --momentum M          SGD momentum          0.85, Nesterov            0.9\n"
-    "  --weight-decay WD     L2 weight decay       0.0153 (airbench's, per   5e-4 (SGD's)\n"
-    "                                              1024 images, decoupled)\n"
-    "  --label-smoothing S   cross-entropy         0.2 (summed loss)         0 (mean loss)\n"
-    "  --lookahead N         lookahead every N     5 (and a final one)       0 (none)\n"
-    "                        steps\n"
-    "  --tta L               test-time augment-    2 (mirror, 1-pixel        0\n"
-    "                        ation of the final    translations)\n"
-    "                        score: 0, 1, 2\n"
-    "  recipe only:          augmentation          crop (reflect pad 2),     crop (zero pad 4)\n"
-    "                                              alternating flip          + random flip\n"
-    "  --whiten-images N     first layer           whitening filter of the   trains\n"
-    "                                              first 5000 images; its\n"
-    "                                              bias trains 3 epochs\n"
-    "                        batch-norm biases     lr x 64, decay / 64       lr as the rest\n"
+    "  --model NAME          airbench94 (default) or workshop-cnn; its recipe's defaults\n"
+    "                        (below) for these flags:\n";
+/* ... the recipes' table (config_print_recipes), then: */
+static const char usage_rest[] =
+    "                        --epochs: a fraction cuts the last epoch. --batch-size: in all,\n"
+    "                        each rank takes N / ranks; per rank, the global batch grows with\n"
+    "                        the ranks. per 1024: airbench's units, per 1024 images, decoupled\n"
+    "                        from the batch. triangle: 0.2 -> 1 over 23% of the steps -> 0.07.\n"
+    "                        --tta: 0, 1 (mirror) or 2 (mirror, 1-pixel translations).\n"
+    "                        --whiten-images: the first layer is the whitening filter of the\n"
+    "                        first N images (0: it trains); its bias trains the first epochs.\n"
     "  --seed N              seed of initialisation, data order and augmentation (default 1)\n"
     "  --no-augment          no random crop / flip\n"
     "  --no-eval             do not score test_batch.bin after every epoch\n"
@@ -266,7 +251,11 @@ static int parse_args(int argc, char **argv, struct train_config *c, int rank, s
             if (!rc && c->bucket_mb > 1024) rc = err_set(e, "%s: %s is above 1024", flag, optarg);
             break;
         case OPT_HELP:
-            if (rank == 0) fputs(usage, stdout);
+            if (rank == 0) {
+                fputs(usage, stdout);
+                config_print_recipes(stdout);
+                fputs(usage_rest, stdout);
+            }
             return -1;
         case OPT_VERSION:
             if (rank == 0) printf("cifar10-train %s\n", CIFAR10_DP_VERSION);

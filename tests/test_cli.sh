@@ -8,6 +8,12 @@ run "$BIN/cifar10-train" --help
 expect_rc 0 "train --help"
 expect_out "train --help lists flags" "--learning-rate"
 expect_out "train --help lists exit codes" "Exit codes"
+# The recipes' defaults come from their tables in app/nets.c, one column per known network.
+expect_out "train --help recipe columns" "^ +workshop-cnn +airbench94$"
+expect_out "train --help recipe epochs" "^  --epochs E +epochs +10 +9\.9$"
+expect_out "train --help recipe batch" "^  --batch-size N +images per step +128 per rank +1024 in all$"
+expect_out "train --help recipe momentum" "^  --momentum M +SGD momentum +0\.9 +0\.85, Nesterov$"
+expect_out "train --help recipe whitening" "^  --whiten-images N +whitening images +0 +5000$"
 run "$BIN/cifar10-train" --version
 expect_rc 0 "train --version"
 expect_out "train --version" "^cifar10-train [0-9]+\.[0-9]+\.[0-9]+$"

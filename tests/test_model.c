@@ -211,7 +211,7 @@ static void test_dirac_init(void) {
     struct layer_def dirac[5];
     memcpy(dirac, plain, sizeof dirac);
     dirac[0].flags = dirac[1].flags = LAYER_DIRAC_INIT;
-    const struct net_def nets[2] = {{"plain", 10, 5, plain}, {"dirac", 10, 5, dirac}};
+    const struct net_def nets[2] = {{"plain", 10, 5, plain, NULL}, {"dirac", 10, 5, dirac, NULL}};
     struct model m[2];
     float *p[2];
     for (int i = 0; i < 2; i++) {
@@ -272,9 +272,9 @@ static void test_bad_definitions(void) {
     static const struct layer_def big_kernel[] = {{.kind = LAYER_CONV, .name = "c", .out = 4, .k = 7, .pad = 3}};
     static const struct layer_def wrong_classes[] = {{.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .name = "l", .out = 7}};
     static const struct layer_def unnamed[] = {{.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .out = 10}};
-    static const struct net_def nets[] = {{"unflattened", 10, 2, unflattened}, {"frozen-linear", 10, 2, frozen_linear},
-                                          {"big-kernel", 10, 1, big_kernel},   {"wrong-classes", 10, 2, wrong_classes},
-                                          {"unnamed", 10, 2, unnamed}};
+    static const struct net_def nets[] = {{"unflattened", 10, 2, unflattened, NULL}, {"frozen-linear", 10, 2, frozen_linear, NULL},
+                                          {"big-kernel", 10, 1, big_kernel, NULL},   {"wrong-classes", 10, 2, wrong_classes, NULL},
+                                          {"unnamed", 10, 2, unnamed, NULL}};
     expect_refused(&nets[0], "internal error: network unflattened, layer 1: linear layer on a 4x32x32 input (flatten first)");
     expect_refused(&nets[1], "network frozen-linear, layer 1: flags 0x2 do not apply to a linear layer");
     expect_refused(&nets[2], "network big-kernel, layer 0: kernel 7, padding 3");

@@ -20,7 +20,7 @@ static const struct layer_def test_layers[] = {
     {.kind = LAYER_LINEAR, .name = "5", .out = 10, .scale = 1.0f / 9.0f},
 };
 
-const struct net_def test_net = {"test-net", 10, sizeof test_layers / sizeof test_layers[0], test_layers};
+const struct net_def test_net = {"test-net", 10, sizeof test_layers / sizeof test_layers[0], test_layers, NULL};
 
 const struct net_def *test_nets_find(const char *name) {
     return strcmp(name, test_net.name) == 0 ? &test_net : net_find(name);
