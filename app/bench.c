@@ -12,7 +12,6 @@
 #include "../common/cpus.h"
 #include "../common/err.h"
 #include "../common/rng.h"
-#include "../kernels/cpu/gemm.h"
 #include "config.h"
 #include "device.h"
 #include "dist.h"
@@ -111,9 +110,9 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
         }
     }
     if (rc == 0 && optind < argc) rc = err_set(e, "%s: unexpected argument", argv[optind]);
-    if (rc == 0 && c->isa && gemm_select(c->isa) != 0)
+    if (rc == 0 && c->isa && kernels_cpu_select(c->isa) != 0)
         rc = err_set(e, "--isa: '%s' is not a vector path this CPU supports", c->isa);
-    if (rc == 0 && c->bf16_isa && gemm_bf16_select(c->bf16_isa) != 0)
+    if (rc == 0 && c->bf16_isa && kernels_cpu_select_bf16(c->bf16_isa) != 0)
         rc = err_set(e, "--bf16-isa: '%s' is not a bf16 path this CPU supports", c->bf16_isa);
     return rc ? 2 : 0;
 }
@@ -160,21 +159,21 @@ int main(int argc, char **argv) {
     static const char *isas[] = {"avx512", "avx2", "generic"};
     double peak_one[3] = {-1, -1, -1}, peak_all[3] = {-1, -1, -1};
     for (int i = 0; on_cpu && i < 3; i++) {
-        peak_one[i] = d.rank == 0 ? gemm_fma_peak(isas[i], 1, 0.3) : 0.0;
+        peak_one[i] = d.rank == 0 ? kernels_cpu_fma_peak(isas[i], 1, 0.3) : 0.0;
         dist_bcast(&peak_one[i], sizeof peak_one[i], 0);
-        double mine = gemm_fma_peak(isas[i], threads, 0.3);
+        double mine = kernels_cpu_fma_peak(isas[i], threads, 0.3);
         peak_all[i] = mine < 0 ? -1.0 : sum_ranks(mine);
     }
     /* The bf16 peak (of the bf16 path in use: AMX tiles or VDPBF16PS) likewise, where the CPU
      * has it; a cpu-bf16 run's fraction of peak is taken against it. */
     double bf16_one = -1.0, bf16_all = -1.0;
     if (on_cpu && kernels_cpu_bf16_native()) {
-        bf16_one = d.rank == 0 ? gemm_bf16_peak(1, 0.3) : 0.0;
+        bf16_one = d.rank == 0 ? kernels_cpu_bf16_peak(1, 0.3) : 0.0;
         dist_bcast(&bf16_one, sizeof bf16_one, 0);
-        bf16_all = sum_ranks(gemm_bf16_peak(threads, 0.3));
+        bf16_all = sum_ranks(kernels_cpu_bf16_peak(threads, 0.3));
     }
     int bf16 = strcmp(k->name, "cpu-bf16") == 0;
-    const char *isa = bf16 ? gemm_bf16_isa() : gemm_isa();
+    const char *isa = bf16 ? kernels_cpu_bf16_isa() : kernels_cpu_isa();
     /* A bf16 path without bf16 instructions (avx2) runs on float FMA: its peak is that path's. */
     double peak = bf16 ? bf16_all : -1.0;
     for (int i = 0; i < 3 && peak < 0; i++)
@@ -259,7 +258,7 @@ int main(int argc, char **argv) {
                     printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i], d.world,
                            threads);
             if (bf16_one > 0)
-                printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)", gemm_bf16_isa(),
+                printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)", kernels_cpu_bf16_isa(),
                        bf16_one, bf16_all, d.world, threads);
             printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
             printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",

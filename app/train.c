@@ -13,7 +13,6 @@
 #include "../data/augment.h"
 #include "../data/cifar.h"
 #include "../data/shard.h"
-#include "../kernels/cpu/gemm.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "device.h"
@@ -722,8 +721,8 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
         printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
                "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
                CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
-               t->cpus.affinity, quota, t->d.local_same_mask, gemm_isa(),
-               kernels_cpu_bf16_vector() ? gemm_bf16_isa() : "none");
+               t->cpus.affinity, quota, t->d.local_same_mask, kernels_cpu_isa(),
+               kernels_cpu_bf16_vector() ? kernels_cpu_bf16_isa() : "none");
     }
     dist_print_all(t->device);
     if (t->d.rank == 0) printf("reading %s\n", c->data);

@@ -225,6 +225,23 @@ const struct kernels *kernels_cpu_bf16(void);
 int kernels_cpu_bf16_native(void);
 int kernels_cpu_bf16_vector(void);
 
+/* The CPU backend's vector paths, chosen once at start-up from CPUID (every per-ISA kernel
+ * follows the choice), for the programs' logs and benchmarks:
+ *   kernels_cpu_isa: the float path in use, "avx512", "avx2" or "generic";
+ *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic";
+ *   kernels_cpu_select / kernels_cpu_select_bf16: switch to the named path (0), or -1 when
+ *     this CPU lacks it (the choice in use then stays);
+ *   kernels_cpu_fma_peak: the FP32 FMA peak of path isa measured now over `threads` threads
+ *     for about `seconds`, GFLOP/s summed over them; -1 when the CPU lacks the path;
+ *   kernels_cpu_bf16_peak: the bf16 multiply-add peak of the bf16 path in use, measured so;
+ *     -1 on the plain-C paths. */
+const char *kernels_cpu_isa(void);
+const char *kernels_cpu_bf16_isa(void);
+int kernels_cpu_select(const char *isa);
+int kernels_cpu_select_bf16(const char *isa);
+double kernels_cpu_fma_peak(const char *isa, int threads, double seconds);
+double kernels_cpu_bf16_peak(int threads, double seconds);
+
 /* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
  * builds have none of these). It lives in a plugin (kernels/cuda/plugin.h) that
  * kernels_cuda_devices opens where an NVIDIA driver is installed; call it first.

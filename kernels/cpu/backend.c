@@ -102,3 +102,11 @@ const struct kernels *kernels_cpu_bf16(void) {
 
 int kernels_cpu_bf16_native(void) { return gemm_bf16_hw(); }
 int kernels_cpu_bf16_vector(void) { return gemm_bf16_vector(); }
+const char *kernels_cpu_isa(void) { return gemm_isa(); }
+const char *kernels_cpu_bf16_isa(void) { return gemm_bf16_isa(); }
+int kernels_cpu_select(const char *isa) { return gemm_select(isa); }
+int kernels_cpu_select_bf16(const char *isa) { return gemm_bf16_select(isa); }
+double kernels_cpu_fma_peak(const char *isa, int threads, double seconds) {
+    return gemm_fma_peak(isa, threads, seconds);
+}
+double kernels_cpu_bf16_peak(int threads, double seconds) { return gemm_bf16_peak(threads, seconds); }
