@@ -7,96 +7,21 @@
  * forward/backward on its own slice of the global batch, one MPI_Allreduce sums the gradients
  * (with the loss and accuracy counts riding along), and every rank applies the same SGD update,
  * so the weights stay identical. Rank 0 prints the log and writes the files. */
-#include "../common/cpus.h"
 #include "../common/err.h"
-#include "../common/rng.h"
 #include "../data/augment.h"
-#include "../data/cifar.h"
 #include "../data/shard.h"
-#include "checkpoint.h"
-#include "config.h"
 #include "device.h"
-#include "dist.h"
 #include "evaluate.h"
-#include "metrics.h"
-#include "tensorboard.h"
-#include "model.h"
-#include "options.h"
-#include "whiten.h"
+#include "train_options.h"
+#include "trainer.h"
 
-#include <getopt.h>
-#include <inttypes.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-static const char usage[] =
-    "usage: [mpirun -np N] cifar10-train [flags] DATA\n"
-    "\n"
-    "Trains a network on CIFAR-10 with data-parallel SGD over MPI ranks, with its recipe.\n"
-    "DATA: a directory with data_batch_1..5.bin (and test_batch.bin), a directory containing\n"
-    "cifar-10-batches-bin/, or cifar-10-binary.tar.gz itself.\n"
-    "\n"
-    "  --model NAME          airbench94 (default) or workshop-cnn; its recipe's defaults\n"
-    "                        (below) for these flags:\n";
-/* ... the recipes' table (config_print_recipes), then: */
-static const char usage_rest[] =
-    "                        --epochs: a fraction cuts the last epoch. --batch-size: in all,\n"
-    "                        each rank takes N / ranks; per rank, the global batch grows with\n"
-    "                        the ranks. per 1024: airbench's units, per 1024 images, decoupled\n"
-    "                        from the batch. triangle: 0.2 -> 1 over 23% of the steps -> 0.07.\n"
-    "                        --tta: 0, 1 (mirror) or 2 (mirror, 1-pixel translations).\n"
-    "                        --whiten-images: the first layer is the whitening filter of the\n"
-    "                        first N images (0: it trains); its bias trains the first epochs.\n"
-    "  --seed N              seed of initialisation, data order and augmentation (default 1)\n"
-    "  --no-augment          no random crop / flip\n"
-    "  --no-eval             do not score test_batch.bin after every epoch\n"
-    "  --print-freq N        print the running loss every N steps (default 5)\n"
-    "  --model-file FILE     final model (default cifar10-model.safetensors)\n"
-    "  --checkpoint-file F   checkpoint (default: FILE with .checkpoint.safetensors), written at\n"
-    "                        every epoch's end, mid-epoch as --checkpoint-interval says, and on\n"
-    "                        SIGTERM or SIGINT\n"
-    "  --checkpoint-interval S\n"
-    "                        seconds between mid-epoch checkpoints (default 300; 0: epoch ends\n"
-    "                        only)\n"
-    "  --metrics-file F      the run's metrics as JSON Lines, one record per printed loss and per\n"
-    "                        epoch (default: FILE with .metrics.jsonl)\n"
-    "  --tensorboard-dir DIR the same figures and the run's settings as TensorBoard event files\n"
-    "                        in DIR (default: none)\n"
-    "  --resume MODE         auto (default): continue from the checkpoint if its settings match;\n"
-    "                        never: start over; require: fail without a checkpoint\n"
-    "  --device D            cpu, cuda (one GPU per rank: node-local rank modulo the GPUs\n"
-    "                        visible) or auto (default: cuda when a GPU is visible, else cpu)\n"
-    "  --precision P         the convolutions' and linear layers' products: fp32, bf16 (bfloat16\n"
-    "                        operands, float sums; fast with AVX512_BF16, the same sums on AVX2\n"
-    "                        FMA without it) or auto (default: bf16 where the CPU has\n"
-    "                        AVX512_BF16 and the recipe allows it; no recipe does yet)\n"
-    "  --collective-timeout S\n"
-    "                        a collective (the gradient allreduce, ...) that waits longer than S\n"
-    "                        seconds ends the job with 5 (default auto: 600 for start-up and the\n"
-    "                        first 10 steps, then the larger of 60 and 50 median step times)\n"
-    "  --bucket-mb MB        gradient allreduce bucket size, overlapped with backward\n"
-    "                        (default 2; 0: one allreduce after the whole backward)\n"
-    "  --threads N           threads per rank (default: the CPUs this process may use, divided\n"
-    "                        among ranks that share them)\n"
-    "  --help, --version\n"
-    "\n"
-    "SIGTERM, SIGINT or SIGUSR1 to any rank: every rank stops after the step in progress (or the\n"
-    "next), rank 0 writes the checkpoint, and the job exits with 4; the same command resumes.\n"
-    "mpirun forwards SIGUSR1 to the ranks at once; its own SIGTERM reaches them only after\n"
-    "odls_base_sigkill_timeout seconds (default 1), and SIGKILL as long after that.\n"
-    "\n"
-    "Exit codes: 0 done, 1 runtime error (data, files, resume mismatch, --device=cuda without a\n"
-    "GPU, --precision=bf16 without AVX512_BF16 or AVX2), 2 bad command line, 4 stopped by a signal, with\n"
-    "the checkpoint written (resumable), 5 a collective timed out (a rank, host or link lost).\n";
-
-/* The exit code of a run stopped by SIGTERM or SIGINT after writing its checkpoint. */
 #define EXIT_INTERRUPTED 4
 
 /* The signal (SIGTERM, SIGINT, SIGUSR1) that asked this process to stop, 0 while none has:
@@ -120,159 +45,6 @@ static void catch_stop_signals(void) {
     CHECK(sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 && sigaction(SIGUSR1, &sa, NULL) == 0);
 }
 
-enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,
-       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION, OPT_CHECKPOINT_INTERVAL,
-       OPT_COLLECTIVE_TIMEOUT };
-
-static const struct option long_options[] = {
-    {"model", required_argument, 0, OPT_MODEL_NAME},
-    {"label-smoothing", required_argument, 0, OPT_SMOOTHING},
-    {"lookahead", required_argument, 0, OPT_LOOKAHEAD},
-    {"tta", required_argument, 0, OPT_TTA},
-    {"whiten-images", required_argument, 0, OPT_WHITEN},
-    {"epochs", required_argument, 0, OPT_EPOCHS},
-    {"batch-size", required_argument, 0, OPT_BATCH},
-    {"learning-rate", required_argument, 0, OPT_LR},
-    {"lr-schedule", required_argument, 0, OPT_SCHEDULE},
-    {"warmup-epochs", required_argument, 0, OPT_WARMUP},
-    {"momentum", required_argument, 0, OPT_MOMENTUM},
-    {"weight-decay", required_argument, 0, OPT_WD},
-    {"seed", required_argument, 0, OPT_SEED},
-    {"no-augment", no_argument, 0, OPT_NO_AUGMENT},
-    {"no-eval", no_argument, 0, OPT_NO_EVAL},
-    {"print-freq", required_argument, 0, OPT_PRINT_FREQ},
-    {"model-file", required_argument, 0, OPT_MODEL},
-    {"checkpoint-file", required_argument, 0, OPT_CHECKPOINT},
-    {"checkpoint-interval", required_argument, 0, OPT_CHECKPOINT_INTERVAL},
-    {"collective-timeout", required_argument, 0, OPT_COLLECTIVE_TIMEOUT},
-    {"metrics-file", required_argument, 0, OPT_METRICS},
-    {"tensorboard-dir", required_argument, 0, OPT_TENSORBOARD},
-    {"resume", required_argument, 0, OPT_RESUME},
-    {"threads", required_argument, 0, OPT_THREADS},
-    {"device", required_argument, 0, OPT_DEVICE},
-    {"bucket-mb", required_argument, 0, OPT_BUCKET},
-    {"precision", required_argument, 0, OPT_PRECISION},
-    {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},
-    {0, 0, 0, 0},
-};
-
-/* The recipe of --model (the last one given), before the other flags override it. */
-static int parse_model(int argc, char **argv, struct train_config *c, struct err *e) {
-    config_defaults(c);
-    opterr = 0;
-    optind = 1;
-    int opt;
-    const char *model = NULL;
-    while ((opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1)
-        if (opt == OPT_MODEL_NAME) model = optarg;
-    if (!model) return 0;
-    const struct net_def *net = net_find(model);
-    if (!net) {
-        char known[256];
-        net_known_names(known, sizeof known);
-        return err_set(e, "--model: '%s' is not a network this build knows (%s)", model, known);
-    }
-    config_recipe(c, net->name);
-    return 0;
-}
-
-/* Returns 0 and fills c, or an exit status: 2 with a message in e, or -1 for --help/--version
- * (already printed by rank 0). */
-static int parse_args(int argc, char **argv, struct train_config *c, int rank, struct err *e) {
-    if (parse_model(argc, argv, c, e) != 0) return 2;
-    opterr = 0;
-    optind = 1;
-    int opt, rc = 0;
-    while (!rc && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
-        const char *flag = optind > 1 ? argv[optind - 1] : "?";
-        char name[64];
-        if (opt != '?' && opt != ':') {
-            for (const struct option *o = long_options; o->name; o++)
-                if (o->val == opt) snprintf(name, sizeof name, "--%s", o->name);
-            flag = name;
-        }
-        switch (opt) {
-        case OPT_MODEL_NAME: break; /* parse_model */
-        case OPT_SMOOTHING:
-            rc = options_double(flag, optarg, 0.0, 0, &c->label_smoothing, e);
-            if (!rc && c->label_smoothing > 1) rc = err_set(e, "%s: %s is above 1", flag, optarg);
-            break;
-        case OPT_LOOKAHEAD: rc = options_int(flag, optarg, 0, 1000000, &c->lookahead, e); break;
-        case OPT_TTA: rc = options_int(flag, optarg, 0, EVALUATE_TTA_MAX, &c->tta, e); break;
-        case OPT_WHITEN:
-            if (c->whiten_images == 0) rc = err_set(e, "%s: %s has no whitening layer", flag, c->model);
-            else rc = options_int(flag, optarg, 1, 1 << 30, &c->whiten_images, e);
-            break;
-        case OPT_EPOCHS:
-            rc = options_double(flag, optarg, 0.0, 1, &c->epochs, e);
-            if (!rc && c->epochs > 1000000) rc = err_set(e, "%s: %s is above 1000000", flag, optarg);
-            break;
-        case OPT_BATCH: rc = options_int(flag, optarg, 1, 65536, &c->batch_size, e); break;
-        case OPT_LR: rc = options_double(flag, optarg, 0.0, 1, &c->learning_rate, e); break;
-        case OPT_SCHEDULE:
-            if (config_schedule_parse(optarg, &c->schedule) != 0)
-                rc = err_set(e, "%s: '%s' is not cosine, triangle or constant", flag, optarg);
-            break;
-        case OPT_WARMUP: rc = options_double(flag, optarg, 0.0, 0, &c->warmup_epochs, e); break;
-        case OPT_MOMENTUM: rc = options_double(flag, optarg, 0.0, 0, &c->momentum, e); break;
-        case OPT_WD: rc = options_double(flag, optarg, 0.0, 0, &c->weight_decay, e); break;
-        case OPT_SEED: rc = options_u64(flag, optarg, &c->seed, e); break;
-        case OPT_NO_AUGMENT: c->augment = AUGMENT_NONE; break;
-        case OPT_NO_EVAL: c->eval = 0; break;
-        case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
-        case OPT_MODEL: c->model_file = optarg; break;
-        case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
-        case OPT_CHECKPOINT_INTERVAL: rc = options_double(flag, optarg, 0.0, 0, &c->checkpoint_interval, e); break;
-        case OPT_COLLECTIVE_TIMEOUT:
-            if (strcmp(optarg, "auto") == 0) c->collective_timeout = 0;
-            else rc = options_double(flag, optarg, 0.0, 1, &c->collective_timeout, e);
-            break;
-        case OPT_METRICS: c->metrics_file = optarg; break;
-        case OPT_TENSORBOARD: c->tensorboard_dir = optarg; break;
-        case OPT_RESUME:
-            if (strcmp(optarg, "auto") == 0) c->resume = RESUME_AUTO;
-            else if (strcmp(optarg, "never") == 0) c->resume = RESUME_NEVER;
-            else if (strcmp(optarg, "require") == 0) c->resume = RESUME_REQUIRE;
-            else rc = err_set(e, "%s: '%s' is not auto, never or require", flag, optarg);
-            break;
-        case OPT_THREADS: rc = options_int(flag, optarg, 1, 4096, &c->threads, e); break;
-        case OPT_DEVICE:
-            if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, optarg);
-            break;
-        case OPT_PRECISION:
-            if (precision_parse(optarg, &c->precision) != 0)
-                rc = err_set(e, "%s: '%s' is not fp32, bf16 or auto", flag, optarg);
-            break;
-        case OPT_BUCKET:
-            rc = options_double(flag, optarg, 0.0, 0, &c->bucket_mb, e);
-            if (!rc && c->bucket_mb > 1024) rc = err_set(e, "%s: %s is above 1024", flag, optarg);
-            break;
-        case OPT_HELP:
-            if (rank == 0) {
-                fputs(usage, stdout);
-                config_print_recipes(stdout);
-                fputs(usage_rest, stdout);
-            }
-            return -1;
-        case OPT_VERSION:
-            if (rank == 0) printf("cifar10-train %s\n", CIFAR10_DP_VERSION);
-            return -1;
-        case ':': rc = err_set(e, "%s: missing value", argv[optind - 1]); break;
-        default: rc = err_set(e, "%s: unknown flag", argv[optind - 1]); break;
-        }
-    }
-    if (rc) return 2;
-    if (optind == argc) return err_set(e, "missing DATA (the CIFAR-10 directory or tarball)"), 2;
-    if (optind + 1 < argc) return err_set(e, "%s: unexpected extra argument (DATA is %s)", argv[optind + 1], argv[optind]), 2;
-    c->data = argv[optind];
-    if (!c->model_file[0]) return err_set(e, "--model-file: empty file name"), 2;
-    if (c->metrics_file && !c->metrics_file[0]) return err_set(e, "--metrics-file: empty file name"), 2;
-    if (c->tensorboard_dir && !c->tensorboard_dir[0]) return err_set(e, "--tensorboard-dir: empty directory name"), 2;
-    return 0;
-}
-
 /* The default checkpoint and metrics files beside the model file: M.safetensors gives
  * M`tag``ext`, any other name N gives N`tag`. */
 static char *beside_model(const char *model_file, const char *tag, const char *ext) {
@@ -289,236 +61,6 @@ static void format_duration(double s, char *out, size_t n) {
     if (t >= 3600) snprintf(out, n, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
     else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
     else snprintf(out, n, "%.1fs", s);
-}
-
-/* Puts rank 0's state on every rank (identical start, fresh or resumed); h: host buffers. */
-static void broadcast_state(struct model *m, struct model_state *h, int rank) {
-    if (rank == 0) {
-        model_get_state(m, h->params, h->momentum, h->buffers);
-        h->batches_tracked = m->batches_tracked;
-        if (h->ema_params) model_get_lookahead(m, h->ema_params, h->ema_buffers);
-    }
-    dist_bcast(h->params, m->nparams * sizeof(float), 0);
-    dist_bcast(h->momentum, m->nparams * sizeof(float), 0);
-    dist_bcast(h->buffers, m->nbuffers * sizeof(float), 0);
-    dist_bcast(&h->batches_tracked, sizeof h->batches_tracked, 0);
-    model_set_state(m, h->params, h->momentum, h->buffers);
-    m->batches_tracked = h->batches_tracked;
-    if (!h->ema_params) return;
-    dist_bcast(h->ema_params, m->nparams * sizeof(float), 0);
-    dist_bcast(h->ema_buffers, m->nbuffers * sizeof(float), 0);
-    model_set_lookahead(m, h->ema_params, h->ema_buffers);
-}
-
-/* buffers[S] with its running statistics replaced by their mean over the ranks. */
-static void average_running(const struct model *m, float *buffers, float *sum, int world) {
-    memcpy(sum, buffers, m->nbuffers * sizeof(float));
-    dist_allreduce_sum(sum, m->nbuffers);
-    for (int t = 0; t < m->ntensors; t++) {
-        const struct model_tensor *mt = &m->tensors[t];
-        if (!mt->running) continue;
-        for (size_t i = mt->offset; i < mt->offset + mt->numel; i++) buffers[i] = sum[i] / (float)world;
-    }
-}
-
-/* Running statistics differ per rank (each saw its own batches), and so do their lookahead
- * averages: average both, so every rank, every evaluation and every file sees the same values.
- * The other buffers (frozen tensors) are the same on every rank and stay as they are.
- * sum: host scratch of S floats. */
-static void average_running_stats(struct model *m, struct model_state *h, float *sum, int world) {
-    if (world == 1) return;
-    model_get_state(m, NULL, NULL, h->buffers);
-    average_running(m, h->buffers, sum, world);
-    model_set_state(m, NULL, NULL, h->buffers);
-    if (!m->ema_params) return;
-    model_get_lookahead(m, h->ema_params, h->ema_buffers);
-    average_running(m, h->ema_buffers, sum, world);
-    model_set_lookahead(m, h->ema_params, h->ema_buffers);
-}
-
-static void new_run_id(char *out, size_t n) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    uint64_t h = 0;
-    for (const char *c = host; *c; c++) h = h * 131 + (unsigned char)*c;
-    struct rng r = rng_make((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, RNG_RUN_ID, (uint64_t)getpid(), h);
-    time_t now = ts.tv_sec;
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    snprintf(out, n, "%s-%08" PRIx32, stamp, (uint32_t)rng_u64(&r));
-}
-
-static void write_file(const char *path, const struct model *m, struct model_state *h,
-                       const struct run_info *info) {
-    model_get_state(m, h->params, h->momentum, h->buffers);
-    h->batches_tracked = m->batches_tracked;
-    if (h->ema_params) model_get_lookahead(m, h->ema_params, h->ema_buffers);
-    struct err e;
-    if (checkpoint_write(path, m, h, info, &e) != 0) dist_fail(1, e.msg);
-}
-
-/* Everything one training process holds. */
-struct trainer {
-    struct train_config c;
-    struct dist d;
-    struct cpus cpus;
-    int threads;
-    char *checkpoint_file, *metrics_file;
-    struct metrics metrics;  /* rank 0 */
-    struct tensorboard tb;   /* rank 0, with --tensorboard-dir */
-    double run_start;        /* dist_time() when training began in this process */
-    double logged_at;        /* dist_time() of the last printed loss (or the epoch's start) */
-    double lr;               /* the base lr of the last step (SGD's, non-batch-norm group) */
-    double checkpoint_at;    /* dist_time() of the last checkpoint (or the run's start) */
-    struct cifar_data data;
-    int batch;               /* images per rank per step */
-    int steps, global_batch; /* per epoch; images per step over all ranks */
-    long total_steps;        /* ceil(steps x epochs) */
-    int epochs;              /* epochs begun: ceil(c.epochs) */
-    struct model m;
-    struct model_state h;     /* host copies of the state, for broadcasts and files */
-    float *buffer_sums;       /* [S] host scratch for averaging running statistics */
-    struct run_info info;    /* run id, epochs done, global step, settings */
-    char device[512];        /* what --device chose for this rank */
-    struct dist_grads *grads; /* bucketed gradient allreduce */
-    int *pred;               /* [batch] */
-    int *perm;               /* [train.n] this epoch's order */
-};
-
-/* Rank 0, resuming a mid-epoch checkpoint of another rank count: its ranks' running statistics
- * (and their lookahead averages) averaged into h, as the epoch's end would have averaged them. */
-static void average_saved_ranks(struct trainer *t) {
-    struct model_state *h = &t->h;
-    size_t S = t->m.nbuffers;
-    for (int i = 0; i < t->m.ntensors; i++) {
-        const struct model_tensor *mt = &t->m.tensors[i];
-        for (size_t j = mt->offset; mt->running && j < mt->offset + mt->numel; j++) {
-            double sum = 0, ema = 0;
-            for (int r = 0; r < h->ranks; r++) {
-                sum += h->rank_buffers[(size_t)r * S + j];
-                if (h->ema_params) ema += h->rank_ema_buffers[(size_t)r * S + j];
-            }
-            h->buffers[j] = (float)(sum / h->ranks);
-            if (h->ema_params) h->ema_buffers[j] = (float)(ema / h->ranks);
-        }
-    }
-    printf("%s: written mid-epoch by %d ranks, resumed on %d: their batch-norm running statistics averaged\n",
-           t->checkpoint_file, h->ranks, t->d.world);
-    checkpoint_state_drop_ranks(h);
-}
-
-/* After broadcast_state, resuming a mid-epoch checkpoint of as many ranks as this job: rank r
- * takes rank r's running statistics (and their lookahead averages) from rank 0's copy. */
-static void scatter_saved_ranks(struct trainer *t) {
-    struct model_state *h = &t->h;
-    int ranks = h->ranks;
-    dist_bcast(&ranks, sizeof ranks, 0);
-    if (ranks == 1) return;
-    CHECK(ranks == t->d.world); /* try_resume averaged any other count */
-    dist_scatter_floats(h->rank_buffers, h->buffers, t->m.nbuffers);
-    model_set_state(&t->m, NULL, NULL, h->buffers);
-    if (h->ema_params) {
-        dist_scatter_floats(h->rank_ema_buffers, h->ema_buffers, t->m.nbuffers);
-        model_set_lookahead(&t->m, h->ema_params, h->ema_buffers);
-    }
-    checkpoint_state_drop_ranks(h);
-}
-
-/* Rank 0: loads the checkpoint when --resume asks for it and the settings match. Returns 1 when
- * resumed, 0 for a fresh start, -1 with e set on an error. */
-static int try_resume(struct trainer *t, struct err *e) {
-    struct stat sb;
-    int exists = stat(t->checkpoint_file, &sb) == 0;
-    if (t->c.resume == RESUME_REQUIRE && !exists)
-        return err_set(e, "%s: no checkpoint to resume from (--resume=require)", t->checkpoint_file);
-    if (t->c.resume == RESUME_NEVER || !exists) return 0;
-    struct run_info saved;
-    if (checkpoint_read(t->checkpoint_file, &t->m, &t->h, &saved, e) != 0) {
-        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (use --resume=never to start over)");
-        return -1;
-    }
-    struct err why;
-    if (config_compare(&t->c, saved.config, &why) != 0)
-        return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file, why.msg);
-    if (saved.epochs_completed > t->epochs)
-        return err_set(e, "%s: has %d epochs, more than --epochs %g", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
-    if (saved.step_in_epoch > 0 && saved.steps_per_epoch != t->steps)
-        return err_set(e, "%s: written in the middle of an epoch of %d steps; this job's epochs have %d (another rank count?): "
-                       "resume with the ranks it had, or use --resume=never to start over",
-                       t->checkpoint_file, saved.steps_per_epoch, t->steps);
-    if (t->h.ranks > 1 && t->h.ranks != t->d.world) average_saved_ranks(t);
-    model_set_state(&t->m, t->h.params, t->h.momentum, t->h.buffers);
-    t->m.batches_tracked = t->h.batches_tracked;
-    if (t->h.ema_params) model_set_lookahead(&t->m, t->h.ema_params, t->h.ema_buffers);
-    t->info.epochs_completed = saved.epochs_completed;
-    t->info.global_step = saved.global_step;
-    t->info.step_in_epoch = saved.step_in_epoch;
-    t->info.epoch_loss = saved.epoch_loss, t->info.epoch_correct = saved.epoch_correct;
-    t->info.print_loss = saved.print_loss;
-    memcpy(t->info.run_id, saved.run_id, sizeof t->info.run_id);
-    return 1;
-}
-
-/* A fresh start's first layer: the whitening filter of the first c.whiten_images training
- * images (rank 0; the broadcast gives it to the others). */
-static int whiten_first_layer(struct trainer *t, struct err *e) {
-    const struct model_tensor *w = &t->m.tensors[t->m.layers[0].weight];
-    CHECK(w->home == HOME_BUFFERS && w->numel == WHITEN_FILTERS * WHITEN_DIM);
-    model_get_state(&t->m, NULL, NULL, t->h.buffers);
-    if (whiten_filter(&t->data.train, t->c.whiten_images, t->h.buffers + w->offset, e) != 0) {
-        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (%s)", t->data.source);
-        return -1;
-    }
-    model_set_state(&t->m, NULL, NULL, t->h.buffers);
-    return 0;
-}
-
-/* Fresh start or resume, decided by rank 0; afterwards every rank holds rank 0's state. */
-static void start_or_resume(struct trainer *t) {
-    struct err e = {""};
-    int resumed = 0, status = 0;
-    if (t->c.lookahead) model_lookahead_init(&t->m);
-    if (t->d.rank == 0) {
-        resumed = try_resume(t, &e);
-        if (resumed < 0) status = 1;
-        if (resumed == 0 && t->c.whiten_images > 0 && whiten_first_layer(t, &e) != 0) status = 1;
-        if (resumed == 0 && t->c.lookahead) model_lookahead_init(&t->m); /* averages start at the weights */
-        if (resumed <= 0) new_run_id(t->info.run_id, sizeof t->info.run_id);
-    }
-    dist_agree(status, e.msg);
-    dist_bcast(&resumed, sizeof resumed, 0);
-    dist_bcast(&t->info, sizeof t->info, 0);
-    broadcast_state(&t->m, &t->h, t->d.rank);
-    scatter_saved_ranks(t);
-    if (t->d.rank != 0) return;
-    const struct train_config *c = &t->c;
-    if (resumed && t->info.step_in_epoch > 0) {
-        printf("resuming run %s from %s: %d of %d epochs and %d of %d steps of epoch %d done\n", t->info.run_id,
-               t->checkpoint_file, t->info.epochs_completed, t->epochs, t->info.step_in_epoch, t->steps,
-               t->info.epochs_completed + 1);
-        return;
-    }
-    if (resumed) {
-        printf("resuming run %s from %s: %d of %d epochs done\n", t->info.run_id, t->checkpoint_file,
-               t->info.epochs_completed, t->epochs);
-        return;
-    }
-    printf("starting run %s: %s, %g epochs (%ld steps), lr %g (%s%s), momentum %g%s, weight decay %g, seed %" PRIu64
-           ", augmentation %s\n",
-           t->info.run_id, c->model, c->epochs, t->total_steps, c->learning_rate, config_schedule_name(c->schedule),
-           c->units == UNITS_AIRBENCH ? ", airbench's units" : "", c->momentum, c->nesterov ? " (Nesterov)" : "",
-           c->weight_decay, c->seed,
-           c->augment == AUGMENT_NONE ? "off" : c->augment == AUGMENT_CROP_FLIP ? "crop + flip" : "crop + alternating flip");
-    if (c->label_smoothing > 0 || c->loss == XENT_SUM || c->lookahead || c->norm_lr_scale != 1.0)
-        printf("recipe: label smoothing %g, %s loss, lookahead every %d steps, batch-norm lr x %g\n", c->label_smoothing,
-               c->loss == XENT_SUM ? "summed" : "mean", c->lookahead, c->norm_lr_scale);
-    if (c->whiten_images > 0)
-        printf("first layer: whitening filter of the first %d training images%s\n", c->whiten_images,
-               c->first_bias_epochs > 0 ? "; its bias trains for the first epochs only" : "");
 }
 
 /* Images gathered between two dist_grads_progress calls: about 15 us of host time each. */
@@ -599,7 +141,7 @@ static void save_mid_epoch(struct trainer *t) {
     }
     if (world > 1) dist_gather_floats(h->buffers, h->rank_buffers, S);
     if (world > 1 && h->ema_params) dist_gather_floats(h->ema_buffers, h->rank_ema_buffers, S);
-    if (R) write_file(t->checkpoint_file, &t->m, h, &t->info);
+    if (R) train_state_write(t->checkpoint_file, &t->m, h, &t->info);
     checkpoint_state_drop_ranks(h);
     t->checkpoint_at = dist_time();
 }
@@ -699,7 +241,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     catch_stop_signals();
     dist_stop_flag(&stop_signal);
     struct err e = {""};
-    int status = parse_args(argc, argv, &t->c, t->d.rank, &e);
+    int status = train_options_parse(argc, argv, &t->c, t->d.rank, &e);
     if (status == -1) { /* --help, --version */
         dist_finalize();
         exit(0);
@@ -832,7 +374,7 @@ static void finish(struct trainer *t, int epochs_run) {
     printf("saving model: %s\n", c->model_file);
     struct run_info model_info = t->info;
     snprintf(model_info.kind, sizeof model_info.kind, "model");
-    write_file(c->model_file, &t->m, &t->h, &model_info);
+    train_state_write(c->model_file, &t->m, &t->h, &model_info);
     printf("Finished Training\n");
 }
 
@@ -858,7 +400,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* line-buffered for kubectl logs */
     static struct trainer t;
     trainer_init(&t, argc, argv);
-    start_or_resume(&t);
+    train_state_start(&t);
     open_metrics(&t);
     const struct train_config *c = &t.c;
     int R = t.d.rank == 0, epochs_run = 0;
@@ -871,7 +413,7 @@ int main(int argc, char **argv) {
         int stop = train_epoch(&t, epoch);
         if (stop) stopped(&t, stop); /* with the checkpoint written */
         double rate = (double)(epoch_steps(&t, epoch) - first) * t.global_batch / (dist_time() - t0);
-        average_running_stats(&t.m, &t.h, t.buffer_sums, t.d.world);
+        train_state_average_running(&t.m, &t.h, t.buffer_sums, t.d.world);
         double test_acc = c->eval && t.data.test.n > 0 ? test_accuracy(&t, 0) : -1;
         t.info.epochs_completed = epoch + 1;
         epochs_run++;
@@ -880,7 +422,7 @@ int main(int argc, char **argv) {
         if (R) report_epoch(&t, epoch, test_acc, rate, eta);
         t.info.step_in_epoch = 0;
         t.info.epoch_loss = t.info.epoch_correct = t.info.print_loss = 0;
-        if (R) write_file(t.checkpoint_file, &t.m, &t.h, &t.info);
+        if (R) train_state_write(t.checkpoint_file, &t.m, &t.h, &t.info);
         t.checkpoint_at = dist_time();
         epochs_time += dist_time() - t0;
     }

@@ -1,0 +1,62 @@
+/* One cifar10-train process's state (struct trainer), and the part of its life that keeps the
+ * ranks' model states in step: the fresh start or resume decided by rank 0 and broadcast, the
+ * averaging of the ranks' running statistics, and writing the model and checkpoint files. */
+#ifndef APP_TRAINER_H
+#define APP_TRAINER_H
+
+#include "../common/cpus.h"
+#include "../data/cifar.h"
+#include "checkpoint.h"
+#include "config.h"
+#include "dist.h"
+#include "metrics.h"
+#include "model.h"
+#include "tensorboard.h"
+
+/* Everything one training process holds. */
+struct trainer {
+    struct train_config c;
+    struct dist d;
+    struct cpus cpus;
+    int threads;
+    char *checkpoint_file, *metrics_file;
+    struct metrics metrics;  /* rank 0 */
+    struct tensorboard tb;   /* rank 0, with --tensorboard-dir */
+    double run_start;        /* dist_time() when training began in this process */
+    double logged_at;        /* dist_time() of the last printed loss (or the epoch's start) */
+    double lr;               /* the base lr of the last step (SGD's, non-batch-norm group) */
+    double checkpoint_at;    /* dist_time() of the last checkpoint (or the run's start) */
+    struct cifar_data data;
+    int batch;               /* images per rank per step */
+    int steps, global_batch; /* per epoch; images per step over all ranks */
+    long total_steps;        /* ceil(steps x epochs) */
+    int epochs;              /* epochs begun: ceil(c.epochs) */
+    struct model m;
+    struct model_state h;     /* host copies of the state, for broadcasts and files */
+    float *buffer_sums;       /* [S] host scratch for averaging running statistics */
+    struct run_info info;    /* run id, epochs done, global step, settings */
+    char device[512];        /* what --device chose for this rank */
+    struct dist_grads *grads; /* bucketed gradient allreduce */
+    int *pred;               /* [batch] */
+    int *perm;               /* [train.n] this epoch's order */
+};
+
+/* Fresh start or resume, decided by rank 0 (--resume; the checkpoint's settings must match
+ * c's; a fresh start computes the whitening filter), then every rank holds rank 0's state, and
+ * a mid-epoch checkpoint's per-rank running statistics are scattered or averaged. Rank 0 logs
+ * the start ("starting run ..." or "resuming run ..."). A failure on rank 0 ends every rank
+ * (dist_agree) with its one-line reason. */
+void train_state_start(struct trainer *t);
+
+/* Running statistics differ per rank (each saw its own batches), and so do their lookahead
+ * averages: average both over the `world` ranks, so every rank, evaluation and file sees the
+ * same values; the other buffers (frozen tensors) are the same everywhere and stay. sum: host
+ * scratch of m->nbuffers floats. */
+void train_state_average_running(struct model *m, struct model_state *h, float *sum, int world);
+
+/* Writes m's state, with info, to the model or checkpoint file `path` (atomically; h: host
+ * buffers); a failure ends the job (dist_fail) with the reason. */
+void train_state_write(const char *path, const struct model *m, struct model_state *h,
+                       const struct run_info *info);
+
+#endif
