@@ -103,8 +103,9 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
            kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
-           app/net.c app/nets.c app/model.c app/batches.c app/json.c app/safetensors.c \
-           app/checkpoint.c app/options.c app/config.c app/evaluate.c app/device.c app/whiten.c app/metrics.c app/tensorboard.c
+           model/net.c model/nets.c model/model.c model/batches.c model/config.c model/evaluate.c \
+           model/whiten.c io/json.c io/safetensors.c io/checkpoint.c io/metrics.c io/tensorboard.c \
+           app/options.c app/device.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c
 ISAS    := generic avx2 avx512
@@ -192,18 +193,18 @@ $(LIB): $(LIB_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 LINK = @echo "  LINK  $@"; $(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-$(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/train_options.o $(BUILD)/app/train_state.o $(BUILD)/app/dist.o $(LIB)
+$(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/train_options.o $(BUILD)/app/train_state.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
-$(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/app/dist.o $(LIB)
+$(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-predict $(BUILD)/tests/image_dump: LDLIBS += -lpng -ljpeg
 $(BUILD)/cifar10-predict: $(BUILD)/app/predict.o $(LIB)
 	$(LINK)
-$(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/app/dist.o $(LIB)
+$(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
-$(BUILD)/tests/test_staged: $(BUILD)/tests/test_staged.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/app/dist.o $(LIB)
+$(BUILD)/tests/test_staged: $(BUILD)/tests/test_staged.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
 # test_nets.o: networks defined only in the tests (tests/test_nets.h).
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(LIB)

@@ -12,10 +12,10 @@
 #include "../common/cpus.h"
 #include "../common/err.h"
 #include "../common/rng.h"
-#include "config.h"
+#include "../model/config.h"
 #include "device.h"
-#include "dist.h"
-#include "model.h"
+#include "../dist/dist.h"
+#include "../model/model.h"
 #include "options.h"
 
 #if CIFAR10_CUDA

@@ -6,12 +6,12 @@
 #include "../common/err.h"
 #include "../data/cifar.h"
 #include "../data/image.h"
-#include "checkpoint.h"
-#include "config.h"
+#include "../io/checkpoint.h"
+#include "../model/config.h"
 #include "device.h"
-#include "evaluate.h"
-#include "json.h"
-#include "model.h"
+#include "../model/evaluate.h"
+#include "../io/json.h"
+#include "../model/model.h"
 #include "options.h"
 
 #include <getopt.h>

@@ -1,5 +1,5 @@
 /* cifar10-train: data-parallel training of a network (the workshop CNN, airbench94) on CIFAR-10
- * with its recipe (app/config.h).
+ * with its recipe (model/config.h).
  *
  *   [mpirun -np N] cifar10-train [flags] DATA
  *
@@ -11,7 +11,7 @@
 #include "../data/augment.h"
 #include "../data/shard.h"
 #include "device.h"
-#include "evaluate.h"
+#include "../model/evaluate.h"
 #include "train_options.h"
 #include "trainer.h"
 

@@ -1,8 +1,8 @@
 /* cifar10-train's command line (train_options.h). */
 #include "train_options.h"
 
-#include "evaluate.h"
-#include "net.h"
+#include "../model/evaluate.h"
+#include "../model/net.h"
 #include "options.h"
 
 #include <getopt.h>

@@ -4,7 +4,7 @@
 #define APP_TRAIN_OPTIONS_H
 
 #include "../common/err.h"
-#include "config.h"
+#include "../model/config.h"
 
 /* Fills c from argv: the recipe of --model (the last one given), then every other flag over it.
  * Returns 0, or an exit status: 2 with the one-line reason in e (a bad flag or value, no DATA),

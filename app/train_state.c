@@ -3,7 +3,7 @@
 
 #include "../common/err.h"
 #include "../common/rng.h"
-#include "whiten.h"
+#include "../model/whiten.h"
 
 #include <inttypes.h>
 #include <stdio.h>

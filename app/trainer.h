@@ -6,12 +6,12 @@
 
 #include "../common/cpus.h"
 #include "../data/cifar.h"
-#include "checkpoint.h"
-#include "config.h"
-#include "dist.h"
-#include "metrics.h"
-#include "model.h"
-#include "tensorboard.h"
+#include "../io/checkpoint.h"
+#include "../model/config.h"
+#include "../dist/dist.h"
+#include "../io/metrics.h"
+#include "../model/model.h"
+#include "../io/tensorboard.h"
 
 /* Everything one training process holds. */
 struct trainer {

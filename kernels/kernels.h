@@ -55,12 +55,12 @@ struct kernels {
     void (*host_free)(void *p);
     struct kernels_event *(*event_create)(void);
     void (*event_destroy)(struct kernels_event *e);
-    /* Input queue (input batches, app/batches.c), asynchronous to the host: copies host_src
+    /* Input queue (input batches, model/batches.c), asynchronous to the host: copies host_src
      * (from host_alloc, unchanged until done completes) to dst, then marks done (when not
      * NULL). Compute does not wait for it unless told to with compute_wait. */
     void (*input_upload_async)(void *dst, const void *host_src, size_t bytes,
                                struct kernels_event *done);
-    /* Transfer queue (staged gradients, app/dist.c), otherwise as input_upload_async. */
+    /* Transfer queue (staged gradients, dist/dist.c), otherwise as input_upload_async. */
     void (*upload_async)(void *dst, const void *host_src, size_t bytes, struct kernels_event *done);
     /* Once the compute queue has finished everything issued before this call: copies src to
      * host_dst (from host_alloc) on the transfer queue, then marks done. With bytes 0, done only

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a cifar10-train metrics file (JSON Lines, app/metrics.h).
+"""Checks a cifar10-train metrics file (JSON Lines, io/metrics.h).
 
   check_metrics.py FILE LOG STEPS_PER_EPOCH
       every line is a JSON object of a known kind with its fields; one run id; global steps and

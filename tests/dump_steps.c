@@ -29,10 +29,10 @@
  *   each step, for diagnosis) and metadata recipe, total_steps, steps_per_epoch, bias_epochs,
  *   batch, learning_rate (what Python needs to recompute the run on its own).
  * Everything is read through the backend's download(), as for device memory. */
-#include "../app/checkpoint.h"
-#include "../app/config.h"
-#include "../app/model.h"
-#include "../app/safetensors.h"
+#include "../io/checkpoint.h"
+#include "../model/config.h"
+#include "../model/model.h"
+#include "../io/safetensors.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/cifar.h"

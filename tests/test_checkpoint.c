@@ -1,11 +1,11 @@
 /* Model/checkpoint files: round trip, corruption and truncation detection, wrong architecture,
  * atomic replacement when a write fails (simulated full disk via RLIMIT_FSIZE), the JSON reader
  * on malformed input, resume-settings comparison and the learning-rate schedule. */
-#include "../app/checkpoint.h"
-#include "../app/config.h"
-#include "../app/json.h"
-#include "../app/model.h"
-#include "../app/safetensors.h"
+#include "../io/checkpoint.h"
+#include "../model/config.h"
+#include "../io/json.h"
+#include "../model/model.h"
+#include "../io/safetensors.h"
 #include "../common/err.h"
 #include "check.h"
 #include "test_nets.h"

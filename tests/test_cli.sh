@@ -8,7 +8,7 @@ run "$BIN/cifar10-train" --help
 expect_rc 0 "train --help"
 expect_out "train --help lists flags" "--learning-rate"
 expect_out "train --help lists exit codes" "Exit codes"
-# The recipes' defaults come from their tables in app/nets.c, one column per known network.
+# The recipes' defaults come from their tables in model/nets.c, one column per known network.
 expect_out "train --help recipe columns" "^ +workshop-cnn +airbench94$"
 expect_out "train --help recipe epochs" "^  --epochs E +epochs +10 +9\.9$"
 expect_out "train --help recipe batch" "^  --batch-size N +images per step +128 per rank +1024 in all$"

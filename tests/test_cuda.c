@@ -49,8 +49,8 @@
  * Exact: two GPU runs in one process (deterministic algorithms, fixed reduction orders), either
  * precision. GPU 1 against GPU 0 takes the GPU-against-CPU tolerances: each GPU times its own
  * cuDNN algorithms. */
-#include "../app/checkpoint.h"
-#include "../app/model.h"
+#include "../io/checkpoint.h"
+#include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/cifar.h"
@@ -231,7 +231,7 @@ struct recipe {
 /* Plain SGD, as test_training. */
 static const struct recipe plain = {"plain SGD", AUGMENT_CROP_FLIP, 0.0f, XENT_MEAN, {LR, 0.9f, 5e-4f, 1.0f, 1.0f, 0}, -1.0f, 0};
 
-/* airbench94's step (app/config.c, UNITS_AIRBENCH): reflect-padded crops with the alternating
+/* airbench94's step (model/config.c, UNITS_AIRBENCH): reflect-padded crops with the alternating
  * flip, label smoothing 0.2 on the summed loss, Nesterov SGD at lr 11.5 / (1024 (1 + 1 / 0.15))
  * with weight decay 0.0153 * 1024 / (1024 (1 + 1 / 0.15)) / lr, batch-norm tensors at 64x the lr
  * and 1/64 the decay; a lookahead update after every step (airbench's: every 5th, weight

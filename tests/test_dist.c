@@ -21,8 +21,8 @@
  *   DIR/NET.grads.rankR.f32   rank R's one-process gradients [P], then (loss, correct)
  *   DIR/NET.shards.rankR.f32  rank R's weights after the steps on different shards */
 #include "../app/device.h"
-#include "../app/dist.h"
-#include "../app/model.h"
+#include "../dist/dist.h"
+#include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/shard.h"

@@ -3,7 +3,7 @@
  * through the same code path as the workshop CNN (frozen tensors stay put, the loss falls),
  * FLOP accounting, and inconsistent definitions refused with one line. Per-step agreement with
  * PyTorch is tests/torch_reference.py's job. */
-#include "../app/model.h"
+#include "../model/model.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../data/augment.h"

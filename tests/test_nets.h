@@ -2,7 +2,7 @@
 #ifndef TESTS_TEST_NETS_H
 #define TESTS_TEST_NETS_H
 
-#include "../app/net.h"
+#include "../model/net.h"
 
 /* "test-net": a miniature of the airbench94 architecture that uses every generalised op: a
  * frozen 2x2 convolution with a trained bias (32 -> 31), GELU, a conv-pool-BN-GELU-conv-BN-GELU

@@ -13,8 +13,8 @@
  *  (d) the mode: STAGED for GPU memory unless DEVICE is opted in on a CUDA-aware MPI;
  *  (e) dist_grads_progress starts a bucket whose download completed early, and copies it back
  *      once reduced, both before dist_grads_finish. */
-#include "../app/dist.h"
-#include "../app/model.h"
+#include "../dist/dist.h"
+#include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/shard.h"
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_BUCKETS 64 /* as app/dist.c */
+#define MAX_BUCKETS 64 /* as dist/dist.c */
 
 enum { Q_INPUT, Q_TRANSFER }; /* the fake's two copy queues, as kernels.h's */
 

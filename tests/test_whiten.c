@@ -1,8 +1,8 @@
-/* The whitening filter (app/whiten.c): the Jacobi eigen-decomposition against matrices with
+/* The whitening filter (model/whiten.c): the Jacobi eigen-decomposition against matrices with
  * known eigenvalues, the filter against its definition (it whitens the patch covariance), and
  * against airbench's own computation in PyTorch float64 (tests/whiten_reference.py, run from
  * the repository root as tests/run.sh does). */
-#include "../app/whiten.h"
+#include "../model/whiten.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../data/augment.h"

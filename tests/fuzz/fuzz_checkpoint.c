@@ -1,12 +1,12 @@
-/* libFuzzer target: model and checkpoint files (app/safetensors.c, app/json.c,
- * app/checkpoint.c) on hostile input: the input is the file. It is read as a checkpoint of the
+/* libFuzzer target: model and checkpoint files (io/safetensors.c, io/json.c,
+ * io/checkpoint.c) on hostile input: the input is the file. It is read as a checkpoint of the
  * tests' small network (momentum, lookahead averages, per-rank running statistics, the
  * mid-epoch position), as a model file, for its network name and its input metadata; a file
  * that reads is then checked against the default settings (the resume check). Every call must
  * return its result or one line of error; never a crash, a sanitizer report or a multi-line
  * message. Seeds (FUZZ_WRITE_SEEDS=DIR): a mid-epoch checkpoint of 2 ranks and a model file. */
-#include "../../app/checkpoint.h"
-#include "../../app/config.h"
+#include "../../io/checkpoint.h"
+#include "../../model/config.h"
 #include "../test_nets.h"
 #include "fuzz_io.h"
 

@@ -1,9 +1,9 @@
-/* libFuzzer target: the resume check (config_compare in app/config.c, over app/json.c) on a
+/* libFuzzer target: the resume check (config_compare in model/config.c, over io/json.c) on a
  * hostile settings record, as a checkpoint's "config" metadata would hold it: the input is the
  * JSON text. It is compared with both recipes' defaults; each comparison must match or name one
  * difference on one line; never a crash or a sanitizer report. Seeds (FUZZ_WRITE_SEEDS=DIR):
  * both recipes' own records. */
-#include "../../app/config.h"
+#include "../../model/config.h"
 #include "fuzz_io.h"
 
 #include <stdlib.h>

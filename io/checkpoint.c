@@ -2,7 +2,7 @@
 
 #include "../data/augment.h"
 #include "../data/cifar.h"
-#include "net.h"
+#include "../model/net.h"
 #include "safetensors.h"
 
 #include <inttypes.h>

@@ -6,8 +6,8 @@
 
 #include "../data/augment.h"
 #include "../kernels/kernels.h"
-#include "device.h"
-#include "json.h"
+#include "../app/device.h"
+#include "../io/json.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -50,7 +50,7 @@ struct recipe {
 
 struct train_config {
     /* Settings that define the run (must match to resume). */
-    const char *model;     /* the network's name (app/net.h); it chooses the recipe */
+    const char *model;     /* the network's name (model/net.h); it chooses the recipe */
     double epochs;         /* > 0; a fraction cuts the last epoch (ceil(steps x epochs) steps) */
     int batch_size;        /* >= 1, as batch_scope says */
     enum batch_scope batch_scope;

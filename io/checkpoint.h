@@ -24,7 +24,7 @@
 #define APP_CHECKPOINT_H
 
 #include "../common/err.h"
-#include "model.h"
+#include "../model/model.h"
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* A network (app/net.h) instantiated on a backend: the plan (shapes, tensor table, offsets,
+/* A network (model/net.h) instantiated on a backend: the plan (shapes, tensor table, offsets,
  * fusion decisions) and the memory, for batches of up to max_batch images.
  *
  * Trainable tensors live in one contiguous float buffer (params), in layer order, with the
@@ -105,7 +105,7 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
                 uint64_t seed);
 void model_free(struct model *m);
 
-/* Batches (app/batches.h): the host slot to fill, and the start of its upload; at most two
+/* Batches (model/batches.h): the host slot to fill, and the start of its upload; at most two
  * submitted and not yet consumed; model_forward_backward and model_predict consume the oldest. */
 struct batch *model_batch_next(struct model *m);
 void model_batch_submit(struct model *m, int n);

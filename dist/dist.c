@@ -1,7 +1,7 @@
 #include "dist.h"
 
 #include "../common/err.h"
-#include "model.h"
+#include "../model/model.h"
 
 #include <limits.h>
 #include <sched.h>

@@ -1,6 +1,6 @@
 /* Networks as data. A network is a name and a list of layer definitions, run in order on a
- * [3][32][32] image and ending in `classes` logits; app/model.c interprets any such list (one
- * switch over the layer kinds), so adding a network is adding a definition to app/nets.c.
+ * [3][32][32] image and ending in `classes` logits; model/model.c interprets any such list (one
+ * switch over the layer kinds), so adding a network is adding a definition to model/nets.c.
  *
  * The tensors of a layer are those of the equivalent PyTorch module, named "<layer name>.<what>"
  * as its state_dict keys are (the layer name is the module's prefix, which may be nested, e.g.
@@ -41,7 +41,7 @@ struct layer_def {
     float eps, momentum; /* batch norm (momentum in PyTorch's convention) */
 };
 
-struct recipe; /* app/config.h */
+struct recipe; /* model/config.h */
 
 struct net_def {
     const char *name; /* the `model` metadata of our files, e.g. "workshop-cnn" */
@@ -51,7 +51,7 @@ struct net_def {
     const struct recipe *recipe; /* its training defaults (NULL: the workshop CNN's) */
 };
 
-/* The networks the programs know (app/nets.c). */
+/* The networks the programs know (model/nets.c). */
 extern const struct net_def net_workshop_cnn;
 extern const struct net_def net_airbench94;
 

@@ -45,7 +45,7 @@ const struct net_def net_workshop_cnn = {"workshop-cnn", 10, sizeof workshop_lay
  *                 5 MaxPool2d(3)  6 Flatten  7 Linear(256, 10, bias=False)  8 Mul(1/9))
  * with ConvGroup = conv1 (3x3, no bias) pool (MaxPool2d(2)) norm1 activ conv2 norm2 activ
  * (one GELU module used twice) and BatchNorm(eps 1e-12, momentum 1 - 0.6, weight frozen at 1).
- * Layer 0 is the whitening filter: frozen (app/whiten.c computes it), its bias starts at 0 and
+ * Layer 0 is the whitening filter: frozen (model/whiten.c computes it), its bias starts at 0 and
  * trains. The
  * other convolutions start as dirac_ on their first in-channels outputs.
  * Shapes per image: 3x32x32 -> 24x31x31 -> 64x15x15 -> 256x7x7 -> 256x3x3 -> 256x1x1 -> 10. */
