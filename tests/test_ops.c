@@ -137,7 +137,7 @@ static const struct op_case cases[] = {
      * as noted; bf16: F(2x2), dw im2col) */
     CONV(7, 16, 24, 4, 6, 3, 1, F_BIAS | F_RELU | F_MASK), /* chunks of images, a partial last one (N 7) */
     CONV(2, 32, 17, 16, 16, 3, 1, F_BIAS | F_NO_DX),       /* odd K; several tiles per row */
-    CONV(3, 32, 64, 32, 32, 3, 1, F_BIAS | F_RELU | F_MASK), /* the workshop's second layer: 8 tiles per row */
+    CONV(1, 32, 64, 32, 32, 3, 1, F_BIAS | F_RELU | F_MASK), /* the workshop's second layer: 8 tiles per row */
     CONV(5, 16, 8, 12, 12, 3, 1, F_BIAS | F_RELU | F_MASK), /* AMX tiles' im2col: chunks of 3 images (3 x 144 of the tiles' 512 columns), the last partial */
     /* 16+ channels on one side only: the forward reads C and writes K, dx the reverse, so a
      * one-sided threshold would put one of them on Winograd (conv.c's plan() wants

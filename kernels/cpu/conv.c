@@ -30,14 +30,9 @@ static int out_pixels(const struct conv_shape *s) {
 /* Images per im2col GEMM. One on the float and VDPBF16PS paths (their micro-tiles are 12 rows
  * high, and these are the results the float path always had). On AMX tiles as many as fit in
  * the tiles' column block (GEMM_TILES_NC pixels; at least one), so each GEMM packs its filter
- * operand once: one image of a small map makes a thin product (9 pixels
- * of a 3x3 map fill 9 of the 32 rows or k of a tile step), whose operands (the whole filter
- * bank) are packed and whose output (the whole weight gradient) is stored once per image;
- * measured on a Xeon with AMX, 2 threads, airbench94 at batch 512: with one image per GEMM
- * the backward of its 256->256 convolutions took 396 ms (3x3 maps) and 454 ms (7x7) a step,
- * more than F(2x2) on VDPBF16PS (86, 300 ms); in chunks (then at least 512 pixels) 65 and 285
- * ms, on a slower instance of that machine (its fp32 step ran 242 images/s there, 428 on the
- * first). */
+ * operand once: one image of a small map makes a thin product (9 pixels of a 3x3 map fill 9 of
+ * the 32 rows or k of a tile step) whose whole filter bank is packed, and whose whole weight
+ * gradient is stored, once per image (measured: docs/results.md, bf16 on AMX tiles). */
 static int images_per_gemm(const struct conv_shape *s, int tiles) {
     int hw = out_pixels(s), nb = tiles && hw < GEMM_TILES_NC ? GEMM_TILES_NC / hw : 1;
     return nb < s->N ? nb : s->N > 0 ? s->N : 1;
