@@ -23,9 +23,13 @@ void config_defaults(struct train_config *c) {
     config_recipe(c, net_airbench94.name);
 }
 
+/* A network's recipe; the workshop CNN's for an unknown name or a network without one. */
+static const struct recipe *recipe_of(const struct net_def *net) {
+    return net && net->recipe ? net->recipe : net_workshop_cnn.recipe;
+}
+
 void config_recipe(struct train_config *c, const char *model) {
-    const struct net_def *net = net_find(model);
-    const struct recipe *r = net && net->recipe ? net->recipe : net_workshop_cnn.recipe;
+    const struct recipe *r = recipe_of(net_find(model));
     c->model = model;
     c->epochs = r->epochs;
     c->batch_size = r->batch_size;
@@ -102,8 +106,7 @@ void config_print_recipes(FILE *f) {
         fprintf(f, "  %-21s %-19s", rows[row].flag, rows[row].what);
         for (int i = 0; net_known(i); i++) {
             char cell[64];
-            const struct recipe *r = net_known(i)->recipe ? net_known(i)->recipe : net_workshop_cnn.recipe;
-            rows[row].cell(r, cell, sizeof cell);
+            rows[row].cell(recipe_of(net_known(i)), cell, sizeof cell);
             fprintf(f, net_known(i + 1) ? " %-24s" : " %s", cell); /* no trailing blanks */
         }
         fputc('\n', f);
