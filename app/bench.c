@@ -15,6 +15,7 @@
 #include "../model/config.h"
 #include "device.h"
 #include "../dist/dist.h"
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "options.h"
 
@@ -192,15 +193,17 @@ int main(int argc, char **argv) {
     struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
     /* Random images and labels, different per rank: two batches, which then alternate. */
     struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);
+    struct batches q;
+    batches_init(&q, k, c.batch);
     for (int slot = 0; slot < 2; slot++) {
-        struct batch *b = model_batch_next(&m);
+        struct batch *b = batches_next(&q);
         for (size_t i = 0; i < (size_t)c.batch * 3 * 32 * 32; i++) b->img[i] = (unsigned char)rng_below(&r, 256);
         for (int i = 0; i < c.batch; i++) {
             b->geom[3 * i] = (int)rng_below(&r, 9), b->geom[3 * i + 1] = (int)rng_below(&r, 9);
             b->geom[3 * i + 2] = (int)rng_below(&r, 2);
             b->labels[i] = (int)rng_below(&r, (uint32_t)m.net->classes);
         }
-        model_batch_submit(&m, c.batch);
+        batches_submit(&q, c.batch);
     }
 
     /* One training step, as cifar10-train does it (the next batch is submitted while the
@@ -219,9 +222,12 @@ int main(int argc, char **argv) {
 #endif
         double t0 = dist_time();
         for (int s = 0; s < steps; s++) {
-            model_forward_backward(&m);
-            model_batch_next(&m); /* same contents again: the host-side gather is not timed */
-            model_batch_submit(&m, c.batch);
+            struct model_input in;
+            int slot = batches_take(&q, &in);
+            model_forward_backward(&m, &in);
+            batches_release(&q, slot);
+            batches_next(&q); /* same contents again: the host-side gather is not timed */
+            batches_submit(&q, c.batch);
             float stats[MODEL_STATS];
             dist_grads_finish(grads, stats);
             model_sgd_step(&m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)d.world);
@@ -301,6 +307,7 @@ int main(int argc, char **argv) {
     }
     free(run_seconds);
     dist_grads_free(grads);
+    batches_free(&q);
     model_free(&m);
     dist_finalize();
     k->shutdown(); /* last, after MPI_Finalize: see kernels.h */

@@ -73,7 +73,7 @@ static void format_duration(double s, char *out, size_t n) {
 static void submit_step(struct trainer *t, int epoch, int step) {
     const struct train_config *c = &t->c;
     const int *idx = shard_slice(t->perm, step, t->d.rank, t->d.world, t->batch);
-    struct batch *b = model_batch_next(&t->m);
+    struct batch *b = batches_next(&t->batches);
     for (int i = 0; i < t->batch; i += GATHER_CHUNK) {
         int n = t->batch - i < GATHER_CHUNK ? t->batch - i : GATHER_CHUNK;
         augment_gather(&t->data.train, idx + i, n, c->seed, epoch, c->augment, b->img + (size_t)i * CIFAR_IMAGE_BYTES,
@@ -81,7 +81,7 @@ static void submit_step(struct trainer *t, int epoch, int step) {
         dist_grads_progress(t->grads);
     }
     b->reflect = augment_reflects(c->augment);
-    model_batch_submit(&t->m, t->batch);
+    batches_submit(&t->batches, t->batch);
 }
 
 /* The optimizer step, then lookahead where the recipe has it due (and the final full one). */
@@ -164,7 +164,10 @@ static int train_epoch(struct trainer *t, int epoch) {
     for (int step = p->step_in_epoch; step < steps; step++) {
         double t0 = dist_time();
         dist_grads_signal(t->grads, stop_signal != 0, checkpoint_due(t));
-        model_forward_backward(&t->m);
+        struct model_input in;
+        int slot = batches_take(&t->batches, &in);
+        model_forward_backward(&t->m, &in);
+        batches_release(&t->batches, slot);
         if (step + 1 < steps) submit_step(t, epoch, step + 1);
         float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count, signals */
         dist_grads_finish(t->grads, stats);
@@ -274,6 +277,7 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     const struct net_def *net = net_find(c->model);
     CHECK(net && net->classes == CIFAR_CLASSES); /* parse_model names a known network */
     model_init(&t->m, net, k, t->batch, c->seed);
+    batches_init(&t->batches, k, t->batch);
     t->m.label_smoothing = (float)c->label_smoothing;
     t->m.loss_reduction = c->loss;
     t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), !k->host);
@@ -305,6 +309,7 @@ static void trainer_free(struct trainer *t) {
     dist_grads_free(t->grads);
     checkpoint_state_free(&t->h);
     free(t->buffer_sums);
+    batches_free(&t->batches);
     model_free(&t->m);
     cifar_free(&t->data);
 }

@@ -10,6 +10,7 @@
 #include "../model/config.h"
 #include "../dist/dist.h"
 #include "../io/metrics.h"
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "../io/tensorboard.h"
 
@@ -32,6 +33,7 @@ struct trainer {
     long total_steps;        /* ceil(steps x epochs) */
     int epochs;              /* epochs begun: ceil(c.epochs) */
     struct model m;
+    struct batches batches;   /* the training batches: filled here, read by m */
     struct model_state h;     /* host copies of the state, for broadcasts and files */
     float *buffer_sums;       /* [S] host scratch for averaging running statistics */
     struct run_info info;    /* run id, epochs done, global step, settings */

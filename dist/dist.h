@@ -1,7 +1,7 @@
 /* Data-parallel plumbing over MPI (Open MPI). Works with and without mpirun (a singleton run is
  * a world of one). Only rank 0 prints the training log and writes files. */
-#ifndef APP_DIST_H
-#define APP_DIST_H
+#ifndef DIST_DIST_H
+#define DIST_DIST_H
 
 #include <signal.h>
 #include <stddef.h>

@@ -20,8 +20,8 @@
  * created_by, crc32; checkpoints also step_in_epoch, steps_per_epoch, ranks (sets of running
  * statistics) and epoch_sums (the epoch's loss and correct sums so far, and the running loss
  * of the log; "%a" floats, exact) (all four optional on reading: an epoch-end checkpoint). */
-#ifndef APP_CHECKPOINT_H
-#define APP_CHECKPOINT_H
+#ifndef IO_CHECKPOINT_H
+#define IO_CHECKPOINT_H
 
 #include "../common/err.h"
 #include "../model/model.h"

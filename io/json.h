@@ -1,8 +1,8 @@
 /* A small, strict JSON reader (RFC 8259 values; depth-limited; never crashes on malformed
  * input) and a growable string buffer for writing JSON. Used for safetensors headers and the
  * training configuration recorded in files. */
-#ifndef APP_JSON_H
-#define APP_JSON_H
+#ifndef IO_JSON_H
+#define IO_JSON_H
 
 #include "../common/err.h"
 

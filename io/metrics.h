@@ -12,8 +12,8 @@
  * the base learning rate after the schedule (torch.optim.SGD's, of the non-batch-norm group);
  * accuracies are percentages; T is the run's wall time, continued across resumes. Each record
  * is flushed when written; epoch and final records are also fsynced. */
-#ifndef APP_METRICS_H
-#define APP_METRICS_H
+#ifndef IO_METRICS_H
+#define IO_METRICS_H
 
 #include "../common/err.h"
 

@@ -8,8 +8,8 @@
  * safetensors_read verifies. Writes are atomic: a temporary file in the same directory,
  * fsync, rename over the target, fsync of the directory; on any failure the previous file is
  * left untouched and the temporary file removed. */
-#ifndef APP_SAFETENSORS_H
-#define APP_SAFETENSORS_H
+#ifndef IO_SAFETENSORS_H
+#define IO_SAFETENSORS_H
 
 #include "../common/err.h"
 #include "json.h"

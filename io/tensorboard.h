@@ -19,8 +19,8 @@
  *   epoch/test_accuracy (when measured), epoch/images_per_s      per epoch
  *   final/test_accuracy                                          after the final (TTA) score
  * Records are flushed when written; epoch and final records are also fsynced. */
-#ifndef APP_TENSORBOARD_H
-#define APP_TENSORBOARD_H
+#ifndef IO_TENSORBOARD_H
+#define IO_TENSORBOARD_H
 
 #include "../common/err.h"
 #include "metrics.h"

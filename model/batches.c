@@ -51,12 +51,11 @@ void batches_submit(struct batches *b, int n) {
     b->fill ^= 1;
 }
 
-int batches_take(struct batches *b, int *n, int *reflect) {
+int batches_take(struct batches *b, struct model_input *in) {
     CHECK(b->queued > 0);
     int s = b->queued == 2 ? b->fill : b->fill ^ 1;
     b->queued--;
-    *n = b->queued_n[s];
-    *reflect = b->queued_reflect[s];
+    *in = (struct model_input){b->dev_img[s], b->dev_geom[s], b->dev_labels[s], b->queued_n[s], b->queued_reflect[s]};
     b->k->compute_wait(b->uploaded[s]);
     return s;
 }

@@ -1,12 +1,13 @@
-/* The input batches of a model: two slots, alternating, so the host fills and uploads one
- * while the device computes on the other. Host memory comes from the backend's host_alloc
+/* A queue of input batches, owned by whoever feeds a model (trainer, evaluator): two slots,
+ * alternating, so the host fills and uploads one while the device computes on the other. Host memory comes from the backend's host_alloc
  * (page-locked on CUDA, so uploads run on the input queue during compute); events order
  * each slot's reuse against the upload and against the compute that reads it. Any network
  * takes its input through this (a [3][32][32] uint8 image, its crop/flip and its label). */
-#ifndef APP_BATCHES_H
-#define APP_BATCHES_H
+#ifndef MODEL_BATCHES_H
+#define MODEL_BATCHES_H
 
 #include "../kernels/kernels.h"
+#include "input.h"
 
 /* One batch on the host, filled by the caller. */
 struct batch {
@@ -36,10 +37,10 @@ void batches_free(struct batches *b);
 struct batch *batches_next(struct batches *b);
 /* Starts the upload of the filled slot's first n <= max_batch images; returns at once. */
 void batches_submit(struct batches *b, int n);
-/* The oldest submitted batch: returns its slot (device copies dev_*[slot]), its size in *n and
- * its padding mode in *reflect; compute issued afterwards waits for its upload. */
-int batches_take(struct batches *b, int *n, int *reflect);
-/* Ends the use of slot's device copy (after everything issued so far that reads it). */
+/* The oldest submitted batch into *in (its device copies); returns its slot. Compute issued
+ * afterwards waits for its upload. */
+int batches_take(struct batches *b, struct model_input *in);
+/* Ends the use of slot's device copy, after everything issued so far (which may read it). */
 void batches_release(struct batches *b, int slot);
 
 #endif

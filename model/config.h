@@ -1,8 +1,8 @@
 /* The training configuration: each network's recipe (its default settings), the
  * learning-rate schedule and optimizer settings per step, and the record of the settings that
  * define a run (stored in checkpoints; a resume must match them). */
-#ifndef APP_CONFIG_H
-#define APP_CONFIG_H
+#ifndef MODEL_CONFIG_H
+#define MODEL_CONFIG_H
 
 #include "../data/augment.h"
 #include "../kernels/kernels.h"

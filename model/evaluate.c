@@ -2,6 +2,7 @@
 
 #include "../common/err.h"
 #include "../data/augment.h"
+#include "batches.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +20,23 @@ static const struct view level2[] = {{4, 4, 0, 0.25f},  {4, 4, 1, 0.25f},  {3, 3
                                      {3, 3, 1, 0.125f}, {5, 5, 0, 0.125f}, {5, 5, 1, 0.125f}};
 
 /* The weighted logits of images idx[0..n) over the views of level tta, into sum[n][classes]. */
-static void predict_views(struct model *m, const struct cifar_set *set, const int *idx, int n, int tta, int *pred,
-                          float *logits, float *sum) {
+static void predict_views(struct model *m, struct batches *q, const struct cifar_set *set, const int *idx, int n, int tta,
+                          int *pred, float *logits, float *sum) {
     static const struct view *const levels[] = {level0, level1, level2};
     static const int nviews[] = {1, 2, 6};
     size_t count = (size_t)n * m->net->classes;
     memset(sum, 0, count * sizeof(float));
     for (int v = 0; v < nviews[tta]; v++) {
         const struct view *view = &levels[tta][v];
-        struct batch *b = model_batch_next(m);
+        struct batch *b = batches_next(q);
         augment_gather(set, idx, n, 0, 0, AUGMENT_NONE, b->img, b->geom, b->labels);
         for (int i = 0; i < n; i++) b->geom[3 * i] = view->dx, b->geom[3 * i + 1] = view->dy, b->geom[3 * i + 2] = view->flip;
         b->reflect = 1;
-        model_batch_submit(m, n);
-        model_predict(m, pred, logits);
+        batches_submit(q, n);
+        struct model_input in;
+        int slot = batches_take(q, &in);
+        model_predict(m, &in, pred, logits);
+        batches_release(q, slot);
         for (size_t j = 0; j < count; j++) sum[j] += view->weight * logits[j];
     }
 }
@@ -43,10 +47,12 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
     int idx[1024], classes = m->net->classes;
     int chunk = m->max_batch < 1024 ? m->max_batch : 1024;
     float *logits = XALLOC((size_t)chunk * classes * sizeof(float)), *sum = XALLOC((size_t)chunk * classes * sizeof(float));
+    struct batches q;
+    batches_init(&q, m->k, chunk);
     for (int at = begin; at < end;) {
         int n = end - at < chunk ? end - at : chunk;
         for (int i = 0; i < n; i++) idx[i] = at + i;
-        predict_views(m, set, idx, n, tta, pred, logits, sum);
+        predict_views(m, &q, set, idx, n, tta, pred, logits, sum);
         for (int i = 0; i < n; i++) {
             const float *z = sum + (size_t)i * classes;
             int arg = 0;
@@ -56,6 +62,7 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
         }
         at += n;
     }
+    batches_free(&q);
     free(logits), free(sum);
 }
 
@@ -64,11 +71,14 @@ void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, in
     int idx[1024], classes = m->net->classes, chunk = m->max_batch < 1024 ? m->max_batch : 1024;
     float *logits = XALLOC((size_t)chunk * classes * sizeof(float));
     int *pred = XALLOC((size_t)chunk * sizeof(int));
+    struct batches q;
+    batches_init(&q, m->k, chunk);
     for (int at = begin; at < end;) {
         int n = end - at < chunk ? end - at : chunk;
         for (int i = 0; i < n; i++) idx[i] = at + i;
-        predict_views(m, set, idx, n, tta, pred, logits, out + (size_t)(at - begin) * classes);
+        predict_views(m, &q, set, idx, n, tta, pred, logits, out + (size_t)(at - begin) * classes);
         at += n;
     }
+    batches_free(&q);
     free(logits), free(pred);
 }

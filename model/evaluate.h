@@ -7,8 +7,8 @@
  *            cropped at [0:32, 0:32] and [2:34, 2:34]), i.e. six views weighted
  *            1/4, 1/4, 1/8, 1/8, 1/8, 1/8 (legacy/airbench94.py's infer_mirror_translate).
  * The prediction is the argmax of the weighted logits (the first maximum on ties). */
-#ifndef APP_EVALUATE_H
-#define APP_EVALUATE_H
+#ifndef MODEL_EVALUATE_H
+#define MODEL_EVALUATE_H
 
 #include "../data/cifar.h"
 #include "model.h"
@@ -17,7 +17,7 @@
 
 /* Adds to confusion[true][predicted] the predictions for images [begin, end) of set at TTA
  * level tta (0..EVALUATE_TTA_MAX), in batches of up to min(m->max_batch, 1024); pred:
- * [max_batch] ints of host scratch. Needs no batch of m submitted and leaves none. */
+ * [max_batch] ints of host scratch. The batches are its own (model/batches.h). */
 void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta, int *pred,
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 

@@ -218,7 +218,6 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
     m->momentum = k->alloc(m->nparams * sizeof(float));
     m->buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
     m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * sizeof(float));
-    batches_init(&m->batches, k, max_batch);
     alloc_activations(m);
     m->host_logits = XALLOC((size_t)max_batch * net->classes * sizeof(float));
     init_tensors(m, seed);
@@ -231,7 +230,6 @@ void model_free(struct model *m) {
     void *bufs[] = {m->params, m->grads, m->momentum, m->buffers, m->input, m->bn_saved, m->grad_a, m->grad_b, m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
     if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
-    batches_free(&m->batches);
     free(m->host_logits), free(m->layers), free(m->tensors);
     memset(m, 0, sizeof *m);
 }
@@ -337,28 +335,24 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
     }
 }
 
-struct batch *model_batch_next(struct model *m) { return batches_next(&m->batches); }
-void model_batch_submit(struct model *m, int n) { batches_submit(&m->batches, n); }
-
-/* The oldest submitted batch becomes m->input (normalised, augmented); returns its slot. */
-static int take_batch(struct model *m, int *n) {
-    int reflect, s = batches_take(&m->batches, n, &reflect);
+/* The batch becomes m->input (normalised, augmented); returns its size. */
+static int prepare_input(struct model *m, const struct model_input *in) {
+    CHECK(in->n >= 1 && in->n <= m->max_batch);
     float scale[3], shift[3];
     augment_scale_shift(scale, shift);
-    m->k->input_prepare(m->batches.dev_img[s], m->batches.dev_geom[s], m->input, *n, scale, shift, reflect);
-    return s;
+    m->k->input_prepare(in->img, in->geom, m->input, in->n, scale, shift, in->reflect);
+    return in->n;
 }
 
-int model_forward_backward(struct model *m) {
-    int n, slot = take_batch(m, &n);
+int model_forward_backward(struct model *m, const struct model_input *in) {
+    int n = prepare_input(m, in);
     forward(m, n, 1);
     m->batches_tracked++;
     float *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
     size_t P = m->nparams, ready_end = P;
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
-    m->k->softmax_xent(m->layers[m->nlayers - 1].act, m->batches.dev_labels[slot], d, m->grads + P, n, m->net->classes,
+    m->k->softmax_xent(m->layers[m->nlayers - 1].act, in->labels, d, m->grads + P, n, m->net->classes,
                        m->label_smoothing, m->loss_reduction);
-    batches_release(&m->batches, slot);
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + MODEL_STATS);
     int lowest = lowest_trained(m);
     for (int i = m->nlayers - 1; i >= 0; i--) {
@@ -381,10 +375,9 @@ int model_forward_backward(struct model *m) {
     return n;
 }
 
-int model_predict(struct model *m, int *pred_host, float *logits_host) {
-    int n, slot = take_batch(m, &n), classes = m->net->classes;
+int model_predict(struct model *m, const struct model_input *in, int *pred_host, float *logits_host) {
+    int n = prepare_input(m, in), classes = m->net->classes;
     forward(m, n, 0);
-    batches_release(&m->batches, slot);
     float *host = m->host_logits;
     m->k->download(host, m->layers[m->nlayers - 1].act, (size_t)n * classes * sizeof(float));
     for (int i = 0; i < n; i++) {

@@ -8,11 +8,11 @@
  * its PyTorch state_dict key, in state_dict order within each home: trainable tensors first,
  * then buffers, then the counter's entries; that order is also the order of the per-tensor
  * initialisation streams. The model runs on any struct kernels backend. */
-#ifndef APP_MODEL_H
-#define APP_MODEL_H
+#ifndef MODEL_MODEL_H
+#define MODEL_MODEL_H
 
 #include "../kernels/kernels.h"
-#include "batches.h"
+#include "input.h"
 #include "net.h"
 
 #include <stddef.h>
@@ -73,8 +73,8 @@ struct model {
     float *momentum;  /* [P] SGD momentum buffers */
     float *buffers;   /* [S] */
     int64_t batches_tracked; /* num_batches_tracked of every batch-norm layer (they are equal) */
-    float *input;     /* [max_batch][3][32][32] normalised, from input_prepare */
-    struct batches batches;
+    float *input;     /* [max_batch][3][32][32] normalised, from input_prepare: one fixed
+                       * buffer, where the network's work begins (a CUDA graph's input) */
     float *bn_saved;  /* per batch-norm layer: batch mean [C] then invstd [C] */
     float *grad_a, *grad_b; /* [max_batch * largest activation] ping-pong for backward */
     void *ws;         /* kernel scratch: ws_bytes, the largest any layer needs */
@@ -105,21 +105,16 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
                 uint64_t seed);
 void model_free(struct model *m);
 
-/* Batches (model/batches.h): the host slot to fill, and the start of its upload; at most two
- * submitted and not yet consumed; model_forward_backward and model_predict consume the oldest. */
-struct batch *model_batch_next(struct model *m);
-void model_batch_submit(struct model *m, int n);
+/* Both read the batch `in` (model/input.h), normalised and augmented into m->input first.
+ *
+ * Training forward + backward: leaves the gradients and (mean loss, correct count) in m->grads
+ * (calling grads_ready as they are issued) and updates batch-norm running statistics. May
+ * return before the device has finished; returns the batch size. */
+int model_forward_backward(struct model *m, const struct model_input *in);
 
-/* Training forward + backward on the oldest submitted batch: leaves the gradients and
- * (mean loss, correct count) in m->grads (calling grads_ready as they are issued) and updates
- * batch-norm running statistics. May return before the device has finished; returns the batch
- * size. */
-int model_forward_backward(struct model *m);
-
-/* Eval-mode forward (batch-norm running statistics) on the oldest submitted batch; predictions
- * (argmax, first maximum on ties) go to pred_host[n]; logits_host[n][classes] too when not
- * NULL. Returns n. */
-int model_predict(struct model *m, int *pred_host, float *logits_host);
+/* Eval-mode forward (batch-norm running statistics): predictions (argmax, first maximum on
+ * ties) go to pred_host[n]; logits_host[n][classes] too when not NULL. Returns n. */
+int model_predict(struct model *m, const struct model_input *in, int *pred_host, float *logits_host);
 
 /* One torch.optim.SGD step over the trainable tensors with m->grads scaled by grad_scale. */
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale);

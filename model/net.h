@@ -6,8 +6,8 @@
  * as its state_dict keys are (the layer name is the module's prefix, which may be nested, e.g.
  * "2.conv1"); which tensors a kind has, how they are initialised and which of them train is
  * the kind's property table (layer_kind_props). */
-#ifndef APP_NET_H
-#define APP_NET_H
+#ifndef MODEL_NET_H
+#define MODEL_NET_H
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 /* The whitening filter of airbench94's first layer (legacy/airbench94.py's init_whitening_conv):
  * the eigenvectors of the uncentred covariance of all 2x2x3 input patches, each scaled by
  * 1/sqrt(eigenvalue + eps), in descending eigenvalue order, followed by their negations. */
-#ifndef APP_WHITEN_H
-#define APP_WHITEN_H
+#ifndef MODEL_WHITEN_H
+#define MODEL_WHITEN_H
 
 #include "../common/err.h"
 #include "../data/cifar.h"

@@ -2,6 +2,8 @@
 
 #include "../common/err.h"
 #include "../common/rng.h"
+#include "../model/batches.h"
+#include "../model/model.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -96,4 +98,18 @@ struct cifar_set check_random_set(int n, uint32_t seed, uint8_t **raw) {
     struct cifar_set set = {.n = n, .records = XALLOC((size_t)n * sizeof(uint8_t *))};
     for (int i = 0; i < n; i++) (*raw)[(size_t)i * CIFAR_RECORD_BYTES] %= 10, set.records[i] = *raw + (size_t)i * CIFAR_RECORD_BYTES;
     return set;
+}
+
+int check_forward_backward(struct model *m, struct batches *q) {
+    struct model_input in;
+    int slot = batches_take(q, &in), n = model_forward_backward(m, &in);
+    batches_release(q, slot);
+    return n;
+}
+
+int check_predict(struct model *m, struct batches *q, int *pred, float *logits) {
+    struct model_input in;
+    int slot = batches_take(q, &in), n = model_predict(m, &in, pred, logits);
+    batches_release(q, slot);
+    return n;
 }

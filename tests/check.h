@@ -31,6 +31,13 @@ struct cifar_set check_learnable_set(int n, uint8_t **raw);
 /* n records of random pixels and random labels (an LCG from seed); caller frees as above. */
 struct cifar_set check_random_set(int n, uint32_t seed, uint8_t **raw);
 
+/* model_forward_backward and model_predict on q's oldest submitted batch, which they then
+ * release: a trainer's or evaluator's step. */
+struct model;
+struct batches;
+int check_forward_backward(struct model *m, struct batches *q);
+int check_predict(struct model *m, struct batches *q, int *pred, float *logits);
+
 int check_summary(const char *suite);
 
 #endif

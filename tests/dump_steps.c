@@ -31,11 +31,13 @@
  * Everything is read through the backend's download(), as for device memory. */
 #include "../io/checkpoint.h"
 #include "../model/config.h"
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "../io/safetensors.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/cifar.h"
+#include "check.h"
 #include "test_nets.h"
 
 #include <stdio.h>
@@ -120,7 +122,9 @@ int main(int argc, char **argv) {
     if (cifar_load(data_dir, CIFAR_TRAIN, &data, &e) != 0) err_die(1, "%s", e.msg);
     if (data.train.n < steps * B) err_die(1, "need %d images", steps * B);
     struct model m;
+    struct batches q;
     model_init(&m, net, kernels_cpu(), B, 42);
+    batches_init(&q, m.k, B);
     size_t P = m.nparams, S = m.nbuffers ? m.nbuffers : 1;
     int L = m.nlayers, classes = net->classes;
     float *p = XALLOC(P * 4), *bn = XALLOC(S * 4), *g = XALLOC(P * 4);
@@ -154,11 +158,11 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < B; i++) idx[s * B + i] = (s * B + i * 7) % data.train.n; /* a spread of images */
         float *xs = x + (size_t)s * B * CIFAR_IMAGE_BYTES;
-        struct batch *b = model_batch_next(&m);
+        struct batch *b = batches_next(&q);
         augment_gather(&data.train, idx + s * B, B, 0, 0, 0, b->img, b->geom, lab + s * B);
         memcpy(b->labels, lab + s * B, (size_t)B * sizeof(int));
-        model_batch_submit(&m, B);
-        model_forward_backward(&m);
+        batches_submit(&q, B);
+        check_forward_backward(&m, &q);
         /* The network's input as the pipeline made it. */
         m.k->download(xs, m.input, (size_t)B * CIFAR_IMAGE_BYTES * 4);
         m.k->download(&losses[s], m.grads + P, sizeof(float));
@@ -189,10 +193,10 @@ int main(int argc, char **argv) {
     write_model(out, "final.safetensors", &m, p, NULL, bn, NULL, NULL);
     float *logits = XALLOC((size_t)B * classes * 4);
     int *pred = XALLOC((size_t)B * sizeof(int));
-    struct batch *b = model_batch_next(&m);
+    struct batch *b = batches_next(&q);
     augment_gather(&data.train, idx, B, 0, 0, 0, b->img, b->geom, b->labels);
-    model_batch_submit(&m, B);
-    model_predict(&m, pred, logits);
+    batches_submit(&q, B);
+    check_predict(&m, &q, pred, logits);
 
     /* dump.safetensors */
     int cap = 64 + act_steps * L + m.ntensors;

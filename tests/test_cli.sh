@@ -150,6 +150,15 @@ check "bench.sh logged one figure per round" test "$(grep -c '^workshop-cnn|ours
 want=$(awk -F'|' '{ s += $3 } END { printf "%.1f", s / 2 }' "$T/bench/figures")
 expect_out "bench.sh summary is the median of the rounds" "^  workshop-cnn +ours 1x1 +$want images/s"
 
+# scripts/same-behaviour.sh (a refactoring's check; too slow for the suites: two builds and
+# eight short runs): its usage errors.
+run "$SRC/scripts/same-behaviour.sh"
+expect_rc 2 "same-behaviour.sh without a commit"
+check "same-behaviour.sh says how to call it" grep -q "^usage: scripts/same-behaviour.sh REV" "$T/err"
+run "$SRC/scripts/same-behaviour.sh" no-such-commit
+expect_rc 2 "same-behaviour.sh no-such-commit"
+check "same-behaviour.sh names the commit" grep -q "^same-behaviour.sh: no commit no-such-commit" "$T/err"
+
 # The CUDA plugin's loader (kernels/cuda_load.c), on a machine without a GPU. cifar10-test names
 # the device it chose before it reads anything, so a missing model file ends each run early.
 # Without an NVIDIA driver the plugin is never opened (no cuDNN, no cuBLAS in the process); with

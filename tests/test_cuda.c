@@ -50,6 +50,7 @@
  * precision. GPU 1 against GPU 0 takes the GPU-against-CPU tolerances: each GPU times its own
  * cuDNN algorithms. */
 #include "../io/checkpoint.h"
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
@@ -87,20 +88,20 @@ static const struct kernels *cpu, *gpu;
 
 static float *fnew(size_t n) { return XALLOC(n * sizeof(float)); }
 
-/* Fills m's next batch with images first, first+1, ... (mod set->n) of set, n of them,
+/* Fills q's next batch with images first, first+1, ... (mod set->n) of set, n of them,
  * augmented (seed 3) as `augment` says, and submits it. */
-static void submit(struct model *m, const struct cifar_set *set, int first, int n, enum augment_kind augment, int epoch) {
+static void submit(struct batches *q, const struct cifar_set *set, int first, int n, enum augment_kind augment, int epoch) {
     int *idx = XALLOC((size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) idx[i] = (first + i) % set->n;
-    struct batch *b = model_batch_next(m);
+    struct batch *b = batches_next(q);
     augment_gather(set, idx, n, 3, epoch, augment, b->img, b->geom, b->labels);
     b->reflect = augment_reflects(augment);
-    model_batch_submit(m, n);
+    batches_submit(q, n);
     free(idx);
 }
 
-static void submit_step(struct model *m, const struct cifar_set *set, int B, int step) {
-    submit(m, set, step * B, B, AUGMENT_CROP_FLIP, step / 8);
+static void submit_step(struct batches *q, const struct cifar_set *set, int B, int step) {
+    submit(q, set, step * B, B, AUGMENT_CROP_FLIP, step / 8);
 }
 
 /* What a training run leaves on the host; NULL: not wanted. */
@@ -119,15 +120,17 @@ struct run {
 static void train_run(const struct net_def *net, const struct kernels *k, const struct cifar_set *set, int B, int steps,
                       int overlap, const struct run *out) {
     struct model m;
+    struct batches q;
     model_init(&m, net, k, B, 11);
+    batches_init(&q, k, B);
     size_t P = m.nparams;
-    if (overlap) submit_step(&m, set, B, 0);
+    if (overlap) submit_step(&q, set, B, 0);
     for (int s = 0; s < steps; s++) {
         int ahead = overlap && s + 1 < steps;
-        if (!overlap) submit_step(&m, set, B, s);
-        if (ahead && s % 2 == 0) submit_step(&m, set, B, s + 1);
-        model_forward_backward(&m);
-        if (ahead && s % 2 == 1) submit_step(&m, set, B, s + 1);
+        if (!overlap) submit_step(&q, set, B, s);
+        if (ahead && s % 2 == 0) submit_step(&q, set, B, s + 1);
+        check_forward_backward(&m, &q);
+        if (ahead && s % 2 == 1) submit_step(&q, set, B, s + 1);
         float stats[2];
         k->download(stats, m.grads + P, sizeof stats);
         if (out->losses) out->losses[s] = stats[0];
@@ -135,6 +138,7 @@ static void train_run(const struct net_def *net, const struct kernels *k, const 
         model_sgd_step(&m, LR, 0.9f, 5e-4f, 1.0f);
     }
     model_get_state(&m, out->params, NULL, out->buffers);
+    batches_free(&q);
     model_free(&m);
 }
 
@@ -268,14 +272,14 @@ static void step_state_free(struct step_state *st) {
     free(st->grads), free(st->weights), free(st->momentum), free(st->buffers), free(st->ema_params), free(st->ema_buffers);
 }
 
-/* Training step `step` (0-based, also its epoch) of m under r on images first.. (n of them);
- * its results in st. */
-static void step_and_read(struct model *m, const struct recipe *r, const struct cifar_set *set, int step, int first, int n,
+/* Training step `step` (0-based, also its epoch) of m (fed by q) under r on images first..
+ * (n of them); its results in st. */
+static void step_and_read(struct model *m, struct batches *q, const struct recipe *r, const struct cifar_set *set, int step, int first, int n,
                           struct step_state *st) {
     size_t P = m->nparams;
     if (r->stop_first_bias == step + 1 && m->layers[0].bias >= 0) model_stop_training(m, m->layers[0].bias);
-    submit(m, set, first, n, r->augment, step);
-    model_forward_backward(m);
+    submit(q, set, first, n, r->augment, step);
+    check_forward_backward(m, q);
     m->k->download(st->stats, m->grads + P, sizeof st->stats);
     m->k->download(st->grads, m->grads, P * sizeof(float));
     model_optimizer_step(m, &r->sgd);
@@ -286,16 +290,17 @@ static void step_and_read(struct model *m, const struct recipe *r, const struct 
     model_get_state(m, st->weights, st->momentum, st->buffers);
 }
 
-/* m[0] (CPU) and m[1] (GPU), in the same state, score the schedule's batches. */
-static void expect_scores(const struct net_def *net, struct model m[2], const struct cifar_set *set, const struct schedule *sc) {
+/* m[0] (CPU) and m[1] (GPU), in the same state, score the schedule's batches (fed by q). */
+static void expect_scores(const struct net_def *net, struct model m[2], struct batches q[2], const struct cifar_set *set,
+                          const struct schedule *sc) {
     int C = net->classes;
     for (int e = 0, first = 0; e < sc->evals; first += sc->eval[e], e++) {
         int n = sc->eval[e], *pred[2];
         float *logits[2];
         for (int j = 0; j < 2; j++) {
             pred[j] = XALLOC((size_t)n * sizeof(int)), logits[j] = fnew((size_t)n * C);
-            submit(&m[j], set, first, n, AUGMENT_NONE, 0);
-            model_predict(&m[j], pred[j], logits[j]);
+            submit(&q[j], set, first, n, AUGMENT_NONE, 0);
+            check_predict(&m[j], &q[j], pred[j], logits[j]);
         }
         char what[128];
         snprintf(what, sizeof what, "%s, %s, scoring %d images on a model for %d", net->name, sc->recipe->name, n, sc->max_batch);
@@ -307,16 +312,18 @@ static void expect_scores(const struct net_def *net, struct model m[2], const st
 static void test_lockstep(const struct net_def *net, const struct cifar_set *set, const struct schedule *sc) {
     const struct recipe *r = sc->recipe;
     struct model m[2]; /* CPU, GPU */
+    struct batches q[2];
     struct step_state st[2];
     for (int j = 0; j < 2; j++) {
         model_init(&m[j], net, j ? gpu : cpu, sc->max_batch, 11);
+        batches_init(&q[j], j ? gpu : cpu, sc->max_batch);
         m[j].label_smoothing = r->label_smoothing, m[j].loss_reduction = r->loss;
         if (r->lookahead >= 0) model_lookahead_init(&m[j]);
     }
     size_t P = m[0].nparams, S = m[0].nbuffers;
     for (int j = 0; j < 2; j++) step_state_alloc(&st[j], P, S);
     for (int s = 0, first = 0; s < sc->steps; first += sc->train[s], s++) {
-        for (int j = 0; j < 2; j++) step_and_read(&m[j], r, set, s, first, sc->train[s], &st[j]);
+        for (int j = 0; j < 2; j++) step_and_read(&m[j], &q[j], r, set, s, first, sc->train[s], &st[j]);
         char what[128];
         snprintf(what, sizeof what, "%s, %s, step %d on %d images, model for %d", net->name, r->name, s + 1,
                  sc->train[s], sc->max_batch);
@@ -332,8 +339,8 @@ static void test_lockstep(const struct net_def *net, const struct cifar_set *set
         }
         model_set_state(&m[1], st[0].weights, st[0].momentum, st[0].buffers);
     }
-    expect_scores(net, m, set, sc);
-    for (int j = 0; j < 2; j++) step_state_free(&st[j]), model_free(&m[j]);
+    expect_scores(net, m, q, set, sc);
+    for (int j = 0; j < 2; j++) step_state_free(&st[j]), batches_free(&q[j]), model_free(&m[j]);
 }
 
 /* A model trained on one device, written to a file, scored on the other. */
@@ -361,10 +368,13 @@ static void test_cross_device(const struct net_def *net, const struct cifar_set 
         const struct kernels *ks[2] = {from[dir_i], to[dir_i]};
         for (int j = 0; j < 2; j++) {
             struct model m;
+            struct batches q;
             model_init(&m, net, ks[j], B, 0);
+            batches_init(&q, ks[j], B);
             model_set_state(&m, j == 0 ? st.params : in.params, NULL, j == 0 ? st.buffers : in.buffers);
-            submit(&m, set, 0, B, AUGMENT_NONE, 0);
-            model_predict(&m, pred[j], logits[j]);
+            submit(&q, set, 0, B, AUGMENT_NONE, 0);
+            check_predict(&m, &q, pred[j], logits[j]);
+            batches_free(&q);
             model_free(&m);
         }
         char what[96];

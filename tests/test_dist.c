@@ -22,6 +22,7 @@
  *   DIR/NET.shards.rankR.f32  rank R's weights after the steps on different shards */
 #include "../app/device.h"
 #include "../dist/dist.h"
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
@@ -113,34 +114,35 @@ static void test_shards(void) {
     free(mine);
 }
 
-/* Gathers images idx[0..B) of set into m's next batch (augmented with seed 5, epoch 0) and
+/* Gathers images idx[0..B) of set into q's next batch (augmented with seed 5, epoch 0) and
  * submits it. */
-static void submit(struct model *m, const struct cifar_set *set, const int *idx, int B) {
-    struct batch *b = model_batch_next(m);
+static void submit(struct batches *q, const struct cifar_set *set, const int *idx, int B) {
+    struct batch *b = batches_next(q);
     augment_gather(set, idx, B, 5, 0, 1, b->img, b->geom, b->labels);
-    model_batch_submit(m, B);
+    batches_submit(q, B);
 }
 
 /* Same batch on every rank: the distributed step (bucketed reduction overlapped with backward,
  * small buckets) on dm against the single-process step on lm. Both start from the same weights
  * and run the same plans, so lm's gradients are the ones dm contributed. */
-static void same_batch_step(struct model *dm, struct model *lm, struct dist_grads *g, const struct cifar_set *set, int B) {
+static void same_batch_step(struct model *dm, struct batches *dq, struct model *lm, struct batches *lq, struct dist_grads *g,
+                            const struct cifar_set *set, int B) {
     const char *name = dm->net->name;
     size_t P = dm->nparams;
     float *init = fnew(P), *dist_w = fnew(P), *one_w = fnew(P), *local = fnew(P + MODEL_STATS), stats[MODEL_STATS];
     model_get_state(dm, init, NULL, NULL);
     int same[4] = {0, 9, 17, 33};
-    submit(dm, set, same, B);
+    submit(dq, set, same, B);
     dist_grads_signal(g, (float)d.rank, 1.0f);
-    model_forward_backward(dm);
+    check_forward_backward(dm, dq);
     dist_grads_finish(g, stats);
     dist_grads_signal(g, 0, 0);
     EXPECT(stats[2] == d.world * (d.world - 1) / 2 && stats[3] == d.world, "%s: signals summed to (%g, %g), want (%d, %d)",
            name, stats[2], stats[3], d.world * (d.world - 1) / 2, d.world);
     EXPECT(d.world == 1 || dist_grads_buckets(g) > 3, "%s: %d buckets", name, dist_grads_buckets(g));
     model_sgd_step(dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
-    submit(lm, set, same, B);
-    model_forward_backward(lm);
+    submit(lq, set, same, B);
+    check_forward_backward(lm, lq);
     K->download(local, lm->grads, (P + MODEL_STATS) * sizeof(float));
     model_sgd_step(lm, LR, 0.9f, WEIGHT_DECAY, 1.0f);
     model_get_state(dm, dist_w, NULL, NULL);
@@ -168,15 +170,17 @@ static void same_batch_step(struct model *dm, struct model *lm, struct dist_grad
 static void test_steps(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
     int n = set->n;
     struct model dm, lm;
+    struct batches dq, lq;
     model_init(&dm, net, K, B, 5);
     model_init(&lm, net, K, B, 5);
+    batches_init(&dq, K, B), batches_init(&lq, K, B);
     size_t P = dm.nparams;
     struct dist_grads *g = dist_grads_attach(&dm, bucket, on_gpu);
     mode_seen = dist_grads_mode(g);
     enum dist_grads_mode want = d.world == 1 ? DIST_GRADS_LOCAL : on_gpu ? DIST_GRADS_STAGED : DIST_GRADS_HOST;
     EXPECT(mode_seen == want || (want == DIST_GRADS_STAGED && mode_seen == DIST_GRADS_DEVICE), "mode %s",
            dist_grads_mode_name(mode_seen));
-    same_batch_step(&dm, &lm, g, set, B);
+    same_batch_step(&dm, &dq, &lm, &lq, g, set, B);
 
     /* Different shards per rank for 3 steps: local gradients differ, weights stay identical;
      * the next batch is submitted while the step runs, as in training. */
@@ -184,10 +188,10 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     int *perm = XALLOC((size_t)n * sizeof(int));
     shard_permutation(5, 0, n, perm);
     int grads_differ = 0;
-    submit(&dm, set, shard_slice(perm, 0, d.rank, d.world, B), B);
+    submit(&dq, set, shard_slice(perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < 3; step++) {
-        model_forward_backward(&dm);
-        if (step < 2) submit(&dm, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
+        check_forward_backward(&dm, &dq);
+        if (step < 2) submit(&dq, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
         float stats[MODEL_STATS];
         if (g) {
             dist_grads_finish(g, stats);
@@ -207,6 +211,7 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
 
     if (g) dist_grads_free(g);
     free(perm), free(w), free(mom), free(one_w);
+    batches_free(&dq), batches_free(&lq);
     model_free(&dm), model_free(&lm);
 }
 

@@ -3,6 +3,7 @@
  * through the same code path as the workshop CNN (frozen tensors stay put, the loss falls),
  * FLOP accounting, and inconsistent definitions refused with one line. Per-step agreement with
  * PyTorch is tests/torch_reference.py's job. */
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "../common/err.h"
 #include "../common/rng.h"
@@ -96,7 +97,9 @@ static void record(void *ctx, size_t begin, size_t end) {
 
 static void test_test_net(void) {
     struct model m;
+    struct batches q;
     model_init(&m, &test_net, kernels_cpu(), 16, 7);
+    batches_init(&q, m.k, 16);
     const struct model_layer *L = m.layers;
     EXPECT(L[0].out_h == 31 && L[3].out_h == 15 && L[9].out_h == 5 && L[10].out_c == 400 && L[11].out_c == 10,
            "test-net shapes: %d %d %d %d", L[0].out_h, L[3].out_h, L[9].out_h, L[10].out_c);
@@ -122,11 +125,11 @@ static void test_test_net(void) {
     float first = 0, last = 0;
     for (int step = 0; step < 40; step++) {
         for (int i = 0; i < 16; i++) idx[i] = (step * 16 + i) % set.n;
-        struct batch *b = model_batch_next(&m);
+        struct batch *b = batches_next(&q);
         augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
-        model_batch_submit(&m, 16);
+        batches_submit(&q, 16);
         r.n = 0;
-        model_forward_backward(&m);
+        check_forward_backward(&m, &q);
         float loss = m.grads[m.nparams];
         if (step < 5) first += loss / 5;
         if (step >= 35) last += loss / 5;
@@ -152,6 +155,7 @@ static void test_test_net(void) {
     EXPECT(last < 0.8f * first, "test-net did not learn: loss %.4f -> %.4f", first, last);
     printf("test_model: test-net, 40 steps of 16: mean loss of the first 5 %.4f, of the last 5 %.4f\n", first, last);
     free(frozen0), free(frozen1), free(p0), free(set.records), free(raw);
+    batches_free(&q);
     model_free(&m);
 }
 
@@ -165,15 +169,17 @@ static void test_backward_stops(void) {
     int idx[16];
     for (int i = 0; i < 16; i++) idx[i] = i * 3;
     struct model m[2];
+    struct batches q[2];
     struct ranges r[2] = {{0}, {0}};
     for (int k = 0; k < 2; k++) {
         model_init(&m[k], &test_net, kernels_cpu(), 16, 7);
+        batches_init(&q[k], m[k].k, 16);
         if (k) model_stop_training(&m[k], find_tensor(&m[k], "0.bias"));
         m[k].grads_ready = record, m[k].grads_ready_ctx = &r[k];
-        struct batch *b = model_batch_next(&m[k]);
+        struct batch *b = batches_next(&q[k]);
         augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
-        model_batch_submit(&m[k], 16);
-        model_forward_backward(&m[k]);
+        batches_submit(&q[k], 16);
+        check_forward_backward(&m[k], &q[k]);
     }
     const struct model_layer *L0 = m[0].layers, *L1 = m[1].layers;
     EXPECT(L0[0].seconds[1] > 0 && L0[1].seconds[1] > 0 && L1[0].seconds[1] == 0 && L1[1].seconds[1] == 0 &&
@@ -195,7 +201,7 @@ static void test_backward_stops(void) {
     int same = r[0].n == r[1].n;
     for (int i = 0; same && i < r[0].n; i++) same = r[0].begin[i] == r[1].begin[i] && r[0].end[i] == r[1].end[i];
     EXPECT(same, "ready ranges: %d, then %d with the bias stopped", r[0].n, r[1].n);
-    for (int k = 0; k < 2; k++) model_free(&m[k]);
+    for (int k = 0; k < 2; k++) batches_free(&q[k]), model_free(&m[k]);
     free(set.records), free(raw);
 }
 

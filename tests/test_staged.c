@@ -14,6 +14,7 @@
  *  (e) dist_grads_progress starts a bucket whose download completed early, and copies it back
  *      once reduced, both before dist_grads_finish. */
 #include "../dist/dist.h"
+#include "../model/batches.h"
 #include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
@@ -308,16 +309,16 @@ static void test_choose(void) {
     model_free(&m);
 }
 
-/* Gathers images idx[0..B) of set into m's next batch in chunks of 32, progressing g between
+/* Gathers images idx[0..B) of set into q's next batch in chunks of 32, progressing g between
  * them, as cifar10-train does; submits it. */
-static void submit(struct model *m, struct dist_grads *g, const struct cifar_set *set, const int *idx, int B) {
-    struct batch *b = model_batch_next(m);
+static void submit(struct batches *q, struct dist_grads *g, const struct cifar_set *set, const int *idx, int B) {
+    struct batch *b = batches_next(q);
     for (int i = 0; i < B; i += 32) {
         int n = B - i < 32 ? B - i : 32;
         augment_gather(set, idx + i, n, 5, 0, 1, b->img + (size_t)i * CIFAR_IMAGE_BYTES, b->geom + 3 * i, b->labels + i);
         if (g) dist_grads_progress(g);
     }
-    model_batch_submit(m, B);
+    batches_submit(q, B);
 }
 
 /* (e), on a backward just issued with no download complete: completing the first bucket's
@@ -345,14 +346,16 @@ static void check_progress(struct dist_grads *g, const char *name) {
  * after 0 and 3 polls. Every rank takes its own shard. */
 static void test_staged(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
     struct model s, h;
+    struct batches sq, hq;
     model_init(&s, net, &fake.k, B, 5);
     model_init(&h, net, kernels_cpu(), B, 5);
+    batches_init(&sq, &fake.k, B), batches_init(&hq, kernels_cpu(), B);
     size_t P = s.nparams;
     struct dist_grads *gs = dist_grads_attach_mode(&s, bucket, DIST_GRADS_STAGED);
     struct dist_grads *gh = dist_grads_attach_mode(&h, bucket, DIST_GRADS_HOST);
     int *perm = XALLOC((size_t)set->n * sizeof(int));
     shard_permutation(5, 0, set->n, perm);
-    submit(&s, NULL, set, shard_slice(perm, 0, d.rank, d.world, B), B);
+    submit(&sq, NULL, set, shard_slice(perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < 3; step++) {
         float ss[MODEL_STATS], sh[MODEL_STATS];
         /* signals: a stop from the last rank at step 1, rank 0's checkpoint flag = step */
@@ -360,9 +363,9 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
         fake.watch = 1;
         fake.delay = step == 0 ? -1 : 3 * (step - 1);
-        model_forward_backward(&s);
+        check_forward_backward(&s, &sq);
         if (step == 0) check_progress(gs, net->name), fake.delay = 1;
-        if (step < 2) submit(&s, gs, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
+        if (step < 2) submit(&sq, gs, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
         dist_grads_finish(gs, ss);
         model_sgd_step(&s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
         fake.watch = 0;
@@ -371,8 +374,8 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         fake.violations = 0;
         EXPECT(dist_grads_buckets(gs) > 3, "%s: %d buckets of %zu bytes", net->name, dist_grads_buckets(gs), bucket);
 
-        submit(&h, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
-        model_forward_backward(&h);
+        submit(&hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        check_forward_backward(&h, &hq);
         dist_grads_finish(gh, sh);
         EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
                "%s, step %d, rank %d: staged sums differ from host-memory sums", net->name, step, d.rank);
@@ -384,6 +387,7 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
     }
     free(perm);
     dist_grads_free(gs), dist_grads_free(gh);
+    batches_free(&sq), batches_free(&hq);
     model_free(&s), model_free(&h);
 }
 
