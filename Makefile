@@ -157,7 +157,7 @@ TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/te
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
              $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump
 
-.PHONY: all test check bench clean install sanitize sanitize-build fuzz fuzz-build
+.PHONY: all test check bench clean install sanitize sanitize-build fuzz fuzz-build format
 # The plugin's directory (kernels/cuda_load.c looks in lib/cifar10-dp beside or above the
 # program) exists in CPU builds too, empty, so the Dockerfile copies it in either flavour.
 all: $(BINS) $(CUDA_PLUGIN) | $(PLUGIN_DIR)
@@ -268,6 +268,12 @@ endif
 
 clean:
 	rm -rf $(BUILD)
+
+# Lays out every C, header and CUDA file as .clang-format says (clang-format 14, as
+# tests/test_lint.sh checks).
+CLANG_FORMAT ?= $(shell command -v clang-format-14 || command -v clang-format)
+format:
+	git ls-files '*.c' '*.h' '*.cu' | xargs $(CLANG_FORMAT) -i
 
 # Dependency files are only ever written by the compiler: no rule may try to remake them (make's
 # built-in "%: %.o" would otherwise turn gemm.avx2.d into a target of the %.avx2.o rule).

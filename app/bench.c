@@ -12,11 +12,11 @@
 #include "../common/cpus.h"
 #include "../common/err.h"
 #include "../common/rng.h"
-#include "../model/config.h"
-#include "device.h"
 #include "../dist/dist.h"
 #include "../model/batches.h"
+#include "../model/config.h"
 #include "../model/model.h"
+#include "device.h"
 #include "options.h"
 
 #if CIFAR10_CUDA
@@ -62,18 +62,42 @@ struct bench_config {
 };
 
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum { OPT_MODEL = 255, OPT_BATCH = 256, OPT_THREADS, OPT_WARMUP, OPT_STEPS, OPT_RUNS, OPT_ISA, OPT_BF16_ISA, OPT_DEVICE, OPT_BUCKET, OPT_PRECISION, OPT_FIRST_BIAS, OPT_HELP };
-    static const struct option long_options[] = {
-        {"batch-size", required_argument, 0, OPT_BATCH}, {"threads", required_argument, 0, OPT_THREADS},
-        {"warmup", required_argument, 0, OPT_WARMUP},    {"steps", required_argument, 0, OPT_STEPS},
-        {"runs", required_argument, 0, OPT_RUNS},        {"isa", required_argument, 0, OPT_ISA},
-        {"device", required_argument, 0, OPT_DEVICE},    {"bucket-mb", required_argument, 0, OPT_BUCKET},
-        {"model", required_argument, 0, OPT_MODEL},      {"help", no_argument, 0, OPT_HELP},
-        {"precision", required_argument, 0, OPT_PRECISION}, {"bf16-isa", required_argument, 0, OPT_BF16_ISA},
-        {"first-bias-stopped", no_argument, 0, OPT_FIRST_BIAS},
-        {0, 0, 0, 0}};
-    *c = (struct bench_config){.batch = 128, .warmup = 3, .steps = 5, .runs = 5, .bucket_mb = 2.0, .model = "workshop-cnn",
-                                .precision = PRECISION_FP32};
+    enum {
+        OPT_MODEL = 255,
+        OPT_BATCH = 256,
+        OPT_THREADS,
+        OPT_WARMUP,
+        OPT_STEPS,
+        OPT_RUNS,
+        OPT_ISA,
+        OPT_BF16_ISA,
+        OPT_DEVICE,
+        OPT_BUCKET,
+        OPT_PRECISION,
+        OPT_FIRST_BIAS,
+        OPT_HELP
+    };
+    static const struct option long_options[] = {{"batch-size", required_argument, 0, OPT_BATCH},
+                                                 {"threads", required_argument, 0, OPT_THREADS},
+                                                 {"warmup", required_argument, 0, OPT_WARMUP},
+                                                 {"steps", required_argument, 0, OPT_STEPS},
+                                                 {"runs", required_argument, 0, OPT_RUNS},
+                                                 {"isa", required_argument, 0, OPT_ISA},
+                                                 {"device", required_argument, 0, OPT_DEVICE},
+                                                 {"bucket-mb", required_argument, 0, OPT_BUCKET},
+                                                 {"model", required_argument, 0, OPT_MODEL},
+                                                 {"help", no_argument, 0, OPT_HELP},
+                                                 {"precision", required_argument, 0, OPT_PRECISION},
+                                                 {"bf16-isa", required_argument, 0, OPT_BF16_ISA},
+                                                 {"first-bias-stopped", no_argument, 0, OPT_FIRST_BIAS},
+                                                 {0, 0, 0, 0}};
+    *c = (struct bench_config){.batch = 128,
+                               .warmup = 3,
+                               .steps = 5,
+                               .runs = 5,
+                               .bucket_mb = 2.0,
+                               .model = "workshop-cnn",
+                               .precision = PRECISION_FP32};
     opterr = 0;
     int opt, rc = 0;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
@@ -95,7 +119,8 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
             }
             break;
         case OPT_DEVICE:
-            if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "--device: '%s' is not cpu, cuda or auto", optarg);
+            if (device_parse(optarg, &c->device) != 0)
+                rc = err_set(e, "--device: '%s' is not cpu, cuda or auto", optarg);
             break;
         case OPT_PRECISION:
             if (precision_parse(optarg, &c->precision) != 0)
@@ -148,7 +173,8 @@ int main(int argc, char **argv) {
     omp_set_num_threads(threads);
 
     char device[512];
-    const struct kernels *k = device_select(c.device, c.precision, 1, d.local_rank, device, sizeof device, &e);
+    const struct kernels *k =
+        device_select(c.device, c.precision, 1, d.local_rank, device, sizeof device, &e);
     dist_agree(k ? 0 : 1, e.msg);
     int on_cpu = k->host;
     dist_print_all(device);
@@ -186,8 +212,10 @@ int main(int argc, char **argv) {
         struct train_config recipe;
         config_defaults(&recipe);
         config_recipe(&recipe, c.model);
-        int b = m.layers[0].bias, stops = recipe.first_bias_epochs > 0 && b >= 0 && m.tensors[b].home == HOME_PARAMS;
-        dist_agree(stops ? 0 : 2, "--first-bias-stopped: this network's recipe trains its first layer's bias throughout");
+        int b = m.layers[0].bias,
+            stops = recipe.first_bias_epochs > 0 && b >= 0 && m.tensors[b].home == HOME_PARAMS;
+        dist_agree(stops ? 0 : 2,
+                   "--first-bias-stopped: this network's recipe trains its first layer's bias throughout");
         model_stop_training(&m, b);
     }
     struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
@@ -197,7 +225,8 @@ int main(int argc, char **argv) {
     batches_init(&q, k, c.batch);
     for (int slot = 0; slot < 2; slot++) {
         struct batch *b = batches_next(&q);
-        for (size_t i = 0; i < (size_t)c.batch * 3 * 32 * 32; i++) b->img[i] = (unsigned char)rng_below(&r, 256);
+        for (size_t i = 0; i < (size_t)c.batch * 3 * 32 * 32; i++)
+            b->img[i] = (unsigned char)rng_below(&r, 256);
         for (int i = 0; i < c.batch; i++) {
             b->geom[3 * i] = (int)rng_below(&r, 9), b->geom[3 * i + 1] = (int)rng_below(&r, 9);
             b->geom[3 * i + 2] = (int)rng_below(&r, 2);
@@ -250,25 +279,27 @@ int main(int argc, char **argv) {
     double rss_max = dist_max_double((double)ru.ru_maxrss / 1024.0); /* ru_maxrss: KiB */
 
     if (d.rank == 0) {
-        printf("cifar10-bench %s: %s, %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
-               CIFAR10_DP_VERSION, c.model, d.world, threads, c.batch, k->name, isa);
+        printf(
+            "cifar10-bench %s: %s, %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
+            CIFAR10_DP_VERSION, c.model, d.world, threads, c.batch, k->name, isa);
         printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(grads)),
                dist_grads_buckets(grads));
         double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0, step = median / c.steps;
-        for (int i = 0; i < m.nlayers; i++) flops += model_layer_flops(&m, i, c.batch, 0) + model_layer_flops(&m, i, c.batch, 1);
+        for (int i = 0; i < m.nlayers; i++)
+            flops += model_layer_flops(&m, i, c.batch, 0) + model_layer_flops(&m, i, c.batch, 1);
         double gflops = flops * d.world / step * 1e-9;
         if (on_cpu) {
             printf("FP32 FMA peak measured here (GFLOP/s):");
             for (int i = 0; i < 3; i++)
                 if (peak_one[i] > 0)
-                    printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i], d.world,
-                           threads);
+                    printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i],
+                           d.world, threads);
             if (bf16_one > 0)
-                printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)", kernels_cpu_bf16_isa(),
-                       bf16_one, bf16_all, d.world, threads);
+                printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)",
+                       kernels_cpu_bf16_isa(), bf16_one, bf16_all, d.world, threads);
             printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
-            printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
-                   "GFLOP/s", "peak");
+            printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak",
+                   "bwd ms", "GFLOP/s", "peak");
             for (int i = 0; i < m.nlayers; i++) {
                 char name[64];
                 model_layer_describe(&m, i, name, sizeof name);
@@ -280,13 +311,12 @@ int main(int argc, char **argv) {
                     if (f > 0)
                         printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
                                100.0 * f / sec * 1e-9 / (peak / d.world));
-                    else
-                        printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
+                    else printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
                 }
                 printf("\n");
             }
-            printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n", 1e3 * total,
-                   1e3 * step, 1e3 * (step - total));
+            printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n",
+                   1e3 * total, 1e3 * step, 1e3 * (step - total));
         } else {
             printf("whole step %.2f ms (input upload and preparation, forward, backward, allreduce, SGD)\n",
                    1e3 * step);
@@ -296,14 +326,16 @@ int main(int argc, char **argv) {
                (double)d.world * c.batch * c.steps / run_seconds[0]);
         if (on_cpu)
             printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s %s peak (%.1f)\n",
-                   flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa, bf16 && bf16_all > 0 ? "bf16" : "FMA", peak);
+                   flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa,
+                   bf16 && bf16_all > 0 ? "bf16" : "FMA", peak);
         else
-            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c.batch * 1e-9, gflops,
-                   d.world);
+            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c.batch * 1e-9,
+                   gflops, d.world);
         printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
         printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d device=%s isa=%s peak_gflops=%.1f "
                "fraction_of_peak=%.3f rss_mb=%.0f\n",
-               images_per_s, d.world, threads, c.batch, k->name, isa, peak, on_cpu ? gflops / peak : 0.0, rss_max);
+               images_per_s, d.world, threads, c.batch, k->name, isa, peak, on_cpu ? gflops / peak : 0.0,
+               rss_max);
     }
     free(run_seconds);
     dist_grads_free(grads);

@@ -34,12 +34,13 @@ static const struct kernels *cpu_table(enum precision p, int bf16_ok, char *desc
     size_t used = strlen(desc);
     int native = kernels_cpu_bf16_native();
     if (p == PRECISION_BF16 && !native && !kernels_cpu_bf16_vector())
-        return err_set(e, "--precision=bf16: this CPU has neither AVX512_BF16 nor AVX2 (use fp32 or auto)"), NULL;
+        return err_set(e, "--precision=bf16: this CPU has neither AVX512_BF16 nor AVX2 (use fp32 or auto)"),
+               NULL;
     if (p == PRECISION_BF16 || (p == PRECISION_AUTO && native && bf16_ok)) {
         snprintf(desc + used, size - used, ", bf16 products (%s)",
                  p == PRECISION_AUTO ? "auto: AVX512_BF16, recipe allows"
                  : native            ? "--precision bf16"
-                                     : "--precision bf16; no AVX512_BF16: its sums on AVX2 FMA, no faster than fp32");
+                          : "--precision bf16; no AVX512_BF16: its sums on AVX2 FMA, no faster than fp32");
         return kernels_cpu_bf16();
     }
     if (p == PRECISION_AUTO)
@@ -69,11 +70,12 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
     const struct kernels *k = kernels_cuda(gpu);
     char name[256];
     kernels_cuda_describe(name, sizeof name);
-    snprintf(desc, size, "cuda: GPU %d of %d visible, %s (local rank %d)%s", gpu, gpus, name,
-             local_rank, want == DEVICE_AUTO ? " (auto)" : "");
+    snprintf(desc, size, "cuda: GPU %d of %d visible, %s (local rank %d)%s", gpu, gpus, name, local_rank,
+             want == DEVICE_AUTO ? " (auto)" : "");
     int native = kernels_cuda_bf16_native();
     if (precision == PRECISION_BF16 && !native)
-        return err_set(e, "--precision=bf16: GPU %d has no bf16 tensor cores (compute capability < 8.0)", gpu),
+        return err_set(e, "--precision=bf16: GPU %d has no bf16 tensor cores (compute capability < 8.0)",
+                       gpu),
                NULL;
     size_t used = strlen(desc);
     if (precision == PRECISION_BF16 || (precision == PRECISION_AUTO && native && bf16_ok)) {
@@ -82,12 +84,15 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
         return kernels_cuda_bf16(gpu);
     }
     if (precision == PRECISION_AUTO)
-        snprintf(desc + used, size - used, ", fp32 (auto: %s)", !native ? "no bf16 tensor cores" : "the recipe is fp32");
+        snprintf(desc + used, size - used, ", fp32 (auto: %s)",
+                 !native ? "no bf16 tensor cores" : "the recipe is fp32");
     return k;
 #else
     (void)local_rank;
     if (want == DEVICE_CUDA)
-        return err_set(e, "--device=cuda: this build has no CUDA backend (built with CUDA=0 or without nvcc)"), NULL;
+        return err_set(e,
+                       "--device=cuda: this build has no CUDA backend (built with CUDA=0 or without nvcc)"),
+               NULL;
     snprintf(desc, size, "cpu (auto: this build has no CUDA backend)");
     return cpu_table(precision, bf16_ok, desc, size, e);
 #endif

@@ -7,11 +7,11 @@
 #include "../data/cifar.h"
 #include "../data/image.h"
 #include "../io/checkpoint.h"
-#include "../model/config.h"
-#include "device.h"
-#include "../model/evaluate.h"
 #include "../io/json.h"
+#include "../model/config.h"
+#include "../model/evaluate.h"
 #include "../model/model.h"
+#include "device.h"
 #include "options.h"
 
 #include <getopt.h>
@@ -44,13 +44,28 @@ static const char usage[] =
     "classified. Exit codes: 0 every picture classified, 1 a picture or the model could not be\n"
     "read, 2 bad command line.\n";
 
-enum { OPT_MODEL = 256, OPT_TOP, OPT_TTA, OPT_JSON, OPT_MAX_PIXELS, OPT_DEVICE, OPT_THREADS, OPT_HELP, OPT_VERSION };
+enum {
+    OPT_MODEL = 256,
+    OPT_TOP,
+    OPT_TTA,
+    OPT_JSON,
+    OPT_MAX_PIXELS,
+    OPT_DEVICE,
+    OPT_THREADS,
+    OPT_HELP,
+    OPT_VERSION
+};
 static const struct option long_options[] = {
-    {"model-file", required_argument, 0, OPT_MODEL}, {"top", required_argument, 0, OPT_TOP},
-    {"tta", required_argument, 0, OPT_TTA},          {"json", no_argument, 0, OPT_JSON},
-    {"max-pixels", required_argument, 0, OPT_MAX_PIXELS}, {"device", required_argument, 0, OPT_DEVICE},
-    {"threads", required_argument, 0, OPT_THREADS},  {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},        {0, 0, 0, 0},
+    {"model-file", required_argument, 0, OPT_MODEL},
+    {"top", required_argument, 0, OPT_TOP},
+    {"tta", required_argument, 0, OPT_TTA},
+    {"json", no_argument, 0, OPT_JSON},
+    {"max-pixels", required_argument, 0, OPT_MAX_PIXELS},
+    {"device", required_argument, 0, OPT_DEVICE},
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"help", no_argument, 0, OPT_HELP},
+    {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
 };
 
 struct options {
@@ -81,7 +96,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->max_pixels = pixels;
             break;
         case OPT_DEVICE:
-            if (device_parse(optarg, &o->device) != 0) rc = err_set(&e, "--device: '%s' is not cpu, cuda or auto", optarg);
+            if (device_parse(optarg, &o->device) != 0)
+                rc = err_set(&e, "--device: '%s' is not cpu, cuda or auto", optarg);
             break;
         case OPT_THREADS: rc = options_int("--threads", optarg, 1, 4096, &o->threads, &e); break;
         case OPT_HELP: fputs(usage, stdout); exit(0);
@@ -98,15 +114,19 @@ static int parse_args(int argc, char **argv, struct options *o) {
 /* The pictures as CIFAR-10 records (label byte 0, then the pixels); ok[i] says which loaded. */
 struct pictures {
     int n, loaded;
-    uint8_t *records;        /* [loaded][1 + 3072] */
+    uint8_t *records;         /* [loaded][1 + 3072] */
     const uint8_t **pointers; /* [loaded] -> records, for struct cifar_set */
-    int *ok;                 /* [n]: 1 loaded, 0 failed */
-    struct err *errors;      /* [n]: why a picture failed */
+    int *ok;                  /* [n]: 1 loaded, 0 failed */
+    struct err *errors;       /* [n]: why a picture failed */
 };
 
 static void pictures_load(char **files, int n, long max_pixels, struct pictures *p) {
-    *p = (struct pictures){n, 0, XALLOC((size_t)n * 3073), XALLOC((size_t)n * sizeof(uint8_t *)),
-                           XALLOC((size_t)n * sizeof(int)), XALLOC((size_t)n * sizeof(struct err))};
+    *p = (struct pictures){n,
+                           0,
+                           XALLOC((size_t)n * 3073),
+                           XALLOC((size_t)n * sizeof(uint8_t *)),
+                           XALLOC((size_t)n * sizeof(int)),
+                           XALLOC((size_t)n * sizeof(struct err))};
     for (int i = 0; i < n; i++) {
         struct image img;
         p->ok[i] = image_load(files[i], max_pixels, &img, &p->errors[i]) == 0;
@@ -137,7 +157,8 @@ static void rank_classes(const float *z, int classes, double *prob, int *order) 
 
 static void print_text(const char *file, const double *prob, const int *order, int top) {
     printf("%s:", file);
-    for (int j = 0; j < top; j++) printf("%s %s %.2f %%", j ? "," : "", cifar_class_names[order[j]], 100 * prob[order[j]]);
+    for (int j = 0; j < top; j++)
+        printf("%s %s %.2f %%", j ? "," : "", cifar_class_names[order[j]], 100 * prob[order[j]]);
     printf("\n");
 }
 
@@ -146,9 +167,11 @@ static void json_picture(struct strbuf *b, const char *file, const double *prob,
     strbuf_json_string(b, file);
     strbuf_printf(b, ",\"top\":[");
     for (int j = 0; j < top; j++)
-        strbuf_printf(b, "%s{\"class\":\"%s\",\"probability\":%.9g}", j ? "," : "", cifar_class_names[order[j]], prob[order[j]]);
+        strbuf_printf(b, "%s{\"class\":\"%s\",\"probability\":%.9g}", j ? "," : "",
+                      cifar_class_names[order[j]], prob[order[j]]);
     strbuf_printf(b, "],\"probabilities\":{");
-    for (int c = 0; c < CIFAR_CLASSES; c++) strbuf_printf(b, "%s\"%s\":%.9g", c ? "," : "", cifar_class_names[c], prob[c]);
+    for (int c = 0; c < CIFAR_CLASSES; c++)
+        strbuf_printf(b, "%s\"%s\":%.9g", c ? "," : "", cifar_class_names[c], prob[c]);
     strbuf_printf(b, "}}");
 }
 

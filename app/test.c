@@ -5,11 +5,11 @@
 #include "../common/file.h"
 #include "../data/cifar.h"
 #include "../io/checkpoint.h"
-#include "../model/config.h"
-#include "device.h"
-#include "../model/evaluate.h"
 #include "../io/json.h"
+#include "../model/config.h"
+#include "../model/evaluate.h"
 #include "../model/model.h"
+#include "device.h"
 #include "options.h"
 
 #include <getopt.h>
@@ -42,14 +42,23 @@ static const char usage[] =
     "--device=cuda without a GPU),\n"
     "2 bad command line, 3 accuracy below --min-accuracy.\n";
 
-enum { OPT_BATCH = 256, OPT_MIN, OPT_MODEL, OPT_THREADS, OPT_DEVICE, OPT_TTA, OPT_JSON, OPT_HELP, OPT_VERSION };
+enum {
+    OPT_BATCH = 256,
+    OPT_MIN,
+    OPT_MODEL,
+    OPT_THREADS,
+    OPT_DEVICE,
+    OPT_TTA,
+    OPT_JSON,
+    OPT_HELP,
+    OPT_VERSION
+};
 static const struct option long_options[] = {
     {"batch-size", required_argument, 0, OPT_BATCH}, {"min-accuracy", required_argument, 0, OPT_MIN},
     {"model-file", required_argument, 0, OPT_MODEL}, {"threads", required_argument, 0, OPT_THREADS},
     {"device", required_argument, 0, OPT_DEVICE},    {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},       {"tta", required_argument, 0, OPT_TTA},
-    {"json", required_argument, 0, OPT_JSON},
-    {0, 0, 0, 0},
+    {"version", no_argument, 0, OPT_VERSION},        {"tta", required_argument, 0, OPT_TTA},
+    {"json", required_argument, 0, OPT_JSON},        {0, 0, 0, 0},
 };
 
 static void usage_error(const struct err *e) { err_die(2, "%s (try --help)", e->msg); }
@@ -74,13 +83,13 @@ static void scores_sum(struct scores *s) {
 /* The workshop's lines, then the confusion matrix. */
 static void scores_print(const struct scores *s) {
     printf("Accuracy of the network on the %ld test images: %ld %%\n", s->total, 100 * s->correct / s->total);
-    printf("Overall accuracy: %.2f%% (%ld of %ld; test-time augmentation level %d)\n", 100.0 * s->correct / s->total,
-           s->correct, s->total, s->tta);
+    printf("Overall accuracy: %.2f%% (%ld of %ld; test-time augmentation level %d)\n",
+           100.0 * s->correct / s->total, s->correct, s->total, s->tta);
     for (int t = 0; t < CIFAR_CLASSES; t++) {
         if (s->per_class[t])
-            printf("Accuracy for class: %-5s is %.1f %%\n", cifar_short_names[t], 100.0 * s->conf[t][t] / s->per_class[t]);
-        else
-            printf("Accuracy for class: %-5s is n/a (no test images)\n", cifar_short_names[t]);
+            printf("Accuracy for class: %-5s is %.1f %%\n", cifar_short_names[t],
+                   100.0 * s->conf[t][t] / s->per_class[t]);
+        else printf("Accuracy for class: %-5s is n/a (no test images)\n", cifar_short_names[t]);
     }
     printf("Finished Testing\n");
     printf("Confusion matrix (rows: true class, columns: predicted class):\n%-6s", "");
@@ -115,7 +124,11 @@ static int scores_write_json(const struct scores *s, const char *path, const cha
     strbuf_printf(&b, "],\n \"confusion\":[");
     for (int t = 0; t < CIFAR_CLASSES; t++)
         for (int p = 0; p < CIFAR_CLASSES; p++)
-            strbuf_printf(&b, "%s%ld%s", p ? "," : t ? ",\n  [" : "[", s->conf[t][p], p == CIFAR_CLASSES - 1 ? "]" : "");
+            strbuf_printf(&b, "%s%ld%s",
+                          p   ? ","
+                          : t ? ",\n  ["
+                              : "[",
+                          s->conf[t][p], p == CIFAR_CLASSES - 1 ? "]" : "");
     strbuf_printf(&b, "]}\n");
     int rc = file_write_atomic(path, b.s, b.len, e);
     strbuf_free(&b);
@@ -189,7 +202,8 @@ int main(int argc, char **argv) {
     struct run_info info;
     if (checkpoint_read(model_file, &m, &st, &info, &e) != 0) err_die(1, "%s", e.msg);
     model_set_state(&m, st.params, NULL, st.buffers);
-    printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id, info.epochs_completed, info.config);
+    printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id,
+           info.epochs_completed, info.config);
 
     if (tta < 0) { /* the level of the network's recipe */
         struct train_config recipe;
@@ -202,7 +216,8 @@ int main(int argc, char **argv) {
     evaluate_range(&m, &data.test, 0, data.test.n, tta, pred, sc.conf);
     scores_sum(&sc);
     scores_print(&sc);
-    if (json_file && scores_write_json(&sc, json_file, model_file, &info, net->name, &e) != 0) err_die(1, "%s", e.msg);
+    if (json_file && scores_write_json(&sc, json_file, model_file, &info, net->name, &e) != 0)
+        err_die(1, "%s", e.msg);
     double accuracy = 100.0 * sc.correct / sc.total;
     free(pred);
     checkpoint_state_free(&st);

@@ -10,8 +10,8 @@
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/shard.h"
-#include "device.h"
 #include "../model/evaluate.h"
+#include "device.h"
 #include "train_options.h"
 #include "trainer.h"
 
@@ -42,7 +42,8 @@ static void catch_stop_signals(void) {
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    CHECK(sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 && sigaction(SIGUSR1, &sa, NULL) == 0);
+    CHECK(sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 &&
+          sigaction(SIGUSR1, &sa, NULL) == 0);
 }
 
 /* The default checkpoint and metrics files beside the model file: M.safetensors gives
@@ -51,7 +52,8 @@ static char *beside_model(const char *model_file, const char *tag, const char *e
     const char *st = ".safetensors";
     size_t n = strlen(model_file), sl = strlen(st), size = n + strlen(tag) + strlen(ext) + 1;
     char *p = XALLOC(size);
-    if (n > sl && strcmp(model_file + n - sl, st) == 0) snprintf(p, size, "%.*s%s%s", (int)(n - sl), model_file, tag, ext);
+    if (n > sl && strcmp(model_file + n - sl, st) == 0)
+        snprintf(p, size, "%.*s%s%s", (int)(n - sl), model_file, tag, ext);
     else snprintf(p, size, "%s%s", model_file, tag);
     return p;
 }
@@ -76,8 +78,8 @@ static void submit_step(struct trainer *t, int epoch, int step) {
     struct batch *b = batches_next(&t->batches);
     for (int i = 0; i < t->batch; i += GATHER_CHUNK) {
         int n = t->batch - i < GATHER_CHUNK ? t->batch - i : GATHER_CHUNK;
-        augment_gather(&t->data.train, idx + i, n, c->seed, epoch, c->augment, b->img + (size_t)i * CIFAR_IMAGE_BYTES,
-                       b->geom + 3 * i, b->labels + i);
+        augment_gather(&t->data.train, idx + i, n, c->seed, epoch, c->augment,
+                       b->img + (size_t)i * CIFAR_IMAGE_BYTES, b->geom + 3 * i, b->labels + i);
         dist_grads_progress(t->grads);
     }
     b->reflect = augment_reflects(c->augment);
@@ -112,9 +114,14 @@ static void metrics_warn(int rc, const struct err *e) {
 static void log_step(struct trainer *t, int epoch, int step, double loss) {
     printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, loss);
     double now = dist_time();
-    struct metrics_step r = {.epoch = epoch + 1, .step = step + 1, .global_step = (long)t->info.global_step,
-                             .loss = loss, .lr = t->lr, .elapsed_s = now - t->run_start,
-                             .images_per_s = (double)t->c.print_freq * t->global_batch / (now - t->logged_at)};
+    struct metrics_step r = {.epoch = epoch + 1,
+                             .step = step + 1,
+                             .global_step = (long)t->info.global_step,
+                             .loss = loss,
+                             .lr = t->lr,
+                             .elapsed_s = now - t->run_start,
+                             .images_per_s =
+                                 (double)t->c.print_freq * t->global_batch / (now - t->logged_at)};
     t->logged_at = now;
     struct err e;
     metrics_warn(metrics_step(&t->metrics, &r, &e), &e);
@@ -123,7 +130,8 @@ static void log_step(struct trainer *t, int epoch, int step, double loss) {
 
 /* Rank 0: whether --checkpoint-interval has gone by since the last checkpoint. */
 static int checkpoint_due(const struct trainer *t) {
-    return t->d.rank == 0 && t->c.checkpoint_interval > 0 && dist_time() - t->checkpoint_at >= t->c.checkpoint_interval;
+    return t->d.rank == 0 && t->c.checkpoint_interval > 0 &&
+           dist_time() - t->checkpoint_at >= t->c.checkpoint_interval;
 }
 
 /* A checkpoint in the middle of an epoch, after the step just taken (collective): rank 0
@@ -169,13 +177,15 @@ static int train_epoch(struct trainer *t, int epoch) {
         model_forward_backward(&t->m, &in);
         batches_release(&t->batches, slot);
         if (step + 1 < steps) submit_step(t, epoch, step + 1);
-        float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count, signals */
+        float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count,
+                                     signals */
         dist_grads_finish(t->grads, stats);
         double loss = c->loss == XENT_SUM ? stats[0] / t->global_batch : stats[0] / t->d.world;
         if (!isfinite(loss)) { /* identical on every rank after the allreduce */
             char msg[200];
-            snprintf(msg, sizeof msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)",
-                     loss, epoch + 1, step + 1);
+            snprintf(msg, sizeof msg,
+                     "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)", loss,
+                     epoch + 1, step + 1);
             dist_agree(1, msg);
         }
         update_weights(t);
@@ -199,7 +209,8 @@ static int train_epoch(struct trainer *t, int epoch) {
 static double test_accuracy(struct trainer *t, int tta) {
     long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
     const struct cifar_set *test = &t->data.test;
-    int begin = (int)((long)test->n * t->d.rank / t->d.world), end = (int)((long)test->n * (t->d.rank + 1) / t->d.world);
+    int begin = (int)((long)test->n * t->d.rank / t->d.world),
+        end = (int)((long)test->n * (t->d.rank + 1) / t->d.world);
     evaluate_range(&t->m, test, begin, end, tta, t->pred, conf);
     double right = 0;
     for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
@@ -218,7 +229,8 @@ static void plan_steps(struct trainer *t) {
         bad = 2, err_set(&e, "--batch-size %d (the global batch of %s) does not split evenly over %d ranks",
                          c->batch_size, c->model, t->d.world);
     else if (c->units == UNITS_AIRBENCH && c->momentum >= 1.0)
-        bad = 2, err_set(&e, "--momentum %g: %s's learning-rate units need a momentum below 1", c->momentum, c->model);
+        bad = 2,
+        err_set(&e, "--momentum %g: %s's learning-rate units need a momentum below 1", c->momentum, c->model);
     dist_agree(bad, e.msg);
     t->global_batch = t->d.world * t->batch;
     t->steps = shard_steps(t->data.train.n, t->d.world, t->batch);
@@ -230,10 +242,11 @@ static void plan_steps(struct trainer *t) {
     if (t->total_steps < 1) t->total_steps = 1;
     t->epochs = (int)((t->total_steps + t->steps - 1) / t->steps);
     if (t->d.rank == 0)
-        printf("data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), "
-               "%d dropped per epoch\n",
-               t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world, t->batch,
-               t->data.train.n - t->steps * t->global_batch);
+        printf(
+            "data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), "
+            "%d dropped per epoch\n",
+            t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world, t->batch,
+            t->data.train.n - t->steps * t->global_batch);
 }
 
 /* Flags, data, model: everything before the first step. Exits on errors (all ranks agree). */
@@ -253,25 +266,32 @@ static void trainer_init(struct trainer *t, int argc, char **argv) {
     dist_agree(status, e.msg);
     const struct train_config *c = &t->c;
     if (c->collective_timeout > 0) dist_timeout_fixed(c->collective_timeout);
-    t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file) : beside_model(c->model_file, ".checkpoint", ".safetensors");
-    t->metrics_file = c->metrics_file ? strdup(c->metrics_file) : beside_model(c->model_file, ".metrics.jsonl", "");
-    t->threads = c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
+    t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file)
+                                            : beside_model(c->model_file, ".checkpoint", ".safetensors");
+    t->metrics_file =
+        c->metrics_file ? strdup(c->metrics_file) : beside_model(c->model_file, ".metrics.jsonl", "");
+    t->threads =
+        c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
     if (t->threads < 1) t->threads = 1;
     omp_set_num_threads(t->threads);
-    const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank, t->device, sizeof t->device, &e);
+    const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank,
+                                            t->device, sizeof t->device, &e);
     dist_agree(k ? 0 : 1, e.msg);
     if (t->d.rank == 0) {
         char quota[32] = "none";
         if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
-        printf("cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
-               "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
-               CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
-               t->cpus.affinity, quota, t->d.local_same_mask, kernels_cpu_isa(),
-               kernels_cpu_bf16_vector() ? kernels_cpu_bf16_isa() : "none");
+        printf(
+            "cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
+            "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
+            CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
+            t->cpus.affinity, quota, t->d.local_same_mask, kernels_cpu_isa(),
+            kernels_cpu_bf16_vector() ? kernels_cpu_bf16_isa() : "none");
     }
     dist_print_all(t->device);
     if (t->d.rank == 0) printf("reading %s\n", c->data);
-    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval || c->tta ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e) ? 1 : 0;
+    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval || c->tta ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e)
+                 ? 1
+                 : 0;
     dist_agree(status, e.msg);
     plan_steps(t);
     const struct net_def *net = net_find(c->model);
@@ -320,7 +340,9 @@ static void begin_epoch(struct trainer *t, int epoch) {
     if (t->c.first_bias_epochs > 0 && epoch >= t->c.first_bias_epochs && first->bias >= 0 &&
         !t->m.tensors[first->bias].stopped) {
         model_stop_training(&t->m, first->bias);
-        if (t->d.rank == 0) printf("%s stops training after %d epochs\n", t->m.tensors[first->bias].name, t->c.first_bias_epochs);
+        if (t->d.rank == 0)
+            printf("%s stops training after %d epochs\n", t->m.tensors[first->bias].name,
+                   t->c.first_bias_epochs);
     }
 }
 
@@ -358,11 +380,16 @@ static void report_epoch(struct trainer *t, int epoch, double test_acc, double r
     if (test_acc >= 0) snprintf(test, sizeof test, ", test accuracy %.2f%%", test_acc);
     format_duration(elapsed, el, sizeof el);
     format_duration(eta_s, eta, sizeof eta);
-    printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1, t->epochs,
-           loss, 100.0 * correct / images, test, rate, el, eta);
-    struct metrics_epoch r = {.epoch = epoch + 1, .global_step = (long)t->info.global_step, .train_loss = loss,
-                              .train_accuracy = 100.0 * correct / images, .test_accuracy = test_acc,
-                              .images_per_s = rate, .elapsed_s = elapsed, .eta_s = eta_s};
+    printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%%s, %.1f images/s, elapsed %s, ETA %s\n", epoch + 1,
+           t->epochs, loss, 100.0 * correct / images, test, rate, el, eta);
+    struct metrics_epoch r = {.epoch = epoch + 1,
+                              .global_step = (long)t->info.global_step,
+                              .train_loss = loss,
+                              .train_accuracy = 100.0 * correct / images,
+                              .test_accuracy = test_acc,
+                              .images_per_s = rate,
+                              .elapsed_s = elapsed,
+                              .eta_s = eta_s};
     struct err e;
     metrics_warn(metrics_epoch(&t->metrics, &r, &e), &e);
     metrics_warn(tensorboard_epoch(&t->tb, &r, &e), &e);
@@ -387,10 +414,11 @@ static void finish(struct trainer *t, int epochs_run) {
  * EXIT_INTERRUPTED, which the same command resumes from. */
 static void stopped(struct trainer *t, int requests) {
     if (t->d.rank == 0)
-        printf("stopped by a signal (SIGTERM, SIGINT or SIGUSR1 on %d of %d ranks) after step %ld (epoch %d, step %d of %d); %s holds it: "
+        printf("stopped by a signal (SIGTERM, SIGINT or SIGUSR1 on %d of %d ranks) after step %ld (epoch %d, "
+               "step %d of %d); %s holds it: "
                "run the same command to resume\n",
-               requests, t->d.world, (long)t->info.global_step, t->info.epochs_completed + 1, t->info.step_in_epoch, t->steps,
-               t->checkpoint_file);
+               requests, t->d.world, (long)t->info.global_step, t->info.epochs_completed + 1,
+               t->info.step_in_epoch, t->steps, t->checkpoint_file);
     const struct kernels *k = t->m.k;
     trainer_free(t);
     fflush(stdout);
@@ -435,7 +463,10 @@ int main(int argc, char **argv) {
         double acc = test_accuracy(&t, c->tta);
         if (R) printf("final test accuracy %.2f%% (test-time augmentation level %d)\n", acc, c->tta);
         struct err e;
-        if (R) metrics_warn(metrics_final(&t.metrics, (long)t.info.global_step, acc, c->tta, dist_time() - t.run_start, &e), &e);
+        if (R)
+            metrics_warn(metrics_final(&t.metrics, (long)t.info.global_step, acc, c->tta,
+                                       dist_time() - t.run_start, &e),
+                         &e);
         if (R) metrics_warn(tensorboard_final(&t.tb, (long)t.info.global_step, acc, &e), &e);
     }
     if (R) finish(&t, epochs_run);

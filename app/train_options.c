@@ -70,10 +70,37 @@ static const char usage_rest[] =
     "the checkpoint written (resumable), 5 a collective timed out (a rank, host or link lost).\n";
 
 /* The exit code of a run stopped by SIGTERM or SIGINT after writing its checkpoint. */
-enum { OPT_MODEL_NAME = 255, OPT_SMOOTHING = 300, OPT_LOOKAHEAD, OPT_TTA, OPT_WHITEN, OPT_EPOCHS = 256, OPT_BATCH, OPT_LR, OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_NO_AUGMENT, OPT_NO_EVAL, OPT_PRINT_FREQ, OPT_MODEL, OPT_CHECKPOINT, OPT_METRICS, OPT_TENSORBOARD, OPT_RESUME,
-       OPT_THREADS, OPT_DEVICE, OPT_BUCKET, OPT_HELP, OPT_VERSION, OPT_PRECISION, OPT_CHECKPOINT_INTERVAL,
-       OPT_COLLECTIVE_TIMEOUT };
+enum {
+    OPT_MODEL_NAME = 255,
+    OPT_SMOOTHING = 300,
+    OPT_LOOKAHEAD,
+    OPT_TTA,
+    OPT_WHITEN,
+    OPT_EPOCHS = 256,
+    OPT_BATCH,
+    OPT_LR,
+    OPT_SCHEDULE,
+    OPT_WARMUP,
+    OPT_MOMENTUM,
+    OPT_WD,
+    OPT_SEED,
+    OPT_NO_AUGMENT,
+    OPT_NO_EVAL,
+    OPT_PRINT_FREQ,
+    OPT_MODEL,
+    OPT_CHECKPOINT,
+    OPT_METRICS,
+    OPT_TENSORBOARD,
+    OPT_RESUME,
+    OPT_THREADS,
+    OPT_DEVICE,
+    OPT_BUCKET,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_PRECISION,
+    OPT_CHECKPOINT_INTERVAL,
+    OPT_COLLECTIVE_TIMEOUT
+};
 
 static const struct option long_options[] = {
     {"model", required_argument, 0, OPT_MODEL_NAME},
@@ -172,7 +199,9 @@ int train_options_parse(int argc, char **argv, struct train_config *c, int rank,
         case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
         case OPT_MODEL: c->model_file = optarg; break;
         case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
-        case OPT_CHECKPOINT_INTERVAL: rc = options_double(flag, optarg, 0.0, 0, &c->checkpoint_interval, e); break;
+        case OPT_CHECKPOINT_INTERVAL:
+            rc = options_double(flag, optarg, 0.0, 0, &c->checkpoint_interval, e);
+            break;
         case OPT_COLLECTIVE_TIMEOUT:
             if (strcmp(optarg, "auto") == 0) c->collective_timeout = 0;
             else rc = options_double(flag, optarg, 0.0, 1, &c->collective_timeout, e);
@@ -187,7 +216,8 @@ int train_options_parse(int argc, char **argv, struct train_config *c, int rank,
             break;
         case OPT_THREADS: rc = options_int(flag, optarg, 1, 4096, &c->threads, e); break;
         case OPT_DEVICE:
-            if (device_parse(optarg, &c->device) != 0) rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, optarg);
+            if (device_parse(optarg, &c->device) != 0)
+                rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, optarg);
             break;
         case OPT_PRECISION:
             if (precision_parse(optarg, &c->precision) != 0)
@@ -213,11 +243,12 @@ int train_options_parse(int argc, char **argv, struct train_config *c, int rank,
     }
     if (rc) return 2;
     if (optind == argc) return err_set(e, "missing DATA (the CIFAR-10 directory or tarball)"), 2;
-    if (optind + 1 < argc) return err_set(e, "%s: unexpected extra argument (DATA is %s)", argv[optind + 1], argv[optind]), 2;
+    if (optind + 1 < argc)
+        return err_set(e, "%s: unexpected extra argument (DATA is %s)", argv[optind + 1], argv[optind]), 2;
     c->data = argv[optind];
     if (!c->model_file[0]) return err_set(e, "--model-file: empty file name"), 2;
     if (c->metrics_file && !c->metrics_file[0]) return err_set(e, "--metrics-file: empty file name"), 2;
-    if (c->tensorboard_dir && !c->tensorboard_dir[0]) return err_set(e, "--tensorboard-dir: empty directory name"), 2;
+    if (c->tensorboard_dir && !c->tensorboard_dir[0])
+        return err_set(e, "--tensorboard-dir: empty directory name"), 2;
     return 0;
 }
-

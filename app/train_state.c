@@ -60,7 +60,8 @@ static void new_run_id(char *out, size_t n) {
     gethostname(host, sizeof host - 1);
     uint64_t h = 0;
     for (const char *c = host; *c; c++) h = h * 131 + (unsigned char)*c;
-    struct rng r = rng_make((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, RNG_RUN_ID, (uint64_t)getpid(), h);
+    struct rng r = rng_make((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, RNG_RUN_ID,
+                            (uint64_t)getpid(), h);
     time_t now = ts.tv_sec;
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -127,16 +128,21 @@ static int try_resume(struct trainer *t, struct err *e) {
     if (t->c.resume == RESUME_NEVER || !exists) return 0;
     struct run_info saved;
     if (checkpoint_read(t->checkpoint_file, &t->m, &t->h, &saved, e) != 0) {
-        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (use --resume=never to start over)");
+        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg),
+                 " (use --resume=never to start over)");
         return -1;
     }
     struct err why;
     if (config_compare(&t->c, saved.config, &why) != 0)
-        return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file, why.msg);
+        return err_set(e, "%s: cannot resume: %s (use --resume=never to start over)", t->checkpoint_file,
+                       why.msg);
     if (saved.epochs_completed > t->epochs)
-        return err_set(e, "%s: has %d epochs, more than --epochs %g", t->checkpoint_file, saved.epochs_completed, t->c.epochs);
+        return err_set(e, "%s: has %d epochs, more than --epochs %g", t->checkpoint_file,
+                       saved.epochs_completed, t->c.epochs);
     if (saved.step_in_epoch > 0 && saved.steps_per_epoch != t->steps)
-        return err_set(e, "%s: written in the middle of an epoch of %d steps; this job's epochs have %d (another rank count?): "
+        return err_set(e,
+                       "%s: written in the middle of an epoch of %d steps; this job's epochs have %d "
+                       "(another rank count?): "
                        "resume with the ranks it had, or use --resume=never to start over",
                        t->checkpoint_file, saved.steps_per_epoch, t->steps);
     if (t->h.ranks > 1 && t->h.ranks != t->d.world) average_saved_ranks(t);
@@ -185,9 +191,9 @@ void train_state_start(struct trainer *t) {
     if (t->d.rank != 0) return;
     const struct train_config *c = &t->c;
     if (resumed && t->info.step_in_epoch > 0) {
-        printf("resuming run %s from %s: %d of %d epochs and %d of %d steps of epoch %d done\n", t->info.run_id,
-               t->checkpoint_file, t->info.epochs_completed, t->epochs, t->info.step_in_epoch, t->steps,
-               t->info.epochs_completed + 1);
+        printf("resuming run %s from %s: %d of %d epochs and %d of %d steps of epoch %d done\n",
+               t->info.run_id, t->checkpoint_file, t->info.epochs_completed, t->epochs, t->info.step_in_epoch,
+               t->steps, t->info.epochs_completed + 1);
         return;
     }
     if (resumed) {
@@ -195,15 +201,17 @@ void train_state_start(struct trainer *t) {
                t->info.epochs_completed, t->epochs);
         return;
     }
-    printf("starting run %s: %s, %g epochs (%ld steps), lr %g (%s%s), momentum %g%s, weight decay %g, seed %" PRIu64
-           ", augmentation %s\n",
-           t->info.run_id, c->model, c->epochs, t->total_steps, c->learning_rate, config_schedule_name(c->schedule),
-           c->units == UNITS_AIRBENCH ? ", airbench's units" : "", c->momentum, c->nesterov ? " (Nesterov)" : "",
-           c->weight_decay, c->seed,
-           c->augment == AUGMENT_NONE ? "off" : c->augment == AUGMENT_CROP_FLIP ? "crop + flip" : "crop + alternating flip");
+    printf("starting run %s: %s, %g epochs (%ld steps), lr %g (%s%s), momentum %g%s, weight decay %g, seed "
+           "%" PRIu64 ", augmentation %s\n",
+           t->info.run_id, c->model, c->epochs, t->total_steps, c->learning_rate,
+           config_schedule_name(c->schedule), c->units == UNITS_AIRBENCH ? ", airbench's units" : "",
+           c->momentum, c->nesterov ? " (Nesterov)" : "", c->weight_decay, c->seed,
+           c->augment == AUGMENT_NONE        ? "off"
+           : c->augment == AUGMENT_CROP_FLIP ? "crop + flip"
+                                             : "crop + alternating flip");
     if (c->label_smoothing > 0 || c->loss == XENT_SUM || c->lookahead || c->norm_lr_scale != 1.0)
-        printf("recipe: label smoothing %g, %s loss, lookahead every %d steps, batch-norm lr x %g\n", c->label_smoothing,
-               c->loss == XENT_SUM ? "summed" : "mean", c->lookahead, c->norm_lr_scale);
+        printf("recipe: label smoothing %g, %s loss, lookahead every %d steps, batch-norm lr x %g\n",
+               c->label_smoothing, c->loss == XENT_SUM ? "summed" : "mean", c->lookahead, c->norm_lr_scale);
     if (c->whiten_images > 0)
         printf("first layer: whitening filter of the first %d training images%s\n", c->whiten_images,
                c->first_bias_epochs > 0 ? "; its bias trains for the first epochs only" : "");

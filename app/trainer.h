@@ -6,13 +6,13 @@
 
 #include "../common/cpus.h"
 #include "../data/cifar.h"
-#include "../io/checkpoint.h"
-#include "../model/config.h"
 #include "../dist/dist.h"
+#include "../io/checkpoint.h"
 #include "../io/metrics.h"
-#include "../model/batches.h"
-#include "../model/model.h"
 #include "../io/tensorboard.h"
+#include "../model/batches.h"
+#include "../model/config.h"
+#include "../model/model.h"
 
 /* Everything one training process holds. */
 struct trainer {
@@ -21,12 +21,12 @@ struct trainer {
     struct cpus cpus;
     int threads;
     char *checkpoint_file, *metrics_file;
-    struct metrics metrics;  /* rank 0 */
-    struct tensorboard tb;   /* rank 0, with --tensorboard-dir */
-    double run_start;        /* dist_time() when training began in this process */
-    double logged_at;        /* dist_time() of the last printed loss (or the epoch's start) */
-    double lr;               /* the base lr of the last step (SGD's, non-batch-norm group) */
-    double checkpoint_at;    /* dist_time() of the last checkpoint (or the run's start) */
+    struct metrics metrics; /* rank 0 */
+    struct tensorboard tb;  /* rank 0, with --tensorboard-dir */
+    double run_start;       /* dist_time() when training began in this process */
+    double logged_at;       /* dist_time() of the last printed loss (or the epoch's start) */
+    double lr;              /* the base lr of the last step (SGD's, non-batch-norm group) */
+    double checkpoint_at;   /* dist_time() of the last checkpoint (or the run's start) */
     struct cifar_data data;
     int batch;               /* images per rank per step */
     int steps, global_batch; /* per epoch; images per step over all ranks */
@@ -36,11 +36,11 @@ struct trainer {
     struct batches batches;   /* the training batches: filled here, read by m */
     struct model_state h;     /* host copies of the state, for broadcasts and files */
     float *buffer_sums;       /* [S] host scratch for averaging running statistics */
-    struct run_info info;    /* run id, epochs done, global step, settings */
-    char device[512];        /* what --device chose for this rank */
+    struct run_info info;     /* run id, epochs done, global step, settings */
+    char device[512];         /* what --device chose for this rank */
     struct dist_grads *grads; /* bucketed gradient allreduce */
-    int *pred;               /* [batch] */
-    int *perm;               /* [train.n] this epoch's order */
+    int *pred;                /* [batch] */
+    int *perm;                /* [train.n] this epoch's order */
 };
 
 /* Fresh start or resume, decided by rank 0 (--resume; the checkpoint's settings must match

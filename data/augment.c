@@ -31,8 +31,8 @@ struct augment_choice augment_draw(enum augment_kind kind, uint64_t seed, int ep
 
 int augment_reflects(enum augment_kind kind) { return kind == AUGMENT_ALTERNATING; }
 
-void augment_gather(const struct cifar_set *set, const int *indices, int count, uint64_t seed,
-                    int epoch, enum augment_kind kind, unsigned char *img, int *geom, int *labels) {
+void augment_gather(const struct cifar_set *set, const int *indices, int count, uint64_t seed, int epoch,
+                    enum augment_kind kind, unsigned char *img, int *geom, int *labels) {
     for (int i = 0; i < count; i++) {
         int idx = indices[i];
         memcpy(img + (size_t)i * CIFAR_IMAGE_BYTES, cifar_pixels(set, idx), CIFAR_IMAGE_BYTES);

@@ -7,9 +7,9 @@
  *     "alternating flip": each image is flipped at random once for the whole run, and every odd
  *     epoch mirrors that choice (so over two epochs an image is seen both ways).
  * The random choices for an image are a pure function of (seed, epoch, index of the image in
- * the dataset), so they do not depend on the rank count or on which rank processes the image. This module draws the choices and
- * gathers raw pixels; the pixel work runs on the compute backend (input_prepare), so a GPU
- * receives 1 byte per pixel instead of 4. */
+ * the dataset), so they do not depend on the rank count or on which rank processes the image. This module
+ * draws the choices and gathers raw pixels; the pixel work runs on the compute backend (input_prepare), so a
+ * GPU receives 1 byte per pixel instead of 4. */
 #ifndef DATA_AUGMENT_H
 #define DATA_AUGMENT_H
 
@@ -39,8 +39,8 @@ int augment_reflects(enum augment_kind kind);
 /* Fills img[count][3][32][32] (raw pixels), geom[count][3] = {dx, dy, flip} and labels[count]
  * for images indices[0..count) of set: the input of struct kernels' input_prepare, with
  * geom = augment_draw(kind, seed, epoch, index). */
-void augment_gather(const struct cifar_set *set, const int *indices, int count, uint64_t seed,
-                    int epoch, enum augment_kind kind, unsigned char *img, int *geom, int *labels);
+void augment_gather(const struct cifar_set *set, const int *indices, int count, uint64_t seed, int epoch,
+                    enum augment_kind kind, unsigned char *img, int *geom, int *labels);
 
 /* The normalisation as input_prepare takes it: pixel * scale[c] + shift[c] with
  * scale = 1 / (255 std[c]) and shift = -mean[c] / std[c]. */

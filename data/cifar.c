@@ -9,16 +9,15 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-const char *const cifar_class_names[CIFAR_CLASSES] = {
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
-const char *const cifar_short_names[CIFAR_CLASSES] = {
-    "plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+const char *const cifar_class_names[CIFAR_CLASSES] = {"airplane", "automobile", "bird",  "cat",  "deer",
+                                                      "dog",      "frog",       "horse", "ship", "truck"};
+const char *const cifar_short_names[CIFAR_CLASSES] = {"plane", "car",  "bird",  "cat",  "deer",
+                                                      "dog",   "frog", "horse", "ship", "truck"};
 
 /* File slots: 0..4 data_batch_1..5.bin, 5 test_batch.bin. */
 #define NSLOTS 6
-static const char *const slot_names[NSLOTS] = {"data_batch_1.bin", "data_batch_2.bin",
-                                               "data_batch_3.bin", "data_batch_4.bin",
-                                               "data_batch_5.bin", "test_batch.bin"};
+static const char *const slot_names[NSLOTS] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                               "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
 
 struct blob {
     uint8_t *data;
@@ -35,8 +34,9 @@ static int slot_of(const char *basename) {
 static int validate(const char *where, const struct blob *b, struct err *e) {
     if (b->size == 0) return err_set(e, "%s: empty file (expected 3073-byte records)", where);
     if (b->size % CIFAR_RECORD_BYTES != 0)
-        return err_set(e, "%s: size %zu bytes is not a multiple of the 3073-byte record "
-                          "(%zu stray bytes after record %zu)",
+        return err_set(e,
+                       "%s: size %zu bytes is not a multiple of the 3073-byte record "
+                       "(%zu stray bytes after record %zu)",
                        where, b->size, b->size % CIFAR_RECORD_BYTES, b->size / CIFAR_RECORD_BYTES);
     if (b->size / CIFAR_RECORD_BYTES > (size_t)1 << 24)
         return err_set(e, "%s: %zu records is more than this reader accepts", where,
@@ -44,8 +44,8 @@ static int validate(const char *where, const struct blob *b, struct err *e) {
     for (size_t r = 0; r < b->size / CIFAR_RECORD_BYTES; r++) {
         uint8_t label = b->data[r * CIFAR_RECORD_BYTES];
         if (label >= CIFAR_CLASSES)
-            return err_set(e, "%s: record %zu (byte offset %zu): label %u is not in 0..9", where,
-                           r, r * CIFAR_RECORD_BYTES, label);
+            return err_set(e, "%s: record %zu (byte offset %zu): label %u is not in 0..9", where, r,
+                           r * CIFAR_RECORD_BYTES, label);
     }
     return 0;
 }
@@ -71,8 +71,8 @@ static int gz_read(struct gz *g, void *dst, size_t n, const char *what, struct e
                 return err_set(e, "%s: %s at uncompressed offset %llu (reading %s)", g->path,
                                code == Z_BUF_ERROR ? "truncated gzip stream" : msg,
                                (unsigned long long)g->offset, what);
-            return err_set(e, "%s: archive ends at uncompressed offset %llu in the middle of %s",
-                           g->path, (unsigned long long)g->offset, what);
+            return err_set(e, "%s: archive ends at uncompressed offset %llu in the middle of %s", g->path,
+                           (unsigned long long)g->offset, what);
         }
         p += r, n -= (size_t)r, g->offset += (uint64_t)r;
     }
@@ -190,7 +190,8 @@ static int read_tarball(const char *path, unsigned need_mask, unsigned optional_
         }
         if (slot >= 0 && ((need_mask | optional_mask) >> slot & 1) && !blobs[slot].data) {
             if (size > (uint64_t)1 << 36) {
-                rc = err_set(e, "%s: %s: member size %llu is implausible", path, name, (unsigned long long)size);
+                rc = err_set(e, "%s: %s: member size %llu is implausible", path, name,
+                             (unsigned long long)size);
                 break;
             }
             if ((rc = gz_read_member(&g, size, &blobs[slot].data, name, e)) != 0) break;
@@ -219,8 +220,7 @@ static int read_tarball(const char *path, unsigned need_mask, unsigned optional_
         const char *msg = gzerror(g.f, &code);
         if (r < 0 || code != Z_OK)
             rc = err_set(e, "%s: %s at uncompressed offset %llu", path,
-                         code == Z_BUF_ERROR ? "truncated gzip stream" : msg,
-                         (unsigned long long)g.offset);
+                         code == Z_BUF_ERROR ? "truncated gzip stream" : msg, (unsigned long long)g.offset);
     }
     gzclose(g.f);
     for (int s = 0; rc == 0 && s < NSLOTS; s++)
@@ -282,7 +282,8 @@ int cifar_load(const char *path, unsigned what, struct cifar_data *out, struct e
             char file[4500];
             snprintf(file, sizeof file, "%s/%s", dir, slot_names[s]);
             if (!((need >> s) & 1) && !(((optional >> s) & 1) && exists(file))) continue;
-            if ((rc = file_read_all(file, &blobs[s].data, &blobs[s].size, e)) == 0) rc = validate(file, &blobs[s], e);
+            if ((rc = file_read_all(file, &blobs[s].data, &blobs[s].size, e)) == 0)
+                rc = validate(file, &blobs[s], e);
         }
     } else {
         return err_set(e, "%s: neither a directory nor a file", path);

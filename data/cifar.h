@@ -14,20 +14,20 @@
 
 #include <stdint.h>
 
-#define CIFAR_CLASSES 10
-#define CIFAR_SIDE 32
-#define CIFAR_CHANNELS 3
-#define CIFAR_IMAGE_BYTES (CIFAR_CHANNELS * CIFAR_SIDE * CIFAR_SIDE) /* 3072 */
-#define CIFAR_RECORD_BYTES (1 + CIFAR_IMAGE_BYTES)                   /* 3073 */
+#define CIFAR_CLASSES      10
+#define CIFAR_SIDE         32
+#define CIFAR_CHANNELS     3
+#define CIFAR_IMAGE_BYTES  (CIFAR_CHANNELS * CIFAR_SIDE * CIFAR_SIDE) /* 3072 */
+#define CIFAR_RECORD_BYTES (1 + CIFAR_IMAGE_BYTES)                    /* 3073 */
 
 /* The official class names (batches.meta.txt) and the workshop's short display names. */
 extern const char *const cifar_class_names[CIFAR_CLASSES];
 extern const char *const cifar_short_names[CIFAR_CLASSES];
 
 struct cifar_set {
-    int n;                    /* images */
-    const uint8_t **records;  /* [n] -> record: label byte then [3][32][32] pixels */
-    uint8_t *buffers[6];      /* the file contents the records point into */
+    int n;                   /* images */
+    const uint8_t **records; /* [n] -> record: label byte then [3][32][32] pixels */
+    uint8_t *buffers[6];     /* the file contents the records point into */
     int nbuffers;
 };
 

@@ -16,7 +16,8 @@ static int exif_orientation(const uint8_t *t, size_t n) {
     if (n < 8 || !(memcmp(t, "II*\0", 4) == 0 || memcmp(t, "MM\0*", 4) == 0)) return 1;
     int le = t[0] == 'I';
 #define U16(p) (le ? (unsigned)(p)[0] | (unsigned)(p)[1] << 8 : (unsigned)(p)[1] | (unsigned)(p)[0] << 8)
-#define U32(p) (le ? (uint32_t)U16(p) | (uint32_t)U16((p) + 2) << 16 : (uint32_t)U16((p) + 2) | (uint32_t)U16(p) << 16)
+#define U32(p)                                                                                               \
+    (le ? (uint32_t)U16(p) | (uint32_t)U16((p) + 2) << 16 : (uint32_t)U16((p) + 2) | (uint32_t)U16(p) << 16)
     uint32_t ifd = U32(t + 4);
     if (ifd > n - 2) return 1;
     unsigned count = U16(t + ifd);
@@ -58,7 +59,8 @@ static void orient(struct image *img, int o) {
 static int too_big(const char *path, unsigned long w, unsigned long h, long max_pixels, struct err *e) {
     if (w == 0 || h == 0) return err_set(e, "%s: image of %lux%lu pixels", path, w, h);
     if ((double)w * (double)h > (double)max_pixels)
-        return err_set(e, "%s: %lux%lu pixels is more than the limit of %ld (--max-pixels)", path, w, h, max_pixels);
+        return err_set(e, "%s: %lux%lu pixels is more than the limit of %ld (--max-pixels)", path, w, h,
+                       max_pixels);
     return 0;
 }
 
@@ -231,8 +233,8 @@ enum { PRECISION_BITS = 32 - 8 - 2 };
 
 struct axis {
     int ksize;
-    int *bounds;  /* [out][2]: first input index, count */
-    int32_t *k;   /* [out][ksize] fixed-point weights */
+    int *bounds; /* [out][2]: first input index, count */
+    int32_t *k;  /* [out][ksize] fixed-point weights */
 };
 
 static double triangle(double x) {
@@ -257,7 +259,8 @@ static struct axis axis_coeffs(int in_size, int out_size) {
         for (int x = 0; x < xmax; x++) ww += kd[x] = triangle((x + xmin - center + 0.5) * ss);
         for (int x = 0; x < a.ksize; x++) {
             double v = x < xmax && ww != 0.0 ? kd[x] / ww : 0.0;
-            a.k[(size_t)xx * a.ksize + x] = (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
+            a.k[(size_t)xx * a.ksize + x] =
+                (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
         }
         a.bounds[2 * xx] = xmin, a.bounds[2 * xx + 1] = xmax;
     }
@@ -273,15 +276,16 @@ static uint8_t clip8(int32_t v) {
 /* One pass along an axis: out has `n_out` samples per line, `lines` lines; `step` is the
  * distance between neighbouring samples of a line and `stride` between lines (in pixels), for
  * input and output alike (`in_step`/`in_stride` for the input). */
-static void resample(const uint8_t *in, int in_step, int in_stride, uint8_t *out, int out_step, int out_stride,
-                     int lines, int n_out, const struct axis *a) {
+static void resample(const uint8_t *in, int in_step, int in_stride, uint8_t *out, int out_step,
+                     int out_stride, int lines, int n_out, const struct axis *a) {
     for (int l = 0; l < lines; l++)
         for (int i = 0; i < n_out; i++) {
             const int32_t *k = a->k + (size_t)i * a->ksize;
             int xmin = a->bounds[2 * i], xmax = a->bounds[2 * i + 1];
             for (int c = 0; c < 3; c++) {
                 int32_t ss = 1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < xmax; x++) ss += in[((size_t)l * in_stride + (size_t)(x + xmin) * in_step) * 3 + c] * k[x];
+                for (int x = 0; x < xmax; x++)
+                    ss += in[((size_t)l * in_stride + (size_t)(x + xmin) * in_step) * 3 + c] * k[x];
                 out[((size_t)l * out_stride + (size_t)i * out_step) * 3 + c] = clip8(ss);
             }
         }
@@ -319,6 +323,7 @@ void image_to_cifar(const struct image *img, uint8_t out[3 * 32 * 32]) {
     int top = (int)lrint((oh - 32) / 2.0), left = (int)lrint((ow - 32) / 2.0);
     for (int c = 0; c < 3; c++)
         for (int y = 0; y < 32; y++)
-            for (int x = 0; x < 32; x++) out[(c * 32 + y) * 32 + x] = r[((size_t)(y + top) * ow + x + left) * 3 + c];
+            for (int x = 0; x < 32; x++)
+                out[(c * 32 + y) * 32 + x] = r[((size_t)(y + top) * ow + x + left) * 3 + c];
     free(r);
 }

@@ -4,8 +4,8 @@
 #include "../model/model.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <mpi.h>
+#include <sched.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h> /* MPIX_Query_cuda_support */
 #endif
@@ -16,25 +16,25 @@
 
 /* Checked MPI call: MPI's default handler already aborts the job on errors; this catches the
  * cases where an error handler returned instead, naming the call and location. */
-#define MPI_CHECK(call)                                                                          \
-    do {                                                                                         \
-        int mpi_rc_ = (call);                                                                    \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                            \
-            fprintf(stderr, "%s: %s failed (MPI error %d) at %s:%d\n", err_progname(), #call,   \
-                    mpi_rc_, __FILE__, __LINE__);                                                \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                        \
-        }                                                                                        \
+#define MPI_CHECK(call)                                                                                      \
+    do {                                                                                                     \
+        int mpi_rc_ = (call);                                                                                \
+        if (mpi_rc_ != MPI_SUCCESS) {                                                                        \
+            fprintf(stderr, "%s: %s failed (MPI error %d) at %s:%d\n", err_progname(), #call, mpi_rc_,       \
+                    __FILE__, __LINE__);                                                                     \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                    \
+        }                                                                                                    \
     } while (0)
 
 static struct dist self;
 
 /* The collective deadline (dist.h: dist_timeout_*): MPI is process-wide state, and so is this. */
 static struct {
-    double seconds;      /* current bound on a collective's wait */
-    int fixed;           /* --collective-timeout given: no adaptation */
-    long step;           /* global step of the last dist_timeout_step (-1: before the first) */
-    double recent[64];   /* the last step times, a ring */
-    int n;               /* step times recorded */
+    double seconds;    /* current bound on a collective's wait */
+    int fixed;         /* --collective-timeout given: no adaptation */
+    long step;         /* global step of the last dist_timeout_step (-1: before the first) */
+    double recent[64]; /* the last step times, a ring */
+    int n;             /* step times recorded */
 } deadline = {DIST_TIMEOUT_STARTUP, 0, -1, {0}, 0};
 static volatile sig_atomic_t *stop_flag; /* dist_stop_flag's, NULL while none was given */
 
@@ -71,12 +71,14 @@ static void check_wait(const char *what, double waited) {
     char step[48] = "before the first step";
     if (deadline.step >= 0) snprintf(step, sizeof step, "after step %ld", deadline.step);
     char why[96];
-    if (stop)
-        snprintf(why, sizeof why, "had waited %.0f s when a stop signal came", waited);
+    if (stop) snprintf(why, sizeof why, "had waited %.0f s when a stop signal came", waited);
     else
-        snprintf(why, sizeof why, "made no progress for %.0f s (collective timeout %.0f s)", waited, deadline.seconds);
-    fprintf(stderr, "%s: rank %d, %s: %s %s: a rank, host or link is gone or stalled; stopping (rerun to resume "
-            "from the last checkpoint)\n", err_progname(), self.rank, step, what, why);
+        snprintf(why, sizeof why, "made no progress for %.0f s (collective timeout %.0f s)", waited,
+                 deadline.seconds);
+    fprintf(stderr,
+            "%s: rank %d, %s: %s %s: a rank, host or link is gone or stalled; stopping (rerun to resume "
+            "from the last checkpoint)\n",
+            err_progname(), self.rank, step, what, why);
     fflush(stdout);
     fflush(stderr);
     _exit(DIST_EXIT_TIMEOUT);
@@ -95,7 +97,6 @@ static void wait_all(int n, MPI_Request *req, const char *what) {
         sched_yield();
     }
 }
-
 
 void dist_init(int *argc, char ***argv, uint64_t mask_id, struct dist *d) {
     MPI_CHECK(MPI_Init(argc, argv));
@@ -208,7 +209,8 @@ void dist_print_all(const char *line) {
     snprintf(mine, sizeof mine, "%s", line);
     char *all = self.rank == 0 ? XALLOC((size_t)self.world * sizeof mine) : NULL;
     MPI_Request r;
-    MPI_CHECK(MPI_Igather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, 0, MPI_COMM_WORLD, &r));
+    MPI_CHECK(MPI_Igather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, 0,
+                          MPI_COMM_WORLD, &r));
     wait_all(1, &r, "MPI_Gather");
     if (self.rank != 0) return;
     for (int r = 0; r < self.world; r++) printf("rank %d: %s\n", r, all + (size_t)r * sizeof mine);
@@ -264,7 +266,8 @@ static void signals_put(struct dist_grads *g, float *dst) {
 static void bucket_reduced(struct dist_grads *g, int i) {
     const struct bucket *b = &g->b[i];
     if (g->mode == DIST_GRADS_STAGED)
-        g->m->k->upload_async(g->m->grads + b->begin, g->host + b->begin, (b->end - b->begin) * sizeof(float), b->back);
+        g->m->k->upload_async(g->m->grads + b->begin, g->host + b->begin, (b->end - b->begin) * sizeof(float),
+                              b->back);
     g->reduced++;
 }
 
@@ -282,13 +285,15 @@ static void bucket_start(struct dist_grads *g) {
         g->req[i] = MPI_REQUEST_NULL;
         bucket_reduced(g, i);
     } else {
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket_buffer(g, b), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &g->req[i]));
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket_buffer(g, b), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                 &g->req[i]));
     }
 }
 
 /* check_wait, naming the first gradient bucket still in flight. */
 static void bucket_check_wait(const struct dist_grads *g, double waited) {
-    if (waited <= DIST_STALL_STOP && waited <= deadline.seconds) return; /* the common case, without the line */
+    if (waited <= DIST_STALL_STOP && waited <= deadline.seconds)
+        return; /* the common case, without the line */
     int i = 0;
     while (i < g->started && g->req[i] == MPI_REQUEST_NULL) i++;
     char what[96];
@@ -312,7 +317,6 @@ static void buckets_complete(struct dist_grads *g, int block) {
     for (int j = 0; n != MPI_UNDEFINED && j < n; j++) bucket_reduced(g, done[j]);
 }
 
-
 /* Starts every closed bucket whose gradients are ready, in order (all ranks must start the
  * collectives in the same order), then takes the completed reductions. */
 static void buckets_advance(struct dist_grads *g) {
@@ -329,8 +333,7 @@ static void bucket_close(struct dist_grads *g) {
     size_t bytes = (b->end - b->begin) * sizeof(float);
     if (g->mode == DIST_GRADS_STAGED)
         k->download_async(g->host + b->begin, g->m->grads + b->begin, bytes, b->ready);
-    else
-        k->download_async(NULL, NULL, 0, b->ready); /* marks the point backward has reached */
+    else k->download_async(NULL, NULL, 0, b->ready); /* marks the point backward has reached */
     g->open_end = g->open_begin;
 }
 

@@ -42,11 +42,11 @@ void dist_scatter_floats(const float *all, float *mine, size_t n);
  * may never notice a cut link). The bound starts at DIST_TIMEOUT_STARTUP (data loading, the
  * first steps) and, after DIST_TIMEOUT_WARMUP steps, becomes the larger of DIST_TIMEOUT_MIN
  * and DIST_TIMEOUT_STEPS times the median of the last 64 step times, unless fixed. */
-#define DIST_EXIT_TIMEOUT 5
+#define DIST_EXIT_TIMEOUT    5
 #define DIST_TIMEOUT_STARTUP 600.0
-#define DIST_TIMEOUT_WARMUP 10
-#define DIST_TIMEOUT_MIN 60.0
-#define DIST_TIMEOUT_STEPS 50.0
+#define DIST_TIMEOUT_WARMUP  10
+#define DIST_TIMEOUT_MIN     60.0
+#define DIST_TIMEOUT_STEPS   50.0
 void dist_timeout_fixed(double seconds);
 /* Records a step's wall time (global_step: the steps done, for the message) and adapts. */
 void dist_timeout_step(long global_step, double step_seconds);

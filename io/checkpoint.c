@@ -11,16 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MOMENTUM_PREFIX "optimizer.momentum."
+#define MOMENTUM_PREFIX  "optimizer.momentum."
 #define LOOKAHEAD_PREFIX "optimizer.lookahead."
-#define RANKS_PREFIX "ranks."
-#define MAX_RANKS 65536
+#define RANKS_PREFIX     "ranks."
+#define MAX_RANKS        65536
 
 struct model_state checkpoint_state_alloc(const struct model *m, unsigned what) {
     size_t P = m->nparams * sizeof(float), S = (m->nbuffers ? m->nbuffers : 1) * sizeof(float);
     int la = (what & STATE_LOOKAHEAD) != 0;
-    return (struct model_state){XALLOC(P), what & STATE_MOMENTUM ? XALLOC(P) : NULL, XALLOC(S), 0,
-                                la ? XALLOC(P) : NULL, la ? XALLOC(S) : NULL, 1, NULL, NULL};
+    return (struct model_state){XALLOC(P),
+                                what & STATE_MOMENTUM ? XALLOC(P) : NULL,
+                                XALLOC(S),
+                                0,
+                                la ? XALLOC(P) : NULL,
+                                la ? XALLOC(S) : NULL,
+                                1,
+                                NULL,
+                                NULL};
 }
 
 void checkpoint_state_free(struct model_state *s) {
@@ -42,7 +49,8 @@ enum part { PART_VALUE, PART_MOMENTUM, PART_LOOKAHEAD };
 static void *state_data(const struct model_state *state, const struct model_tensor *t, enum part part) {
     if (part == PART_MOMENTUM) return state->momentum + t->offset;
     if (t->home == HOME_COUNTER) return (void *)&state->batches_tracked;
-    if (part == PART_LOOKAHEAD) return (t->home == HOME_PARAMS ? state->ema_params : state->ema_buffers) + t->offset;
+    if (part == PART_LOOKAHEAD)
+        return (t->home == HOME_PARAMS ? state->ema_params : state->ema_buffers) + t->offset;
     return (t->home == HOME_PARAMS ? state->params : state->buffers) + t->offset;
 }
 
@@ -56,7 +64,8 @@ static int has_part(const struct model_state *state, const struct model_tensor *
 static const char *const part_prefix[] = {"", MOMENTUM_PREFIX, LOOKAHEAD_PREFIX};
 
 static struct st_tensor st_of(const struct model_tensor *t, const char *name, const void *data) {
-    struct st_tensor s = {.name = name, .dtype = t->home == HOME_COUNTER ? ST_I64 : ST_F32, .ndim = t->ndim, .data = data};
+    struct st_tensor s = {
+        .name = name, .dtype = t->home == HOME_COUNTER ? ST_I64 : ST_F32, .ndim = t->ndim, .data = data};
     for (int d = 0; d < t->ndim; d++) s.shape[d] = t->shape[d];
     return s;
 }
@@ -113,12 +122,13 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
     CHECK(ranks == 1 || (state->rank_buffers && (state->rank_ema_buffers || !state->ema_params)));
     size_t most = (size_t)3 * m->ntensors * ranks;
     struct st_tensor *t = XALLOC(most * sizeof *t);
-    char (*names)[128] = XALLOC(most * sizeof *names);
+    char(*names)[128] = XALLOC(most * sizeof *names);
     int nt = file_tensors(m, state, full, t, names);
     char mean[96], std[96], classes[256] = "[", epochs[16], step[32];
     normalization_meta(mean, std);
     for (int c = 0; c < CIFAR_CLASSES; c++)
-        snprintf(classes + strlen(classes), sizeof classes - strlen(classes), "%s\"%s\"", c ? "," : "", cifar_class_names[c]);
+        snprintf(classes + strlen(classes), sizeof classes - strlen(classes), "%s\"%s\"", c ? "," : "",
+                 cifar_class_names[c]);
     strcat(classes, "]");
     snprintf(epochs, sizeof epochs, "%d", info->epochs_completed);
     snprintf(step, sizeof step, "%" PRId64, info->global_step);
@@ -176,10 +186,13 @@ static const char *format_check(const struct safetensors *st, const char *path, 
     const char *format = safetensors_meta(st, "format"), *version = safetensors_meta(st, "format_version");
     const char *model = safetensors_meta(st, "model");
     if (!format || strcmp(format, CHECKPOINT_FORMAT) != 0)
-        return err_set(e, "%s: not a cifar10-dp file (metadata format is %s)", path, format ? format : "missing"), NULL;
+        return err_set(e, "%s: not a cifar10-dp file (metadata format is %s)", path,
+                       format ? format : "missing"),
+               NULL;
     if (!version || strcmp(version, CHECKPOINT_FORMAT_VERSION) != 0)
-        return err_set(e, "%s: format version %s; this build reads version %s", path, version ? version : "missing",
-                       CHECKPOINT_FORMAT_VERSION), NULL;
+        return err_set(e, "%s: format version %s; this build reads version %s", path,
+                       version ? version : "missing", CHECKPOINT_FORMAT_VERSION),
+               NULL;
     if (!model) return err_set(e, "%s: no model name in the metadata", path), NULL;
     return model;
 }
@@ -199,8 +212,8 @@ const struct net_def *checkpoint_net(const char *path, struct err *e) {
 }
 
 /* Optional integer metadata `key` in [lo, hi]; absent: 0 (ranks: 1). */
-static int meta_int(const struct safetensors *st, const char *path, const char *key, long lo, long hi, int *out,
-                    struct err *e) {
+static int meta_int(const struct safetensors *st, const char *path, const char *key, long lo, long hi,
+                    int *out, struct err *e) {
     const char *s = safetensors_meta(st, key);
     *out = strcmp(key, "ranks") == 0;
     if (!s) return 0;
@@ -227,7 +240,8 @@ static int read_progress(const struct safetensors *st, const char *path, struct 
     double *v[3] = {&info->epoch_loss, &info->epoch_correct, &info->print_loss};
     for (int i = 0; i < 3; i++, p = end) {
         *v[i] = strtod(p, &end);
-        if (end == p || !isfinite(*v[i])) return err_set(e, "%s: bad epoch_sums in metadata: '%s'", path, sums);
+        if (end == p || !isfinite(*v[i]))
+            return err_set(e, "%s: bad epoch_sums in metadata: '%s'", path, sums);
     }
     if (*p) return err_set(e, "%s: bad epoch_sums in metadata: '%s'", path, sums);
     return 0;
@@ -239,7 +253,8 @@ static int read_info(const struct safetensors *st, const char *path, const struc
                      struct run_info *info, int *ranks, struct err *e) {
     const char *kind = safetensors_meta(st, "kind"), *run_id = safetensors_meta(st, "run_id");
     const char *config = safetensors_meta(st, "config");
-    const char *epochs = safetensors_meta(st, "epochs_completed"), *step = safetensors_meta(st, "global_step");
+    const char *epochs = safetensors_meta(st, "epochs_completed"),
+               *step = safetensors_meta(st, "global_step");
     if (!kind || (strcmp(kind, "model") != 0 && strcmp(kind, "checkpoint") != 0))
         return err_set(e, "%s: unknown kind %s", path, kind ? kind : "(missing)");
     if (state->momentum && strcmp(kind, "checkpoint") != 0)
@@ -261,8 +276,8 @@ static int read_info(const struct safetensors *st, const char *path, const struc
     return read_progress(st, path, info, ranks, e);
 }
 
-static int copy_tensor(const struct safetensors *st, const char *name, const struct model_tensor *t, void *dst,
-                       struct err *e) {
+static int copy_tensor(const struct safetensors *st, const char *name, const struct model_tensor *t,
+                       void *dst, struct err *e) {
     const void *src;
     enum st_dtype dtype = t->home == HOME_COUNTER ? ST_I64 : ST_F32;
     if (safetensors_tensor(st, name, dtype, t->ndim, t->shape, &src, e) != 0) return -1;
@@ -272,8 +287,8 @@ static int copy_tensor(const struct safetensors *st, const char *name, const str
 
 /* A checkpoint's per-rank running statistics into state (ranks > 1): every set starts as rank
  * 0's buffers (the frozen tensors are the same on every rank) and takes rank r's statistics. */
-static int read_ranks(const struct safetensors *st, const struct model *m, struct model_state *state, int ranks,
-                      struct err *e) {
+static int read_ranks(const struct safetensors *st, const struct model *m, struct model_state *state,
+                      int ranks, struct err *e) {
     checkpoint_state_drop_ranks(state);
     state->ranks = ranks;
     if (ranks == 1) return 0;
@@ -282,7 +297,8 @@ static int read_ranks(const struct safetensors *st, const struct model *m, struc
     if (state->ema_params) state->rank_ema_buffers = XALLOC((size_t)ranks * S * sizeof(float));
     for (int r = 0; r < ranks; r++) {
         memcpy(state->rank_buffers + (size_t)r * S, state->buffers, S * sizeof(float));
-        if (state->ema_params) memcpy(state->rank_ema_buffers + (size_t)r * S, state->ema_buffers, S * sizeof(float));
+        if (state->ema_params)
+            memcpy(state->rank_ema_buffers + (size_t)r * S, state->ema_buffers, S * sizeof(float));
     }
     for (int r = 1; r < ranks; r++)
         for (enum part part = PART_VALUE; part <= PART_LOOKAHEAD; part += PART_LOOKAHEAD - PART_VALUE)
@@ -290,7 +306,8 @@ static int read_ranks(const struct safetensors *st, const struct model *m, struc
                 const struct model_tensor *mt = &m->tensors[i];
                 char name[128];
                 rank_name(name, sizeof name, mt, part, r);
-                if (mt->running && copy_tensor(st, name, mt, rank_data(m, state, mt, part, r), e) != 0) return -1;
+                if (mt->running && copy_tensor(st, name, mt, rank_data(m, state, mt, part, r), e) != 0)
+                    return -1;
             }
     return 0;
 }

@@ -28,7 +28,7 @@
 
 #include <stdint.h>
 
-#define CHECKPOINT_FORMAT "cifar10-dp"
+#define CHECKPOINT_FORMAT         "cifar10-dp"
 #define CHECKPOINT_FORMAT_VERSION "1"
 
 /* Host copies of the model state; layouts as in model.h (params[P], buffers[S]). */
@@ -57,11 +57,11 @@ void checkpoint_state_free(struct model_state *s);
 void checkpoint_state_drop_ranks(struct model_state *s);
 
 struct run_info {
-    char kind[16];          /* "model" or "checkpoint" */
+    char kind[16]; /* "model" or "checkpoint" */
     char run_id[40];
     int epochs_completed;
     int64_t global_step;
-    char config[1024];      /* JSON of the run-defining settings */
+    char config[1024]; /* JSON of the run-defining settings */
     /* Mid-epoch: step_in_epoch (> 0) steps of epoch epochs_completed + 1 are done, of
      * steps_per_epoch (all of them: stopped before the epoch's end was processed); the epoch's
      * sums so far (mean losses, correct predictions) and the running loss since the last
@@ -80,8 +80,8 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
  * name (m->net's) and every tensor's dtype and shape; fills state (momentum and lookahead
  * averages only when state has room for them, which needs a checkpoint holding them) and
  * info. */
-int checkpoint_read(const char *path, const struct model *m, struct model_state *state,
-                    struct run_info *info, struct err *e);
+int checkpoint_read(const char *path, const struct model *m, struct model_state *state, struct run_info *info,
+                    struct err *e);
 
 /* The known network (net_find) a file of ours holds, by its `model` metadata; NULL with e set
  * ("PATH: holds model X, which this build does not know (known: ...)") otherwise. */

@@ -14,13 +14,11 @@ struct parser {
     struct err *e;
 };
 
-static int fail(struct parser *p, const char *what) {
-    return err_set(p->e, "byte %zu: %s", p->pos, what);
-}
+static int fail(struct parser *p, const char *what) { return err_set(p->e, "byte %zu: %s", p->pos, what); }
 
 static void skip_ws(struct parser *p) {
-    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
-                               p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+    while (p->pos < p->len &&
+           (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
         p->pos++;
 }
 

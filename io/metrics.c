@@ -30,7 +30,8 @@ static int keep_line(const char *text, size_t len, const char *run, long global_
     const struct json *g = json_get(&j, "global_step"), *ep = json_get(&j, "epoch");
     int keep = j.type == JSON_OBJECT && kind && kind->type == JSON_STRING && r && r->type == JSON_STRING &&
                strcmp(r->string, run) == 0 && g && g->type == JSON_NUMBER && g->number <= (double)global_step;
-    if (keep && strcmp(kind->string, "epoch") == 0) keep = ep && ep->type == JSON_NUMBER && ep->number <= epochs;
+    if (keep && strcmp(kind->string, "epoch") == 0)
+        keep = ep && ep->type == JSON_NUMBER && ep->number <= epochs;
     else if (keep) keep = strcmp(kind->string, "step") == 0;
     json_free(&j);
     return keep;
@@ -68,7 +69,8 @@ static int read_kept(struct metrics *m, long global_step, int epochs, struct str
     return 0;
 }
 
-int metrics_open(struct metrics *m, const char *path, const char *run, long global_step, int epochs, struct err *e) {
+int metrics_open(struct metrics *m, const char *path, const char *run, long global_step, int epochs,
+                 struct err *e) {
     memset(m, 0, sizeof *m);
     m->path = strdup(path);
     snprintf(m->run, sizeof m->run, "%s", run);
@@ -121,7 +123,8 @@ int metrics_epoch(struct metrics *m, const struct metrics_epoch *r, struct err *
     return append(m, &b, 1, e);
 }
 
-int metrics_final(struct metrics *m, long global_step, double test_accuracy, int tta, double elapsed_s, struct err *e) {
+int metrics_final(struct metrics *m, long global_step, double test_accuracy, int tta, double elapsed_s,
+                  struct err *e) {
     struct strbuf b = {0};
     begin_record(&b, "final", m->run);
     strbuf_printf(&b, ",\"global_step\":%ld", global_step);

@@ -20,10 +20,10 @@
 #include <stdio.h>
 
 struct metrics {
-    FILE *f;          /* NULL: closed, or stopped after a write error */
+    FILE *f; /* NULL: closed, or stopped after a write error */
     char *path;
-    char run[64];     /* the run id every record carries */
-    double elapsed0;  /* elapsed_s of the last record kept from before a resume, else 0 */
+    char run[64];    /* the run id every record carries */
+    double elapsed0; /* elapsed_s of the last record kept from before a resume, else 0 */
 };
 
 struct metrics_step {
@@ -45,13 +45,15 @@ struct metrics_epoch {
  * same run; everything else (records past the checkpoint, another run's, a torn last line) is
  * dropped by rewriting the file atomically (temporary file, fsync, rename). A fresh start
  * therefore begins an empty file. Returns 0, or -1 with "PATH: what is wrong" in e. */
-int metrics_open(struct metrics *m, const char *path, const char *run, long global_step, int epochs, struct err *e);
+int metrics_open(struct metrics *m, const char *path, const char *run, long global_step, int epochs,
+                 struct err *e);
 
 /* Append one record. On a write error: -1 with e set, and the file is closed (later calls do
  * nothing), so a full disk costs the metrics, not the training. */
 int metrics_step(struct metrics *m, const struct metrics_step *r, struct err *e);
 int metrics_epoch(struct metrics *m, const struct metrics_epoch *r, struct err *e);
-int metrics_final(struct metrics *m, long global_step, double test_accuracy, int tta, double elapsed_s, struct err *e);
+int metrics_final(struct metrics *m, long global_step, double test_accuracy, int tta, double elapsed_s,
+                  struct err *e);
 
 void metrics_close(struct metrics *m);
 

@@ -64,7 +64,8 @@ int safetensors_write(const char *path, const struct st_tensor *tensors, int nte
         strbuf_printf(&h, ",");
         strbuf_json_string(&h, tensors[i].name);
         strbuf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dtype_name(tensors[i].dtype));
-        for (int d = 0; d < tensors[i].ndim; d++) strbuf_printf(&h, "%s%" PRId64, d ? "," : "", tensors[i].shape[d]);
+        for (int d = 0; d < tensors[i].ndim; d++)
+            strbuf_printf(&h, "%s%" PRId64, d ? "," : "", tensors[i].shape[d]);
         strbuf_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
         off += bytes;
     }
@@ -105,8 +106,8 @@ static int get_offsets(const struct json *t, size_t *b, size_t *en) {
     const struct json *o = json_get(t, "data_offsets");
     if (!o || o->type != JSON_ARRAY || o->count != 2) return -1;
     for (int i = 0; i < 2; i++)
-        if (o->items[i].type != JSON_NUMBER || o->items[i].number < 0 ||
-            o->items[i].number > 9.0e15 || o->items[i].number != (double)(uint64_t)o->items[i].number)
+        if (o->items[i].type != JSON_NUMBER || o->items[i].number < 0 || o->items[i].number > 9.0e15 ||
+            o->items[i].number != (double)(uint64_t)o->items[i].number)
             return -1;
     *b = (size_t)o->items[0].number;
     *en = (size_t)o->items[1].number;
@@ -130,7 +131,8 @@ int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
         if (hlen > MAX_HEADER || hlen < 2)
             rc = err_set(e, "%s: header size %" PRIu64 " is invalid: not a safetensors file", path, hlen);
         else if (8 + hlen > st->size)
-            rc = err_set(e, "%s: truncated: header needs %" PRIu64 " bytes, file has %zu", path, 8 + hlen, st->size);
+            rc = err_set(e, "%s: truncated: header needs %" PRIu64 " bytes, file has %zu", path, 8 + hlen,
+                         st->size);
     }
     struct err je;
     if (!rc && json_parse((const char *)st->file + 8, (size_t)hlen, &st->header, &je) != 0)
@@ -159,8 +161,8 @@ int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
             static const struct {
                 const char *name;
                 size_t size;
-            } known[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
-                         {"I16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}};
+            } known[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+                         {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8}};
             for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
                 if (strcmp(dt->string, known[k].name) == 0) elsize = known[k].size;
         }
@@ -175,9 +177,11 @@ int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
         else if (!shape_ok) rc = err_set(e, "%s: tensor %s: bad shape", path, name);
         else if (get_offsets(t, &b, &en) != 0) rc = err_set(e, "%s: tensor %s: bad data_offsets", path, name);
         else if (en > data_len)
-            rc = err_set(e, "%s: truncated: tensor %s ends at data byte %zu, data section has %zu", path, name, en, data_len);
+            rc = err_set(e, "%s: truncated: tensor %s ends at data byte %zu, data section has %zu", path,
+                         name, en, data_len);
         else if (en - b != n * elsize)
-            rc = err_set(e, "%s: tensor %s: %zu bytes for %zu elements of %s", path, name, en - b, n, dt->string);
+            rc = err_set(e, "%s: tensor %s: %zu bytes for %zu elements of %s", path, name, en - b, n,
+                         dt->string);
         else {
             ranges[nr][0] = b, ranges[nr][1] = en;
             nr++;
@@ -187,11 +191,13 @@ int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
         qsort(ranges, (size_t)nr, sizeof *ranges, cmp_size);
         size_t at = 0;
         for (int i = 0; i < nr && !rc; i++) {
-            if (ranges[i][0] != at) rc = err_set(e, "%s: tensor data overlaps or leaves a gap at data byte %zu", path, at);
+            if (ranges[i][0] != at)
+                rc = err_set(e, "%s: tensor data overlaps or leaves a gap at data byte %zu", path, at);
             at = ranges[i][1];
         }
         if (!rc && at != data_len)
-            rc = err_set(e, "%s: %zu bytes after the last tensor: file damaged or not a safetensors file", path, data_len - at);
+            rc = err_set(e, "%s: %zu bytes after the last tensor: file damaged or not a safetensors file",
+                         path, data_len - at);
     }
     free(ranges);
     if (!rc) {
@@ -201,7 +207,8 @@ int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
         snprintf(hex, sizeof hex, "%08" PRIx32, crc);
         if (!stored) rc = err_set(e, "%s: no crc32 in the metadata: not written by cifar10-dp", path);
         else if (strcmp(stored, hex) != 0)
-            rc = err_set(e, "%s: data checksum mismatch (crc32 %s stored, %s computed): the file is corrupt", path, stored, hex);
+            rc = err_set(e, "%s: data checksum mismatch (crc32 %s stored, %s computed): the file is corrupt",
+                         path, stored, hex);
     }
     if (rc) safetensors_free(st);
     return rc;
@@ -218,23 +225,27 @@ const char *safetensors_meta(const struct safetensors *st, const char *key) {
     return v && v->type == JSON_STRING ? v->string : NULL;
 }
 
-int safetensors_tensor(const struct safetensors *st, const char *name, enum st_dtype dtype,
-                       int ndim, const int *shape, const void **data, struct err *e) {
+int safetensors_tensor(const struct safetensors *st, const char *name, enum st_dtype dtype, int ndim,
+                       const int *shape, const void **data, struct err *e) {
     const struct json *t = json_get(&st->header, name);
     if (!t || strcmp(name, "__metadata__") == 0)
         return err_set(e, "%s: no tensor %s: not a %s file for this model", st->path, name, "cifar10-dp");
     const struct json *dt = json_get(t, "dtype"), *sh = json_get(t, "shape");
     char want[64] = "", have[64] = "";
-    for (int d = 0; d < ndim; d++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", d ? "," : "", shape[d]);
+    for (int d = 0; d < ndim; d++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", d ? "," : "", shape[d]);
     int same = sh->count == ndim;
     for (int d = 0; d < sh->count; d++) {
-        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%.0f", d ? "," : "", sh->items[d].number);
+        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%.0f", d ? "," : "",
+                 sh->items[d].number);
         if (d < ndim && sh->items[d].number != shape[d]) same = 0;
     }
     if (strcmp(dt->string, dtype_name(dtype)) != 0)
-        return err_set(e, "%s: tensor %s has dtype %s, expected %s", st->path, name, dt->string, dtype_name(dtype));
+        return err_set(e, "%s: tensor %s has dtype %s, expected %s", st->path, name, dt->string,
+                       dtype_name(dtype));
     if (!same)
-        return err_set(e, "%s: tensor %s has shape [%s], expected [%s]: a different model architecture", st->path, name, have, want);
+        return err_set(e, "%s: tensor %s has shape [%s], expected [%s]: a different model architecture",
+                       st->path, name, have, want);
     size_t b, en;
     CHECK(get_offsets(t, &b, &en) == 0); /* validated by safetensors_read */
     *data = st->file + st->data_start + b;

@@ -36,7 +36,7 @@ int safetensors_write(const char *path, const struct st_tensor *tensors, int nte
 
 struct safetensors {
     char path[4096];
-    uint8_t *file;     /* the whole file */
+    uint8_t *file; /* the whole file */
     size_t size;
     size_t data_start; /* 8 + header size */
     struct json header;
@@ -52,7 +52,7 @@ const char *safetensors_meta(const struct safetensors *st, const char *key);
 
 /* Finds tensor `name`, checks its dtype and shape against the expected ones and returns a
  * pointer to its data (inside st->file; may be unaligned: copy it out with memcpy). */
-int safetensors_tensor(const struct safetensors *st, const char *name, enum st_dtype dtype,
-                       int ndim, const int *shape, const void **data, struct err *e);
+int safetensors_tensor(const struct safetensors *st, const char *name, enum st_dtype dtype, int ndim,
+                       const int *shape, const void **data, struct err *e);
 
 #endif

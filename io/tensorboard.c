@@ -56,7 +56,6 @@ static void pb_message(struct pb *b, int field, struct pb *m) {
     *m = (struct pb){0};
 }
 
-
 static void put_le(struct pb *b, uint64_t v, int bytes) {
     uint8_t le[8];
     for (int i = 0; i < bytes; i++) le[i] = (uint8_t)(v >> (8 * i));
@@ -85,7 +84,6 @@ static uint32_t masked_crc(const uint8_t *p, size_t n) {
     uint32_t c = crc32c(p, n);
     return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
-
 
 /* Writes one Event (its fields after wall_time and step in `body`, which is freed) in TFRecord
  * framing; flushes, and fsyncs when asked. */
@@ -123,9 +121,9 @@ static void add_scalar(struct pb *summary, const char *tag, double v) {
     float f = (float)v;
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
-    pb_string(&value, 1, tag);               /* Value.tag */
-    pb_fixed(&value, 2, FIXED32, bits, 4);   /* Value.simple_value */
-    pb_message(summary, 1, &value);          /* Summary.value */
+    pb_string(&value, 1, tag);             /* Value.tag */
+    pb_fixed(&value, 2, FIXED32, bits, 4); /* Value.simple_value */
+    pb_message(summary, 1, &value);        /* Summary.value */
 }
 
 /* Writes the Summary in `summary` (freed) as Event.summary at `step`. */
@@ -138,14 +136,14 @@ static int write_summary(struct tensorboard *tb, long step, struct pb *summary, 
 /* The text plugin's summary: a scalar DT_STRING tensor with plugin_name "text". */
 static int write_text(struct tensorboard *tb, long step, const char *tag, const char *text, struct err *e) {
     struct pb plugin = {0}, meta = {0}, tensor = {0}, value = {0}, summary = {0};
-    pb_string(&plugin, 1, "text");     /* PluginData.plugin_name; content: TextPluginData{} */
-    pb_message(&meta, 1, &plugin);     /* SummaryMetadata.plugin_data */
-    pb_key(&tensor, 1, VARINT);        /* TensorProto.dtype = DT_STRING */
+    pb_string(&plugin, 1, "text"); /* PluginData.plugin_name; content: TextPluginData{} */
+    pb_message(&meta, 1, &plugin); /* SummaryMetadata.plugin_data */
+    pb_key(&tensor, 1, VARINT);    /* TensorProto.dtype = DT_STRING */
     pb_varint(&tensor, 7);
-    pb_string(&tensor, 8, text);       /* TensorProto.string_val; no tensor_shape: a scalar */
-    pb_string(&value, 1, tag);         /* Value.tag */
-    pb_message(&value, 9, &meta);      /* Value.metadata */
-    pb_message(&value, 8, &tensor);    /* Value.tensor */
+    pb_string(&tensor, 8, text);    /* TensorProto.string_val; no tensor_shape: a scalar */
+    pb_string(&value, 1, tag);      /* Value.tag */
+    pb_message(&value, 9, &meta);   /* Value.metadata */
+    pb_message(&value, 8, &tensor); /* Value.tensor */
     pb_message(&summary, 1, &value);
     return write_summary(tb, step, &summary, 1, e);
 }
@@ -159,7 +157,8 @@ static int make_dirs(const char *dir, struct err *e) {
         if (*s != '/' && *s) continue;
         char c = *s;
         *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = err_sys(e, errno, "%s: cannot create directory %s", dir, p);
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            rc = err_sys(e, errno, "%s: cannot create directory %s", dir, p);
         *s = c;
         if (rc || !c) break;
     }
@@ -176,7 +175,8 @@ static int create_file(struct tensorboard *tb, const char *dir, struct err *e) {
         free(tb->path);
         tb->path = malloc(size);
         CHECK(tb->path);
-        int len = snprintf(tb->path, size, "%s/events.out.tfevents.%010ld.%s.%ld", dir, (long)time(NULL), host, (long)getpid());
+        int len = snprintf(tb->path, size, "%s/events.out.tfevents.%010ld.%s.%ld", dir, (long)time(NULL),
+                           host, (long)getpid());
         if (n) snprintf(tb->path + len, size - (size_t)len, ".%d", n);
         int fd = open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) continue;
@@ -188,7 +188,8 @@ static int create_file(struct tensorboard *tb, const char *dir, struct err *e) {
     return err_set(e, "%s: cannot create TensorBoard event file: 100 names taken", tb->path);
 }
 
-int tensorboard_open(struct tensorboard *tb, const char *dir, long first_step, const char *settings, struct err *e) {
+int tensorboard_open(struct tensorboard *tb, const char *dir, long first_step, const char *settings,
+                     struct err *e) {
     memset(tb, 0, sizeof *tb);
     int rc = make_dirs(dir, e);
     if (!rc) rc = create_file(tb, dir, e);

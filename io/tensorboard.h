@@ -35,7 +35,8 @@ struct tensorboard {
 /* Creates DIR if needed and a new event file in it; writes the file version, the START at
  * `first_step` and the text `settings` (markdown) at that step. Returns 0, or -1 with
  * "PATH: what is wrong" in e. */
-int tensorboard_open(struct tensorboard *tb, const char *dir, long first_step, const char *settings, struct err *e);
+int tensorboard_open(struct tensorboard *tb, const char *dir, long first_step, const char *settings,
+                     struct err *e);
 
 /* Append the scalars of one record. On a write error: -1 with e set, and the file is closed
  * (later calls do nothing): a full disk costs the event file, not the training. */

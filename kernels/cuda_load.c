@@ -39,7 +39,9 @@ static int plugin_open(struct err *e) {
         h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!h) return err_set(e, "the CUDA backend %s cannot be loaded: %s", path, dlerror());
     }
-    if (!h) return err_set(e, "no CUDA backend (%s) in %s/lib/cifar10-dp or %s/../lib/cifar10-dp", CUDA_PLUGIN_FILE, dir, dir);
+    if (!h)
+        return err_set(e, "no CUDA backend (%s) in %s/lib/cifar10-dp or %s/../lib/cifar10-dp",
+                       CUDA_PLUGIN_FILE, dir, dir);
     const struct cuda_plugin_api *(*entry)(void);
     *(void **)&entry = dlsym(h, "cuda_plugin_api"); /* POSIX's way to a function pointer */
     const struct cuda_plugin_api *a = entry ? entry() : NULL;

@@ -6,6 +6,7 @@
 int kernels_conv_out(int size, int k, int pad) { return size + 2 * pad - k + 1; }
 
 /* Every function pointer of struct kernels, in declaration order. */
+/* clang-format off */
 #define OP(name) {#name, offsetof(struct kernels, name)}
 static const struct {
     const char *name;
@@ -21,6 +22,7 @@ static const struct {
     OP(softmax_xent), OP(sgd_update), OP(lookahead_update), OP(shutdown),
 };
 #undef OP
+/* clang-format on */
 
 /* Everything after `name` is a function pointer, so an op added to struct kernels but not to
  * ops[] changes the struct's size and stops the build here. */

@@ -58,8 +58,7 @@ struct kernels {
     /* Input queue (input batches, model/batches.c), asynchronous to the host: copies host_src
      * (from host_alloc, unchanged until done completes) to dst, then marks done (when not
      * NULL). Compute does not wait for it unless told to with compute_wait. */
-    void (*input_upload_async)(void *dst, const void *host_src, size_t bytes,
-                               struct kernels_event *done);
+    void (*input_upload_async)(void *dst, const void *host_src, size_t bytes, struct kernels_event *done);
     /* Transfer queue (staged gradients, dist/dist.c), otherwise as input_upload_async. */
     void (*upload_async)(void *dst, const void *host_src, size_t bytes, struct kernels_event *done);
     /* Once the compute queue has finished everything issued before this call: copies src to
@@ -79,8 +78,8 @@ struct kernels {
      * shift[c] (scale/shift: host arrays of 3, the normalisation of data/augment.h). The
      * padding is zeros, or with reflect non-zero the mirror image without the edge row
      * (F.pad(mode='reflect'): offsets up to 31 pixels out). */
-    void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N,
-                          const float *scale, const float *shift, int reflect);
+    void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+                          const float *shift, int reflect);
 
     /* Scratch (bytes) that conv_forward and conv_backward need for this shape, for the passes
      * named (enum conv_pass: the forward, the backward with dx, the backward with dw), and that
@@ -106,17 +105,16 @@ struct kernels {
     /* y[N][K][Ho][Wo] = conv(x[N][C][H][W], w[K][C][k][k], zero padding s->pad, stride 1)
      * + b[K] (no bias when b is NULL), then max(y, 0) when relu is non-zero (a fused ReLU
      * layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
-    void (*conv_forward)(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                         float *y, int relu, void *ws, size_t ws_bytes);
+    void (*conv_forward)(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                         int relu, void *ws, size_t ws_bytes);
     /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: nothing below trains; pass
      * CONV_BACKWARD_DATA), dw[K][C][k][k] (skipped when NULL: a frozen filter; pass
      * CONV_BACKWARD_FILTER), db[K] (skipped when NULL: no bias); dw and db are summed over the
      * batch. When dx_mask[N][C][H][W] is not NULL (the output of a ReLU that fed this
      * convolution, i.e. x itself), dx is also taken through that ReLU's backward:
      * dx = dx_mask > 0 ? dx : 0. */
-    void (*conv_backward)(const struct conv_shape *s, const float *x, const float *w,
-                          const float *dy, float *dx, float *dw, float *db, const float *dx_mask,
-                          void *ws, size_t ws_bytes);
+    void (*conv_backward)(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                          float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
 
     /* y[n] = max(x[n], 0); y may equal x. */
     void (*relu_forward)(const float *x, float *y, size_t n);
@@ -138,37 +136,35 @@ struct kernels {
      * element PyTorch picks on ties), 0 elsewhere (also in the rows and columns no window
      * covers). With relu non-zero, x is the output of a ReLU and dx also goes through its
      * backward (0 where x <= 0). */
-    void (*maxpool_backward)(const float *x, const float *dy, float *dx, int N, int C, int H,
-                             int W, int k, int relu);
+    void (*maxpool_backward)(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+                             int relu);
 
     /* Training-mode batch norm of x[N][C][HW] over N and HW: y = (x - mean) * invstd * gamma[C]
      * + beta[C], invstd = 1/sqrt(biased var + eps). Saves mean[C] and invstd[C] for backward and
      * updates running_mean/var[C] as PyTorch does: r = (1 - momentum) r + momentum * stat, with
      * the unbiased variance (N*HW / (N*HW - 1)) for running_var. */
-    void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta,
-                                    float *y, float *save_mean, float *save_invstd,
-                                    float *running_mean, float *running_var, float momentum,
-                                    float eps, int N, int C, int HW);
+    void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta, float *y,
+                                    float *save_mean, float *save_invstd, float *running_mean,
+                                    float *running_var, float momentum, float eps, int N, int C, int HW);
     /* Eval mode: normalises with running_mean/var[C]. */
     void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta,
-                                   const float *running_mean, const float *running_var, float eps,
-                                   float *y, int N, int C, int HW);
+                                   const float *running_mean, const float *running_var, float eps, float *y,
+                                   int N, int C, int HW);
     /* dx[N][C][HW] (skipped when NULL: nothing below trains), dgamma[C] (skipped when NULL: a
      * scale frozen at its value, as PyTorch's weight.requires_grad = False), dbeta[C] from dy
      * and the saved statistics. */
-    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma,
-                               const float *save_mean, const float *save_invstd, float *dx,
-                               float *dgamma, float *dbeta, int N, int C, int HW);
+    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma, const float *save_mean,
+                               const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
+                               int HW);
 
     /* y[N][O] = scale * (x[N][I] w[O][I]^T + b[O]) (no bias when b is NULL): nn.Linear
      * followed by a constant multiplication. */
-    void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I,
-                           int O, float scale, void *ws, size_t ws_bytes);
+    void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                           float scale, void *ws, size_t ws_bytes);
     /* dx[N][I] = scale * dy w (skipped when dx is NULL), dw[O][I] = scale * dy^T x,
      * db[O] = scale * sum over n of dy (skipped when db is NULL). */
-    void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                            float *db, int N, int I, int O, float scale, void *ws,
-                            size_t ws_bytes);
+    void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                            int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 
     /* Softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend memory),
      * with nn.CrossEntropyLoss's label_smoothing: the target of row n is

@@ -55,7 +55,8 @@ int batches_take(struct batches *b, struct model_input *in) {
     CHECK(b->queued > 0);
     int s = b->queued == 2 ? b->fill : b->fill ^ 1;
     b->queued--;
-    *in = (struct model_input){b->dev_img[s], b->dev_geom[s], b->dev_labels[s], b->queued_n[s], b->queued_reflect[s]};
+    *in = (struct model_input){b->dev_img[s], b->dev_geom[s], b->dev_labels[s], b->queued_n[s],
+                               b->queued_reflect[s]};
     b->k->compute_wait(b->uploaded[s]);
     return s;
 }

@@ -1,8 +1,8 @@
 /* A queue of input batches, owned by whoever feeds a model (trainer, evaluator): two slots,
- * alternating, so the host fills and uploads one while the device computes on the other. Host memory comes from the backend's host_alloc
- * (page-locked on CUDA, so uploads run on the input queue during compute); events order
- * each slot's reuse against the upload and against the compute that reads it. Any network
- * takes its input through this (a [3][32][32] uint8 image, its crop/flip and its label). */
+ * alternating, so the host fills and uploads one while the device computes on the other. Host memory comes
+ * from the backend's host_alloc (page-locked on CUDA, so uploads run on the input queue during compute);
+ * events order each slot's reuse against the upload and against the compute that reads it. Any network takes
+ * its input through this (a [3][32][32] uint8 image, its crop/flip and its label). */
 #ifndef MODEL_BATCHES_H
 #define MODEL_BATCHES_H
 
@@ -20,13 +20,13 @@ struct batch {
 struct batches {
     const struct kernels *k;
     int max_batch;
-    struct batch host[2];                /* host side, filled by the caller */
-    unsigned char *dev_img[2];           /* [max_batch][3072] device copies */
-    int *dev_geom[2], *dev_labels[2];    /* [max_batch][3], [max_batch] */
-    struct kernels_event *uploaded[2];   /* slot's upload finished */
-    struct kernels_event *consumed[2];   /* compute has finished reading slot's device copy */
-    int fill, queued, queued_n[2];       /* next slot to fill; submitted, unconsumed batches */
-    int queued_reflect[2];               /* the submitted batches' padding mode */
+    struct batch host[2];              /* host side, filled by the caller */
+    unsigned char *dev_img[2];         /* [max_batch][3072] device copies */
+    int *dev_geom[2], *dev_labels[2];  /* [max_batch][3], [max_batch] */
+    struct kernels_event *uploaded[2]; /* slot's upload finished */
+    struct kernels_event *consumed[2]; /* compute has finished reading slot's device copy */
+    int fill, queued, queued_n[2];     /* next slot to fill; submitted, unconsumed batches */
+    int queued_reflect[2];             /* the submitted batches' padding mode */
 };
 
 void batches_init(struct batches *b, const struct kernels *k, int max_batch);

@@ -54,7 +54,7 @@ void config_recipe(struct train_config *c, const char *model) {
 
 /* One row of config_print_recipes: each known recipe's value of a setting, formatted. */
 typedef void recipe_cell_fn(const struct recipe *r, char *out, size_t size);
-#define CELL(name, ...) \
+#define CELL(name, ...)                                                                                      \
     static void name(const struct recipe *r, char *out, size_t size) { snprintf(out, size, __VA_ARGS__); }
 CELL(cell_epochs, "%g", r->epochs)
 CELL(cell_batch, "%d %s", r->batch_size, r->batch_scope == BATCH_GLOBAL ? "in all" : "per rank")
@@ -65,18 +65,17 @@ CELL(cell_decay, "%g%s", r->weight_decay, r->units == UNITS_AIRBENCH ? " (per 10
 CELL(cell_smoothing, "%g (%s loss)", r->label_smoothing, r->loss == XENT_SUM ? "summed" : "mean")
 CELL(cell_lookahead, "%d%s", r->lookahead, r->lookahead ? " (and a final one)" : " (none)")
 CELL(cell_tta, "%d", r->tta)
-CELL(cell_augment, "%s", r->augment == AUGMENT_ALTERNATING ? "reflect crop, alt. flip"
-                         : r->augment == AUGMENT_CROP_FLIP ? "zero-pad crop, flip"
-                                                           : "none")
+CELL(cell_augment, "%s",
+     r->augment == AUGMENT_ALTERNATING ? "reflect crop, alt. flip"
+     : r->augment == AUGMENT_CROP_FLIP ? "zero-pad crop, flip"
+                                       : "none")
 CELL(cell_whiten, "%d", r->whiten_images)
 CELL(cell_bias_epochs, "%d", r->first_bias_epochs)
 CELL(cell_norm_lr, "x %g", r->norm_lr_scale)
 #undef CELL
 static void cell_warmup(const struct recipe *r, char *out, size_t size) {
-    if (r->schedule == LR_COSINE)
-        snprintf(out, size, "%g (from LR/10)", r->warmup_epochs);
-    else
-        snprintf(out, size, "-");
+    if (r->schedule == LR_COSINE) snprintf(out, size, "%g (from LR/10)", r->warmup_epochs);
+    else snprintf(out, size, "-");
 }
 
 void config_print_recipes(FILE *f) {
@@ -114,7 +113,8 @@ void config_print_recipes(FILE *f) {
 }
 
 /* The scheduled lr at `step` for peak lr `peak_lr`. */
-static double scheduled_lr(const struct train_config *c, double peak_lr, long step, long total, int steps_per_epoch) {
+static double scheduled_lr(const struct train_config *c, double peak_lr, long step, long total,
+                           int steps_per_epoch) {
     if (c->schedule == LR_CONSTANT) return peak_lr;
     if (c->schedule == LR_TRIANGLE) { /* np.interp(step, [0, int(0.23 total), total], [0.2, 1, 0.07]) */
         long peak = (long)(0.23 * (double)total);
@@ -131,8 +131,8 @@ static double scheduled_lr(const struct train_config *c, double peak_lr, long st
     return peak_lr * 0.5 * (1.0 + cos(M_PI * (t > 1.0 ? 1.0 : t)));
 }
 
-void config_sgd_at(const struct train_config *c, long step, long total_steps, int steps_per_epoch, int global_batch,
-                   int world, struct sgd_settings *out) {
+void config_sgd_at(const struct train_config *c, long step, long total_steps, int steps_per_epoch,
+                   int global_batch, int world, struct sgd_settings *out) {
     double lr = c->learning_rate, wd = c->weight_decay;
     if (c->units == UNITS_AIRBENCH) { /* lr per 1024 images over the Nesterov gain 1 + 1/(1 - momentum) */
         double kilostep = 1024.0 * (1.0 + 1.0 / (1.0 - c->momentum));
@@ -278,8 +278,7 @@ int config_compare(const struct train_config *c, const char *saved_json, struct 
             if (strcmp(s[i].key, "augment") == 0)
                 rc = err_set(e, "augmentation: the checkpoint was trained %s it, this run %s",
                              strcmp(have, "true") == 0 ? "with" : "without", c->augment ? "with" : "without");
-            else
-                rc = err_set(e, "%s: the checkpoint has %s, this run has %s", s[i].flag, have, s[i].value);
+            else rc = err_set(e, "%s: the checkpoint has %s, this run has %s", s[i].flag, have, s[i].value);
         }
     }
     json_free(&saved);

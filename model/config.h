@@ -4,10 +4,10 @@
 #ifndef MODEL_CONFIG_H
 #define MODEL_CONFIG_H
 
-#include "../data/augment.h"
-#include "../kernels/kernels.h"
 #include "../app/device.h"
+#include "../data/augment.h"
 #include "../io/json.h"
+#include "../kernels/kernels.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -50,33 +50,33 @@ struct recipe {
 
 struct train_config {
     /* Settings that define the run (must match to resume). */
-    const char *model;     /* the network's name (model/net.h); it chooses the recipe */
-    double epochs;         /* > 0; a fraction cuts the last epoch (ceil(steps x epochs) steps) */
-    int batch_size;        /* >= 1, as batch_scope says */
+    const char *model; /* the network's name (model/net.h); it chooses the recipe */
+    double epochs;     /* > 0; a fraction cuts the last epoch (ceil(steps x epochs) steps) */
+    int batch_size;    /* >= 1, as batch_scope says */
     enum batch_scope batch_scope;
-    double learning_rate;  /* peak, in lr_units */
+    double learning_rate; /* peak, in lr_units */
     enum lr_units units;
     enum lr_schedule schedule;
-    double warmup_epochs;  /* linear warm-up from lr/10 (cosine schedule only) */
+    double warmup_epochs; /* linear warm-up from lr/10 (cosine schedule only) */
     double momentum, weight_decay;
     int nesterov;
-    double norm_lr_scale;  /* batch-norm tensors: lr x this, weight decay / this (1: one group) */
+    double norm_lr_scale; /* batch-norm tensors: lr x this, weight decay / this (1: one group) */
     double label_smoothing;
     enum xent_reduction loss; /* XENT_MEAN: gradients averaged; XENT_SUM: summed over the global batch */
-    int lookahead;         /* lookahead every this many steps (0: none), see config_lookahead_weight */
-    int whiten_images;     /* > 0: the first layer is the whitening filter of that many images */
-    int first_bias_epochs; /* > 0: the first layer's bias trains for this many epochs only */
+    int lookahead;            /* lookahead every this many steps (0: none), see config_lookahead_weight */
+    int whiten_images;        /* > 0: the first layer is the whitening filter of that many images */
+    int first_bias_epochs;    /* > 0: the first layer's bias trains for this many epochs only */
     uint64_t seed;
     enum augment_kind augment;
     /* Settings that may change between a run and its resume. */
-    int tta;               /* test-time augmentation of the final score: 0, 1 or 2 (evaluate.h) */
+    int tta; /* test-time augmentation of the final score: 0, 1 or 2 (evaluate.h) */
     int print_freq;
-    int threads;           /* 0: the CPUs this process may use */
-    int eval;              /* score test_batch.bin after every epoch when present */
+    int threads; /* 0: the CPUs this process may use */
+    int eval;    /* score test_batch.bin after every epoch when present */
     enum device_kind device;
-    enum precision precision; /* of the products (device.h); auto resolves with bf16_recipe */
-    int bf16_recipe;          /* the recipe allows bf16 products under --precision auto */
-    double bucket_mb;      /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
+    enum precision precision;   /* of the products (device.h); auto resolves with bf16_recipe */
+    int bf16_recipe;            /* the recipe allows bf16 products under --precision auto */
+    double bucket_mb;           /* gradient allreduce bucket size (MiB; 0: one allreduce per step) */
     double checkpoint_interval; /* seconds between mid-epoch checkpoints (0: epoch ends only) */
     double collective_timeout;  /* seconds a collective may wait (0: adaptive, dist.h) */
     enum resume_mode resume;

@@ -20,8 +20,8 @@ static const struct view level2[] = {{4, 4, 0, 0.25f},  {4, 4, 1, 0.25f},  {3, 3
                                      {3, 3, 1, 0.125f}, {5, 5, 0, 0.125f}, {5, 5, 1, 0.125f}};
 
 /* The weighted logits of images idx[0..n) over the views of level tta, into sum[n][classes]. */
-static void predict_views(struct model *m, struct batches *q, const struct cifar_set *set, const int *idx, int n, int tta,
-                          int *pred, float *logits, float *sum) {
+static void predict_views(struct model *m, struct batches *q, const struct cifar_set *set, const int *idx,
+                          int n, int tta, int *pred, float *logits, float *sum) {
     static const struct view *const levels[] = {level0, level1, level2};
     static const int nviews[] = {1, 2, 6};
     size_t count = (size_t)n * m->net->classes;
@@ -30,7 +30,8 @@ static void predict_views(struct model *m, struct batches *q, const struct cifar
         const struct view *view = &levels[tta][v];
         struct batch *b = batches_next(q);
         augment_gather(set, idx, n, 0, 0, AUGMENT_NONE, b->img, b->geom, b->labels);
-        for (int i = 0; i < n; i++) b->geom[3 * i] = view->dx, b->geom[3 * i + 1] = view->dy, b->geom[3 * i + 2] = view->flip;
+        for (int i = 0; i < n; i++)
+            b->geom[3 * i] = view->dx, b->geom[3 * i + 1] = view->dy, b->geom[3 * i + 2] = view->flip;
         b->reflect = 1;
         batches_submit(q, n);
         struct model_input in;
@@ -46,7 +47,8 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
     CHECK(tta >= 0 && tta <= EVALUATE_TTA_MAX && m->net->classes == CIFAR_CLASSES);
     int idx[1024], classes = m->net->classes;
     int chunk = m->max_batch < 1024 ? m->max_batch : 1024;
-    float *logits = XALLOC((size_t)chunk * classes * sizeof(float)), *sum = XALLOC((size_t)chunk * classes * sizeof(float));
+    float *logits = XALLOC((size_t)chunk * classes * sizeof(float)),
+          *sum = XALLOC((size_t)chunk * classes * sizeof(float));
     struct batches q;
     batches_init(&q, m->k, chunk);
     for (int at = begin; at < end;) {

@@ -23,6 +23,7 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
 
 /* The TTA-weighted logits of images [begin, end) of set into logits[end - begin][classes], in
  * batches as evaluate_range. */
-void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, int end, int tta, float *logits);
+void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, int end, int tta,
+                     float *logits);
 
 #endif

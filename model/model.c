@@ -8,15 +8,18 @@
 #include "../data/augment.h"
 
 #include <math.h>
-#include <stdint.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const struct layer_kind_props *props_of(const struct model_layer *L) { return layer_kind_props(L->def->kind); }
+static const struct layer_kind_props *props_of(const struct model_layer *L) {
+    return layer_kind_props(L->def->kind);
+}
 
-static void bad_net(const struct net_def *net, int i, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+static void bad_net(const struct net_def *net, int i, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
 static void bad_net(const struct net_def *net, int i, const char *fmt, ...) {
     char why[256];
     va_list ap;
@@ -35,10 +38,12 @@ static void plan_shapes(struct model *m) {
         const struct layer_def *d = L->def = &net->layers[i];
         L->in_c = c, L->in_h = h, L->in_w = w;
         if ((unsigned)d->kind >= LAYER_KINDS) bad_net(net, i, "unknown layer kind %d", (int)d->kind);
-        if (d->flags & ~layer_kind_props(d->kind)->flags) bad_net(net, i, "flags 0x%x do not apply to a %s layer", d->flags, props_of(L)->name);
+        if (d->flags & ~layer_kind_props(d->kind)->flags)
+            bad_net(net, i, "flags 0x%x do not apply to a %s layer", d->flags, props_of(L)->name);
         switch (d->kind) {
         case LAYER_CONV:
-            if (d->k < 1 || d->k > 5 || d->pad < 0 || d->pad >= d->k) bad_net(net, i, "kernel %d, padding %d", d->k, d->pad);
+            if (d->k < 1 || d->k > 5 || d->pad < 0 || d->pad >= d->k)
+                bad_net(net, i, "kernel %d, padding %d", d->k, d->pad);
             c = d->out, h = kernels_conv_out(h, d->k, d->pad), w = kernels_conv_out(w, d->k, d->pad);
             break;
         case LAYER_MAXPOOL:
@@ -47,10 +52,14 @@ static void plan_shapes(struct model *m) {
             break;
         case LAYER_FLATTEN: c = c * h * w, h = w = 1; break;
         case LAYER_LINEAR:
-            if (h != 1 || w != 1) bad_net(net, i, "linear layer on a %dx%dx%d input (flatten first)", c, h, w);
+            if (h != 1 || w != 1)
+                bad_net(net, i, "linear layer on a %dx%dx%d input (flatten first)", c, h, w);
             c = d->out;
             break;
-        case LAYER_RELU: case LAYER_GELU: case LAYER_BATCHNORM: case LAYER_KINDS: break;
+        case LAYER_RELU:
+        case LAYER_GELU:
+        case LAYER_BATCHNORM:
+        case LAYER_KINDS: break;
         }
         if (c < 1 || h < 1 || w < 1) bad_net(net, i, "output %dx%dx%d", c, h, w);
         L->out_c = c, L->out_h = h, L->out_w = w;
@@ -58,7 +67,8 @@ static void plan_shapes(struct model *m) {
         L->relu_fused = d->kind == LAYER_CONV && next == LAYER_RELU;
         L->relu_backward_fused = d->kind == LAYER_RELU && (next == LAYER_CONV || next == LAYER_MAXPOOL);
     }
-    if (c != net->classes || h != 1 || w != 1) bad_net(net, m->nlayers - 1, "output %dx%dx%d, not %d logits", c, h, w, net->classes);
+    if (c != net->classes || h != 1 || w != 1)
+        bad_net(net, m->nlayers - 1, "output %dx%dx%d, not %d logits", c, h, w, net->classes);
 }
 
 static enum tensor_home home_of(const struct tensor_spec *ts, const struct layer_def *d) {
@@ -75,7 +85,8 @@ static void add_tensor(struct model *m, int i, const struct tensor_spec *ts, enu
     int ch = d->kind == LAYER_BATCHNORM ? L->in_c : L->out_c;
     if (ts->shape == SHAPE_SCALAR) t->ndim = 0;
     else if (ts->shape == SHAPE_CHANNELS) t->ndim = 1, t->shape[0] = ch;
-    else if (d->kind == LAYER_CONV) t->ndim = 4, memcpy(t->shape, (int[]){L->out_c, L->in_c, d->k, d->k}, sizeof(int[4]));
+    else if (d->kind == LAYER_CONV)
+        t->ndim = 4, memcpy(t->shape, (int[]){L->out_c, L->in_c, d->k, d->k}, sizeof(int[4]));
     else CHECK(d->kind == LAYER_LINEAR), t->ndim = 2, t->shape[0] = L->out_c, t->shape[1] = L->in_c;
     t->numel = 1;
     for (int k = 0; k < t->ndim; k++) t->numel *= (size_t)t->shape[k];
@@ -117,7 +128,9 @@ static float *tensor_data(const struct model *m, int t) {
 
 /* The gradient of tensor t, or NULL when it does not train (or no longer does). */
 static float *tensor_grad(const struct model *m, int t) {
-    return t >= 0 && m->tensors[t].home == HOME_PARAMS && !m->tensors[t].stopped ? m->grads + m->tensors[t].offset : NULL;
+    return t >= 0 && m->tensors[t].home == HOME_PARAMS && !m->tensors[t].stopped
+               ? m->grads + m->tensors[t].offset
+               : NULL;
 }
 
 static struct conv_shape conv_shape_of(const struct model_layer *L, int n) {
@@ -168,7 +181,9 @@ static void init_tensors(struct model *m, uint64_t seed) {
         int k = L->def->kind == LAYER_CONV ? L->def->k : 1;
         double bound = 1.0 / sqrt((double)L->in_c * k * k);
         for (size_t i = 0; i < mt->numel; i++)
-            dst[i] = mt->init == INIT_ONES ? 1.0f : mt->init == INIT_ZEROS ? 0.0f : (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+            dst[i] = mt->init == INIT_ONES    ? 1.0f
+                     : mt->init == INIT_ZEROS ? 0.0f
+                                              : (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
         if (L->weight == t && (L->def->flags & LAYER_DIRAC_INIT)) dirac_init(dst, L);
         if (L->bias == t && (L->def->flags & LAYER_ZERO_BIAS)) memset(dst, 0, mt->numel * sizeof(float));
     }
@@ -204,7 +219,8 @@ static void alloc_activations(struct model *m) {
     m->ws_bytes = ws;
 }
 
-void model_init(struct model *m, const struct net_def *net, const struct kernels *k, int max_batch, uint64_t seed) {
+void model_init(struct model *m, const struct net_def *net, const struct kernels *k, int max_batch,
+                uint64_t seed) {
     memset(m, 0, sizeof *m);
     m->net = net;
     m->k = k;
@@ -227,7 +243,8 @@ void model_free(struct model *m) {
     const struct kernels *k = m->k;
     for (int i = 0; i < m->nlayers; i++)
         if (!props_of(&m->layers[i])->in_place) k->free(m->layers[i].act);
-    void *bufs[] = {m->params, m->grads, m->momentum, m->buffers, m->input, m->bn_saved, m->grad_a, m->grad_b, m->ws};
+    void *bufs[] = {m->params,   m->grads,  m->momentum, m->buffers, m->input,
+                    m->bn_saved, m->grad_a, m->grad_b,   m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
     if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
     free(m->host_logits), free(m->layers), free(m->tensors);
@@ -241,10 +258,8 @@ void model_layer_describe(const struct model *m, int i, char *buf, size_t size) 
         snprintf(buf, size, "conv %d->%d %dx%d", L->in_c, L->out_c, L->in_h, L->in_w);
     else if (d->kind == LAYER_CONV)
         snprintf(buf, size, "conv%d p%d %d->%d %dx%d", d->k, d->pad, L->in_c, L->out_c, L->in_h, L->in_w);
-    else if (d->kind == LAYER_LINEAR)
-        snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
-    else
-        snprintf(buf, size, "%s %dx%dx%d", props_of(L)->name, L->in_c, L->in_h, L->in_w);
+    else if (d->kind == LAYER_LINEAR) snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
+    else snprintf(buf, size, "%s %dx%dx%d", props_of(L)->name, L->in_c, L->in_h, L->in_w);
 }
 
 double model_layer_flops(const struct model *m, int i, int n, int pass) {
@@ -282,12 +297,14 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
         int HW = L->in_h * L->in_w;
         if (train)
             k->batchnorm_forward_train(x, w, b, y, mean, invstd, rm, rv, d->momentum, d->eps, n, L->in_c, HW);
-        else
-            k->batchnorm_forward_eval(x, w, b, rm, rv, d->eps, y, n, L->in_c, HW);
+        else k->batchnorm_forward_eval(x, w, b, rm, rv, d->eps, y, n, L->in_c, HW);
         break;
     }
-    case LAYER_FLATTEN: case LAYER_KINDS: break;
-    case LAYER_LINEAR: k->linear_forward(x, w, b, y, n, L->in_c, L->out_c, linear_scale(d), m->ws, m->ws_bytes); break;
+    case LAYER_FLATTEN:
+    case LAYER_KINDS: break;
+    case LAYER_LINEAR:
+        k->linear_forward(x, w, b, y, n, L->in_c, L->out_c, linear_scale(d), m->ws, m->ws_bytes);
+        break;
     }
 }
 
@@ -322,7 +339,9 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
         k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws, m->ws_bytes);
         break;
     }
-    case LAYER_MAXPOOL: k->maxpool_backward(x, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu); break;
+    case LAYER_MAXPOOL:
+        k->maxpool_backward(x, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu);
+        break;
     case LAYER_BATCHNORM: {
         const float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
         k->batchnorm_backward(x, dy, w, mean, invstd, dx, dw, db, n, L->in_c, L->in_h * L->in_w);
@@ -331,7 +350,8 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
     case LAYER_LINEAR:
         k->linear_backward(x, w, dy, dx, dw, db, n, L->in_c, L->out_c, linear_scale(def), m->ws, m->ws_bytes);
         break;
-    case LAYER_FLATTEN: case LAYER_KINDS: break;
+    case LAYER_FLATTEN:
+    case LAYER_KINDS: break;
     }
 }
 
@@ -424,7 +444,8 @@ void model_lookahead_init(struct model *m) {
         m->ema_params = k->alloc(m->nparams * sizeof(float));
         m->ema_buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
     }
-    float *p = XALLOC(m->nparams * sizeof(float)), *b = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
+    float *p = XALLOC(m->nparams * sizeof(float)),
+          *b = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
     model_get_state(m, p, NULL, b); /* through the host: once per run */
     model_set_lookahead(m, p, b);
     free(p), free(b);

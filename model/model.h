@@ -20,15 +20,15 @@
 
 /* One named tensor of the state_dict. */
 struct model_tensor {
-    char name[64];          /* "network.5.running_mean", "2.norm1.weight" */
+    char name[64]; /* "network.5.running_mean", "2.norm1.weight" */
     int ndim, shape[4];
     size_t numel;
-    enum tensor_home home;  /* which buffer holds it (HOME_COUNTER: model.batches_tracked) */
-    size_t offset;          /* floats from the start of that buffer (64-byte aligned) */
-    int layer;              /* index of its layer */
+    enum tensor_home home; /* which buffer holds it (HOME_COUNTER: model.batches_tracked) */
+    size_t offset;         /* floats from the start of that buffer (64-byte aligned) */
+    int layer;             /* index of its layer */
     enum tensor_init init;
-    int running;            /* a running statistic (per rank until averaged) */
-    int stopped;            /* trainable, but no longer updated (model_stop_training) */
+    int running; /* a running statistic (per rank until averaged) */
+    int stopped; /* trainable, but no longer updated (model_stop_training) */
 };
 
 /* The plan of one layer. Shapes are one image's, [c][h][w] (linear: [features][1][1]). */
@@ -36,13 +36,13 @@ struct model_layer {
     const struct layer_def *def;
     int in_c, in_h, in_w, out_c, out_h, out_w;
     int weight, bias, running; /* tensor indices or -1 (running: running_mean; running_var next) */
-    int relu_fused;          /* conv: applies the next layer's ReLU in its forward */
-    int relu_backward_fused; /* relu: the next layer (conv, max pool) does its backward */
-    size_t grads_begin;      /* first float of its trainable tensors in params; SIZE_MAX: none */
-    size_t saved;            /* batch norm: offset of batch mean [C] then invstd [C] in bn_saved */
-    float *act;              /* [max_batch][out]: its output; aliases the input when in place */
-    double seconds[2];       /* wall time in forward / backward since model_init (host clock
-                              * around each op call: exact for the synchronous CPU backend) */
+    int relu_fused;            /* conv: applies the next layer's ReLU in its forward */
+    int relu_backward_fused;   /* relu: the next layer (conv, max pool) does its backward */
+    size_t grads_begin;        /* first float of its trainable tensors in params; SIZE_MAX: none */
+    size_t saved;              /* batch norm: offset of batch mean [C] then invstd [C] in bn_saved */
+    float *act;                /* [max_batch][out]: its output; aliases the input when in place */
+    double seconds[2];         /* wall time in forward / backward since model_init (host clock
+                                * around each op call: exact for the synchronous CPU backend) */
 };
 
 /* Floats behind the gradients in m->grads: the (loss, correct count) of the last forward_backward,
@@ -62,22 +62,22 @@ struct model {
     int max_batch;
     /* The plan. */
     int nlayers, ntensors;
-    struct model_layer *layers;   /* [nlayers] */
-    struct model_tensor *tensors; /* [ntensors] */
-    size_t nparams, nbuffers;     /* floats in params (P) and buffers (S) */
+    struct model_layer *layers;        /* [nlayers] */
+    struct model_tensor *tensors;      /* [ntensors] */
+    size_t nparams, nbuffers;          /* floats in params (P) and buffers (S) */
     model_grads_ready_fn *grads_ready; /* optional (NULL), with its ctx */
     void *grads_ready_ctx;
     /* Backend memory. */
-    float *params;    /* [P] */
-    float *grads;     /* [P + MODEL_STATS]: gradients, then the stats (see MODEL_STATS) */
-    float *momentum;  /* [P] SGD momentum buffers */
-    float *buffers;   /* [S] */
+    float *params;           /* [P] */
+    float *grads;            /* [P + MODEL_STATS]: gradients, then the stats (see MODEL_STATS) */
+    float *momentum;         /* [P] SGD momentum buffers */
+    float *buffers;          /* [S] */
     int64_t batches_tracked; /* num_batches_tracked of every batch-norm layer (they are equal) */
-    float *input;     /* [max_batch][3][32][32] normalised, from input_prepare: one fixed
-                       * buffer, where the network's work begins (a CUDA graph's input) */
-    float *bn_saved;  /* per batch-norm layer: batch mean [C] then invstd [C] */
-    float *grad_a, *grad_b; /* [max_batch * largest activation] ping-pong for backward */
-    void *ws;         /* kernel scratch: ws_bytes, the largest any layer needs */
+    float *input;            /* [max_batch][3][32][32] normalised, from input_prepare: one fixed
+                              * buffer, where the network's work begins (a CUDA graph's input) */
+    float *bn_saved;         /* per batch-norm layer: batch mean [C] then invstd [C] */
+    float *grad_a, *grad_b;  /* [max_batch * largest activation] ping-pong for backward */
+    void *ws;                /* kernel scratch: ws_bytes, the largest any layer needs */
     size_t ws_bytes;
     float *host_logits; /* [max_batch][classes] host memory for model_predict */
     /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
@@ -135,8 +135,7 @@ void model_set_lookahead(struct model *m, const float *params, const float *buff
 
 /* Host copies of the state, for files (NULL: not wanted): params[P], momentum[P], buffers[S]. */
 void model_get_state(const struct model *m, float *params, float *momentum, float *buffers);
-void model_set_state(struct model *m, const float *params, const float *momentum,
-                     const float *buffers);
+void model_set_state(struct model *m, const float *params, const float *momentum, const float *buffers);
 
 /* For benchmarks: layer i as text ("conv 64->128 16x16") and the flops (2 per multiply-add) of
  * its forward (pass 0) or backward (pass 1) on n images; 0 for layers without a matrix product. */

@@ -33,11 +33,11 @@ enum layer_flag {
 
 struct layer_def {
     enum layer_kind kind;
-    const char *name; /* state_dict prefix ("network.0", "2.conv1"); NULL without tensors */
-    int out;          /* conv: output channels; linear: output features */
-    int k, pad;       /* conv: kernel size (1..5) and zero padding; max pool: window */
-    unsigned flags;   /* enum layer_flag */
-    float scale;      /* linear: constant output factor (0 stands for 1) */
+    const char *name;    /* state_dict prefix ("network.0", "2.conv1"); NULL without tensors */
+    int out;             /* conv: output channels; linear: output features */
+    int k, pad;          /* conv: kernel size (1..5) and zero padding; max pool: window */
+    unsigned flags;      /* enum layer_flag */
+    float scale;         /* linear: constant output factor (0 stands for 1) */
     float eps, momentum; /* batch norm (momentum in PyTorch's convention) */
 };
 
@@ -64,7 +64,7 @@ const struct net_def *net_known(int i);
 
 /* How a layer's tensors start (PyTorch's defaults). */
 enum tensor_init {
-    INIT_FAN_IN,   /* uniform in +-1/sqrt(fan_in): kaiming_uniform_(a=sqrt(5)) and Conv/Linear biases */
+    INIT_FAN_IN, /* uniform in +-1/sqrt(fan_in): kaiming_uniform_(a=sqrt(5)) and Conv/Linear biases */
     INIT_ONES,
     INIT_ZEROS,
 };
@@ -82,24 +82,24 @@ enum tensor_shape {
 
 /* One tensor a kind of layer may have. */
 struct tensor_spec {
-    const char *what;        /* state_dict suffix: "weight", "running_mean", ... */
+    const char *what; /* state_dict suffix: "weight", "running_mean", ... */
     enum tensor_shape shape;
     enum tensor_init init;
-    enum tensor_home home;   /* when the layer's flags do not freeze it */
-    unsigned only_with;      /* present only when the layer has this flag (0: always) */
-    unsigned frozen_by;      /* a flag that moves it from HOME_PARAMS to HOME_BUFFERS */
-    int running;             /* a running statistic: each data-parallel rank updates its own */
+    enum tensor_home home; /* when the layer's flags do not freeze it */
+    unsigned only_with;    /* present only when the layer has this flag (0: always) */
+    unsigned frozen_by;    /* a flag that moves it from HOME_PARAMS to HOME_BUFFERS */
+    int running;           /* a running statistic: each data-parallel rank updates its own */
 };
 
 #define LAYER_MAX_TENSORS 5
 
 struct layer_kind_props {
-    const char *name;  /* "conv", "relu", ... */
-    int in_place;      /* forward: the output aliases the input (no memory of its own) */
-    int needs_output;  /* backward reads the layer's output (else its input) */
+    const char *name;      /* "conv", "relu", ... */
+    int in_place;          /* forward: the output aliases the input (no memory of its own) */
+    int needs_output;      /* backward reads the layer's output (else its input) */
     int backward_in_place; /* backward: the input gradient overwrites the output gradient */
-    int weighted;      /* a matrix product (FLOP accounting) */
-    unsigned flags;    /* the layer flags that apply to this kind */
+    int weighted;          /* a matrix product (FLOP accounting) */
+    unsigned flags;        /* the layer flags that apply to this kind */
     int ntensors;
     struct tensor_spec tensors[LAYER_MAX_TENSORS];
 };

@@ -65,7 +65,8 @@ static void add_patches(const float *x, double *cov) {
         for (int xx = 0; xx + 1 < CIFAR_SIDE; xx++) {
             double p[WHITEN_DIM];
             for (int c = 0; c < CIFAR_CHANNELS; c++)
-                for (int k = 0; k < 4; k++) p[c * 4 + k] = x[(c * CIFAR_SIDE + y + k / 2) * CIFAR_SIDE + xx + k % 2];
+                for (int k = 0; k < 4; k++)
+                    p[c * 4 + k] = x[(c * CIFAR_SIDE + y + k / 2) * CIFAR_SIDE + xx + k % 2];
             for (int i = 0; i < WHITEN_DIM; i++)
                 for (int j = i; j < WHITEN_DIM; j++) cov[i * WHITEN_DIM + j] += p[i] * p[j];
         }
@@ -83,7 +84,8 @@ void whiten_covariance(const struct cifar_set *set, int n, double cov[WHITEN_DIM
     }
     double count = (double)n * (CIFAR_SIDE - 1) * (CIFAR_SIDE - 1);
     for (int i = 0; i < WHITEN_DIM; i++)
-        for (int j = i; j < WHITEN_DIM; j++) cov[i * WHITEN_DIM + j] = cov[j * WHITEN_DIM + i] = cov[i * WHITEN_DIM + j] / count;
+        for (int j = i; j < WHITEN_DIM; j++)
+            cov[i * WHITEN_DIM + j] = cov[j * WHITEN_DIM + i] = cov[i * WHITEN_DIM + j] / count;
 }
 
 void whiten_filters(const double cov[WHITEN_DIM * WHITEN_DIM], double lambda[WHITEN_DIM],
@@ -103,7 +105,8 @@ void whiten_filters(const double cov[WHITEN_DIM * WHITEN_DIM], double lambda[WHI
 }
 
 int whiten_filter(const struct cifar_set *train, int n, float *w, struct err *e) {
-    if (n < 1 || n > train->n) return err_set(e, "whitening needs %d training images, the set has %d", n, train->n);
+    if (n < 1 || n > train->n)
+        return err_set(e, "whitening needs %d training images, the set has %d", n, train->n);
     double cov[WHITEN_DIM * WHITEN_DIM], lambda[WHITEN_DIM], wd[WHITEN_FILTERS * WHITEN_DIM];
     whiten_covariance(train, n, cov);
     whiten_filters(cov, lambda, wd);

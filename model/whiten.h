@@ -7,9 +7,9 @@
 #include "../common/err.h"
 #include "../data/cifar.h"
 
-#define WHITEN_DIM 12     /* a 2x2 patch of 3 channels as a vector, in the filter's [c][ky][kx] */
+#define WHITEN_DIM     12 /* a 2x2 patch of 3 channels as a vector, in the filter's [c][ky][kx] */
 #define WHITEN_FILTERS 24 /* the filters and their negations: a [24][3][2][2] conv weight */
-#define WHITEN_EPS 5e-4
+#define WHITEN_EPS     5e-4
 
 /* The eigen-decomposition of the symmetric n x n matrix a (row-major; destroyed) by cyclic
  * Jacobi rotations in double: eigenvalues ascending in lambda[n], eigenvector i in column i of

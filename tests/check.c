@@ -86,7 +86,8 @@ struct cifar_set check_learnable_set(int n, uint8_t **raw) {
         int label = (int)rng_below(&r, 10);
         rec[0] = (uint8_t)label;
         for (int p = 0; p < CIFAR_IMAGE_BYTES; p++)
-            rec[1 + p] = (uint8_t)(rng_below(&r, 96) + (p / 1024 == label % 3 ? 24 * (label / 3) : 0) + (p % 32 < 16) * 40);
+            rec[1 + p] = (uint8_t)(rng_below(&r, 96) + (p / 1024 == label % 3 ? 24 * (label / 3) : 0) +
+                                   (p % 32 < 16) * 40);
         set.records[i] = rec;
     }
     return set;
@@ -94,9 +95,11 @@ struct cifar_set check_learnable_set(int n, uint8_t **raw) {
 
 struct cifar_set check_random_set(int n, uint32_t seed, uint8_t **raw) {
     *raw = XALLOC((size_t)n * CIFAR_RECORD_BYTES);
-    for (size_t i = 0; i < (size_t)n * CIFAR_RECORD_BYTES; i++) seed = seed * 1664525u + 1013904223u, (*raw)[i] = (uint8_t)(seed >> 24);
+    for (size_t i = 0; i < (size_t)n * CIFAR_RECORD_BYTES; i++)
+        seed = seed * 1664525u + 1013904223u, (*raw)[i] = (uint8_t)(seed >> 24);
     struct cifar_set set = {.n = n, .records = XALLOC((size_t)n * sizeof(uint8_t *))};
-    for (int i = 0; i < n; i++) (*raw)[(size_t)i * CIFAR_RECORD_BYTES] %= 10, set.records[i] = *raw + (size_t)i * CIFAR_RECORD_BYTES;
+    for (int i = 0; i < n; i++)
+        (*raw)[(size_t)i * CIFAR_RECORD_BYTES] %= 10, set.records[i] = *raw + (size_t)i * CIFAR_RECORD_BYTES;
     return set;
 }
 

@@ -29,14 +29,14 @@
  *   each step, for diagnosis) and metadata recipe, total_steps, steps_per_epoch, bias_epochs,
  *   batch, learning_rate (what Python needs to recompute the run on its own).
  * Everything is read through the backend's download(), as for device memory. */
-#include "../io/checkpoint.h"
-#include "../model/config.h"
-#include "../model/batches.h"
-#include "../model/model.h"
-#include "../io/safetensors.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/cifar.h"
+#include "../io/checkpoint.h"
+#include "../io/safetensors.h"
+#include "../model/batches.h"
+#include "../model/config.h"
+#include "../model/model.h"
 #include "check.h"
 #include "test_nets.h"
 
@@ -44,16 +44,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MOMENTUM 0.9f
+#define MOMENTUM     0.9f
 #define WEIGHT_DECAY 5e-4f
 
 /* A model file (mom NULL) or a checkpoint; ema_p/ema_b: the lookahead averages (NULL: none). */
-static void write_model(const char *dir, const char *name, struct model *m, const float *p,
-                        const float *mom, const float *bn, const float *ema_p, const float *ema_b) {
+static void write_model(const char *dir, const char *name, struct model *m, const float *p, const float *mom,
+                        const float *bn, const float *ema_p, const float *ema_b) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct model_state st = {(float *)p, (float *)mom, (float *)bn, m->batches_tracked,
-                             (float *)ema_p, (float *)ema_b, 1, NULL, NULL};
+    struct model_state st = {
+        (float *)p, (float *)mom, (float *)bn, m->batches_tracked, (float *)ema_p, (float *)ema_b,
+        1,          NULL,         NULL};
     struct run_info info = {.kind = "model", .run_id = "dump-steps", .config = "{}"};
     if (mom) snprintf(info.kind, sizeof info.kind, "checkpoint");
     struct err e;
@@ -62,7 +63,8 @@ static void write_model(const char *dir, const char *name, struct model *m, cons
 
 /* Whether the reference needs layer i's output to follow our decisions. */
 static int decides(const struct model *m, int i) {
-    return m->layers[i].def->kind == LAYER_RELU || (i + 1 < m->nlayers && m->layers[i + 1].def->kind == LAYER_MAXPOOL);
+    return m->layers[i].def->kind == LAYER_RELU ||
+           (i + 1 < m->nlayers && m->layers[i + 1].def->kind == LAYER_MAXPOOL);
 }
 
 /* A host copy of n floats of backend memory. */
@@ -72,8 +74,9 @@ static float *host_copy(const struct model *m, const float *src, size_t n) {
     return h;
 }
 
-#define USAGE                                                                                                   \
-    "usage: dump_steps NET DATA OUTDIR STEPS BATCH LR [--recipe airbench94 --steps-per-epoch K --total-steps T " \
+#define USAGE                                                                                                \
+    "usage: dump_steps NET DATA OUTDIR STEPS BATCH LR [--recipe airbench94 --steps-per-epoch K "             \
+    "--total-steps T "                                                                                       \
     "[--bias-epochs E]]"
 
 /* A whole positive number, or exit with the usage. */
@@ -130,7 +133,8 @@ int main(int argc, char **argv) {
     float *p = XALLOC(P * 4), *bn = XALLOC(S * 4), *g = XALLOC(P * 4);
     model_get_state(&m, p, NULL, bn);
     write_model(out, "init.safetensors", &m, p, NULL, bn, NULL, NULL);
-    float *ema_p = NULL, *ema_b = NULL, *sgd_lr = XALLOC((size_t)steps * 4), *sgd_wd = XALLOC((size_t)steps * 4);
+    float *ema_p = NULL, *ema_b = NULL, *sgd_lr = XALLOC((size_t)steps * 4),
+          *sgd_wd = XALLOC((size_t)steps * 4);
     if (recipe) {
         m.label_smoothing = (float)c.label_smoothing;
         m.loss_reduction = c.loss;
@@ -150,11 +154,11 @@ int main(int argc, char **argv) {
     for (int s = 0; s < act_steps; s++) acts[s] = XALLOC((size_t)L * sizeof(float *));
     for (int s = 0; s < steps; s++) {
         const struct model_layer *first = &m.layers[0];
-        if (recipe && c.first_bias_epochs > 0 && s % K == 0 && s / K >= c.first_bias_epochs && first->bias >= 0 &&
-            !m.tensors[first->bias].stopped) { /* app/train.c's begin_epoch */
+        if (recipe && c.first_bias_epochs > 0 && s % K == 0 && s / K >= c.first_bias_epochs &&
+            first->bias >= 0 && !m.tensors[first->bias].stopped) { /* app/train.c's begin_epoch */
             model_stop_training(&m, first->bias);
-            printf("dump_steps: %s stops training before step %d (epoch %d)\n", m.tensors[first->bias].name, s + 1,
-                   s / K + 1);
+            printf("dump_steps: %s stops training before step %d (epoch %d)\n", m.tensors[first->bias].name,
+                   s + 1, s / K + 1);
         }
         for (int i = 0; i < B; i++) idx[s * B + i] = (s * B + i * 7) % data.train.n; /* a spread of images */
         float *xs = x + (size_t)s * B * CIFAR_IMAGE_BYTES;
@@ -169,7 +173,8 @@ int main(int argc, char **argv) {
         if (s == 0) m.k->download(g, m.grads, P * 4);
         for (int l = 0; s < act_steps && l < L; l++) {
             const struct model_layer *ml = &m.layers[l];
-            acts[s][l] = decides(&m, l) ? host_copy(&m, ml->act, (size_t)B * ml->out_c * ml->out_h * ml->out_w) : NULL;
+            acts[s][l] =
+                decides(&m, l) ? host_copy(&m, ml->act, (size_t)B * ml->out_c * ml->out_h * ml->out_w) : NULL;
         }
         if (recipe) { /* app/train.c's update_weights, for 1 rank */
             struct sgd_settings st;
@@ -201,7 +206,7 @@ int main(int argc, char **argv) {
     /* dump.safetensors */
     int cap = 64 + act_steps * L + m.ntensors;
     struct st_tensor *t = XALLOC((size_t)cap * sizeof *t);
-    char (*names)[96] = XALLOC((size_t)cap * sizeof *names);
+    char(*names)[96] = XALLOC((size_t)cap * sizeof *names);
     int nt = 0;
     t[nt++] = (struct st_tensor){"x", ST_F32, 5, {steps, B, 3, 32, 32}, x};
     t[nt++] = (struct st_tensor){"indices", ST_I64, 2, {steps, B}, idx64};
@@ -217,8 +222,10 @@ int main(int argc, char **argv) {
             if (!acts[s][l]) continue;
             snprintf(names[nt], sizeof names[nt], "act.%d.%d", s, l);
             const struct model_layer *ml = &m.layers[l];
-            t[nt] = ml->out_h == 1 ? (struct st_tensor){names[nt], ST_F32, 2, {B, ml->out_c}, acts[s][l]}
-                                   : (struct st_tensor){names[nt], ST_F32, 4, {B, ml->out_c, ml->out_h, ml->out_w}, acts[s][l]};
+            t[nt] = ml->out_h == 1
+                        ? (struct st_tensor){names[nt], ST_F32, 2, {B, ml->out_c}, acts[s][l]}
+                        : (struct st_tensor){
+                              names[nt], ST_F32, 4, {B, ml->out_c, ml->out_h, ml->out_w}, acts[s][l]};
             nt++;
         }
     for (int i = 0; i < m.ntensors; i++) {
@@ -237,11 +244,12 @@ int main(int argc, char **argv) {
     snprintf(biasep, sizeof biasep, "%d", c.first_bias_epochs);
     snprintf(batch, sizeof batch, "%d", B);
     snprintf(lrtext, sizeof lrtext, "%.17g", c.learning_rate);
-    const struct st_meta meta[] = {{"recipe", recipe ? recipe : ""}, {"total_steps", total},
-                                   {"steps_per_epoch", per_epoch}, {"bias_epochs", biasep},
-                                   {"batch", batch}, {"learning_rate", lrtext}};
+    const struct st_meta meta[] = {
+        {"recipe", recipe ? recipe : ""}, {"total_steps", total}, {"steps_per_epoch", per_epoch},
+        {"bias_epochs", biasep},          {"batch", batch},       {"learning_rate", lrtext}};
     int nmeta = recipe ? (int)(sizeof meta / sizeof meta[0]) : 0;
     if (safetensors_write(path, t, nt, recipe ? meta : NULL, nmeta, &e) != 0) err_die(1, "%s", e.msg);
-    printf("dump_steps: %d steps of %d images, losses %.4f -> %.4f\n", steps, B, losses[0], losses[steps - 1]);
+    printf("dump_steps: %d steps of %d images, losses %.4f -> %.4f\n", steps, B, losses[0],
+           losses[steps - 1]);
     return 0;
 }

@@ -49,13 +49,13 @@
  * Exact: two GPU runs in one process (deterministic algorithms, fixed reduction orders), either
  * precision. GPU 1 against GPU 0 takes the GPU-against-CPU tolerances: each GPU times its own
  * cuDNN algorithms. */
-#include "../io/checkpoint.h"
-#include "../model/batches.h"
-#include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/cifar.h"
+#include "../io/checkpoint.h"
 #include "../kernels/kernels.h"
+#include "../model/batches.h"
+#include "../model/model.h"
 #include "check.h"
 #include "test_nets.h"
 
@@ -77,7 +77,8 @@ static int parse_tf32(int argc, char **argv) {
 struct tolerances {
     double loss, logits, grads, weights, course;
 };
-static const struct tolerances fp32_tol = {1e-5, 1e-5, 2e-2, 1e-4, 0.05}, tf32_tol = {2e-3, 1e-2, 0.3, 1e-2, 0.10};
+static const struct tolerances fp32_tol = {1e-5, 1e-5, 2e-2, 1e-4, 0.05},
+                               tf32_tol = {2e-3, 1e-2, 0.3, 1e-2, 0.10};
 static const struct tolerances *tol = &fp32_tol;
 
 static const struct kernels *cpu, *gpu;
@@ -90,7 +91,8 @@ static float *fnew(size_t n) { return XALLOC(n * sizeof(float)); }
 
 /* Fills q's next batch with images first, first+1, ... (mod set->n) of set, n of them,
  * augmented (seed 3) as `augment` says, and submits it. */
-static void submit(struct batches *q, const struct cifar_set *set, int first, int n, enum augment_kind augment, int epoch) {
+static void submit(struct batches *q, const struct cifar_set *set, int first, int n,
+                   enum augment_kind augment, int epoch) {
     int *idx = XALLOC((size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) idx[i] = (first + i) % set->n;
     struct batch *b = batches_next(q);
@@ -117,8 +119,8 @@ struct run {
  * and submitted (its upload under way) while step s computes: submitted before
  * model_forward_backward(s) on even steps (two batches queued when it takes the oldest), after
  * it on odd ones (one queued, train.c's order). */
-static void train_run(const struct net_def *net, const struct kernels *k, const struct cifar_set *set, int B, int steps,
-                      int overlap, const struct run *out) {
+static void train_run(const struct net_def *net, const struct kernels *k, const struct cifar_set *set, int B,
+                      int steps, int overlap, const struct run *out) {
     struct model m;
     struct batches q;
     model_init(&m, net, k, B, 11);
@@ -153,7 +155,8 @@ static void sizes_of(const struct net_def *net, size_t *P, size_t *S) {
 /* Predictions pred[n] against ref_pred[n], the argmax of ref_logits[n][classes]: how many
  * differ where the reference's logits of the two classes are further apart than the logits
  * tolerance of that image's largest |logit| (nearer, rounding may break the tie either way). */
-static int clear_disagreements(const int *pred, const int *ref_pred, const float *ref_logits, int n, int classes) {
+static int clear_disagreements(const int *pred, const int *ref_pred, const float *ref_logits, int n,
+                               int classes) {
     int bad = 0;
     for (int i = 0; i < n; i++) {
         const float *z = ref_logits + (size_t)i * classes;
@@ -165,14 +168,15 @@ static int clear_disagreements(const int *pred, const int *ref_pred, const float
 }
 
 /* a[n] within t of ref[n] (relative L2 error). */
-static void expect_close(const char *what, const char *quantity, const float *a, const float *ref, size_t n, double t) {
+static void expect_close(const char *what, const char *quantity, const float *a, const float *ref, size_t n,
+                         double t) {
     double e = check_rel_l2f(a, ref, n);
     EXPECT(e <= t, "%s: %s: rel err %.3g, tolerance %g", what, quantity, e, t);
 }
 
 /* One model scored on two devices: logits[n][classes] and pred[n] against the reference's. */
-static void expect_same_scores(const char *what, const float *logits, const float *ref_logits, const int *pred,
-                               const int *ref_pred, int n, int classes) {
+static void expect_same_scores(const char *what, const float *logits, const float *ref_logits,
+                               const int *pred, const int *ref_pred, int n, int classes) {
     expect_close(what, "logits", logits, ref_logits, (size_t)n * classes, tol->logits);
     int bad = clear_disagreements(pred, ref_pred, ref_logits, n, classes);
     EXPECT(bad == 0, "%s: %d predictions differ", what, bad);
@@ -189,12 +193,15 @@ static double mean_of(const float *x, int n) {
 static void expect_course(const struct net_def *net, const float *lc, const float *lg, int steps) {
     double c0 = mean_of(lc, 20), c1 = mean_of(lc + 20, 20), cl = mean_of(lc + steps - 20, 20);
     double g0 = mean_of(lg, 20), g1 = mean_of(lg + 20, 20), gl = mean_of(lg + steps - 20, 20);
-    printf("test_cuda: %s, %d steps, mean loss of steps 1-20, 21-40 and the last 20: CPU %.4f %.4f %.4f, GPU %.4f %.4f %.4f\n",
+    printf("test_cuda: %s, %d steps, mean loss of steps 1-20, 21-40 and the last 20: CPU %.4f %.4f %.4f, GPU "
+           "%.4f %.4f %.4f\n",
            net->name, steps, c0, c1, cl, g0, g1, gl);
     EXPECT(fabs(g0 - c0) <= tol->course * c0 && fabs(g1 - c1) <= tol->course * c1,
-           "%s: the GPU's mean loss of steps 1-20 or 21-40 is over %g %% off the CPU's", net->name, 100 * tol->course);
+           "%s: the GPU's mean loss of steps 1-20 or 21-40 is over %g %% off the CPU's", net->name,
+           100 * tol->course);
     EXPECT(gl <= 2 * cl, "%s: the GPU's mean loss of the last 20 steps is over twice the CPU's", net->name);
-    EXPECT(lc[steps - 1] < 0.7 * lc[0], "%s: the CPU run did not learn (%.4f -> %.4f)", net->name, lc[0], lc[steps - 1]);
+    EXPECT(lc[steps - 1] < 0.7 * lc[0], "%s: the CPU run did not learn (%.4f -> %.4f)", net->name, lc[0],
+           lc[steps - 1]);
 }
 
 /* 200 steps of batch 32, and the overlap check. */
@@ -215,7 +222,8 @@ static void test_training(const struct net_def *net, const struct cifar_set *set
     float *l[2] = {fnew(20), fnew(20)}, *p[2] = {fnew(P), fnew(P)}, *bn[2] = {fnew(S), fnew(S)};
     for (int overlap = 0; overlap < 2; overlap++)
         train_run(net, gpu, set, B, 20, overlap, &(struct run){l[overlap], NULL, p[overlap], bn[overlap]});
-    EXPECT(memcmp(p[0], p[1], P * 4) == 0 && memcmp(bn[0], bn[1], S * 4) == 0 && memcmp(l[0], l[1], 20 * 4) == 0,
+    EXPECT(memcmp(p[0], p[1], P * 4) == 0 && memcmp(bn[0], bn[1], S * 4) == 0 &&
+               memcmp(l[0], l[1], 20 * 4) == 0,
            "%s: 20 GPU steps with the input pipeline overlapping compute differ from 20 without", net->name);
     for (int i = 0; i < 2; i++) free(l[i]), free(p[i]), free(bn[i]);
     free(lc), free(lg), free(gc), free(gg);
@@ -228,20 +236,26 @@ struct recipe {
     float label_smoothing;
     enum xent_reduction loss;
     struct sgd_settings sgd;
-    float lookahead;       /* weight of a lookahead update after every step; < 0: no lookahead */
-    int stop_first_bias;   /* the first layer's bias stops training before this step (1-based); 0: never */
+    float lookahead;     /* weight of a lookahead update after every step; < 0: no lookahead */
+    int stop_first_bias; /* the first layer's bias stops training before this step (1-based); 0: never */
 };
 
 /* Plain SGD, as test_training. */
-static const struct recipe plain = {"plain SGD", AUGMENT_CROP_FLIP, 0.0f, XENT_MEAN, {LR, 0.9f, 5e-4f, 1.0f, 1.0f, 0}, -1.0f, 0};
+static const struct recipe plain = {
+    "plain SGD", AUGMENT_CROP_FLIP, 0.0f, XENT_MEAN, {LR, 0.9f, 5e-4f, 1.0f, 1.0f, 0}, -1.0f, 0};
 
 /* airbench94's step (model/config.c, UNITS_AIRBENCH): reflect-padded crops with the alternating
  * flip, label smoothing 0.2 on the summed loss, Nesterov SGD at lr 11.5 / (1024 (1 + 1 / 0.15))
  * with weight decay 0.0153 * 1024 / (1024 (1 + 1 / 0.15)) / lr, batch-norm tensors at 64x the lr
  * and 1/64 the decay; a lookahead update after every step (airbench's: every 5th, weight
  * 1 - 0.95^5 (step/total)^3) and the first layer's bias stopped mid-run (its whitening bias). */
-static const struct recipe airbench = {"airbench94 recipe", AUGMENT_ALTERNATING, 0.2f, XENT_SUM,
-                                       {1.4648e-3f, 0.85f, 1.3624f, 1.0f, 64.0f, 1}, 0.7f, 3};
+static const struct recipe airbench = {"airbench94 recipe",
+                                       AUGMENT_ALTERNATING,
+                                       0.2f,
+                                       XENT_SUM,
+                                       {1.4648e-3f, 0.85f, 1.3624f, 1.0f, 64.0f, 1},
+                                       0.7f,
+                                       3};
 
 /* A lock-step run (see the top): training steps of train[s] images, then scoring eval[e]. */
 struct schedule {
@@ -258,9 +272,9 @@ static const struct schedule schedules[] = {
 
 /* What a step leaves, on the host. */
 struct step_state {
-    float stats[2];                            /* mean (or summed) loss, correct */
+    float stats[2];                              /* mean (or summed) loss, correct */
     float *grads, *weights, *momentum, *buffers; /* [P], [P], [P], [S] */
-    float *ema_params, *ema_buffers;           /* [P], [S]: the lookahead averages, if any */
+    float *ema_params, *ema_buffers;             /* [P], [S]: the lookahead averages, if any */
 };
 
 static void step_state_alloc(struct step_state *st, size_t P, size_t S) {
@@ -269,13 +283,14 @@ static void step_state_alloc(struct step_state *st, size_t P, size_t S) {
 }
 
 static void step_state_free(struct step_state *st) {
-    free(st->grads), free(st->weights), free(st->momentum), free(st->buffers), free(st->ema_params), free(st->ema_buffers);
+    free(st->grads), free(st->weights), free(st->momentum), free(st->buffers), free(st->ema_params),
+        free(st->ema_buffers);
 }
 
 /* Training step `step` (0-based, also its epoch) of m (fed by q) under r on images first..
  * (n of them); its results in st. */
-static void step_and_read(struct model *m, struct batches *q, const struct recipe *r, const struct cifar_set *set, int step, int first, int n,
-                          struct step_state *st) {
+static void step_and_read(struct model *m, struct batches *q, const struct recipe *r,
+                          const struct cifar_set *set, int step, int first, int n, struct step_state *st) {
     size_t P = m->nparams;
     if (r->stop_first_bias == step + 1 && m->layers[0].bias >= 0) model_stop_training(m, m->layers[0].bias);
     submit(q, set, first, n, r->augment, step);
@@ -291,8 +306,8 @@ static void step_and_read(struct model *m, struct batches *q, const struct recip
 }
 
 /* m[0] (CPU) and m[1] (GPU), in the same state, score the schedule's batches (fed by q). */
-static void expect_scores(const struct net_def *net, struct model m[2], struct batches q[2], const struct cifar_set *set,
-                          const struct schedule *sc) {
+static void expect_scores(const struct net_def *net, struct model m[2], struct batches q[2],
+                          const struct cifar_set *set, const struct schedule *sc) {
     int C = net->classes;
     for (int e = 0, first = 0; e < sc->evals; first += sc->eval[e], e++) {
         int n = sc->eval[e], *pred[2];
@@ -303,7 +318,8 @@ static void expect_scores(const struct net_def *net, struct model m[2], struct b
             check_predict(&m[j], &q[j], pred[j], logits[j]);
         }
         char what[128];
-        snprintf(what, sizeof what, "%s, %s, scoring %d images on a model for %d", net->name, sc->recipe->name, n, sc->max_batch);
+        snprintf(what, sizeof what, "%s, %s, scoring %d images on a model for %d", net->name,
+                 sc->recipe->name, n, sc->max_batch);
         expect_same_scores(what, logits[1], logits[0], pred[1], pred[0], n, C);
         for (int j = 0; j < 2; j++) free(pred[j]), free(logits[j]);
     }
@@ -378,7 +394,8 @@ static void test_cross_device(const struct net_def *net, const struct cifar_set 
             model_free(&m);
         }
         char what[96];
-        snprintf(what, sizeof what, "%s trained on %s, scored on %s", net->name, from[dir_i]->name, to[dir_i]->name);
+        snprintf(what, sizeof what, "%s trained on %s, scored on %s", net->name, from[dir_i]->name,
+                 to[dir_i]->name);
         expect_same_scores(what, logits[1], logits[0], pred[1], pred[0], B, net->classes);
         free(st.params), free(st.buffers), free(in.params), free(in.buffers);
     }
@@ -403,7 +420,8 @@ static void test_second_gpu(const struct cifar_set *set, int gpus) {
     }
     char name[256];
     kernels_cuda_describe(name, sizeof name);
-    printf("test_cuda: GPU 1: %s: a step %s GPU 0's\n", name, memcmp(w[0], w[1], P * 4) == 0 ? "bit for bit as" : "within tolerance of");
+    printf("test_cuda: GPU 1: %s: a step %s GPU 0's\n", name,
+           memcmp(w[0], w[1], P * 4) == 0 ? "bit for bit as" : "within tolerance of");
     const char *what = "GPU 1 against GPU 0, a step of workshop-cnn on 32 images";
     expect_close(what, "loss", &l[1], &l[0], 1, tol->loss);
     expect_close(what, "gradients", g[1], g[0], P, tol->grads);
@@ -429,8 +447,8 @@ int main(int argc, char **argv) {
     gpu = kernels_cuda(0);
     char name[256];
     kernels_cuda_describe(name, sizeof name);
-    printf("test_cuda: GPU 0: %s; tolerances: loss %g, logits %g, gradients %g, weights %g, course %g\n", name,
-           tol->loss, tol->logits, tol->grads, tol->weights, tol->course);
+    printf("test_cuda: GPU 0: %s; tolerances: loss %g, logits %g, gradients %g, weights %g, course %g\n",
+           name, tol->loss, tol->logits, tol->grads, tol->weights, tol->course);
     uint8_t *raw;
     struct cifar_set set = check_learnable_set(512, &raw);
     /* 7 batch sizes (32, 1, 127, 512, 100, 27, 64) x 9 convolutions and 3 (64, 32, 1) x 7 for
@@ -439,7 +457,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
         printf("test_cuda: %s\n", nets[i]->name);
         test_training(nets[i], &set);
-        for (size_t j = 0; j < sizeof schedules / sizeof schedules[0]; j++) test_lockstep(nets[i], &set, &schedules[j]);
+        for (size_t j = 0; j < sizeof schedules / sizeof schedules[0]; j++)
+            test_lockstep(nets[i], &set, &schedules[j]);
         test_cross_device(nets[i], &set);
     }
     /* The real network under its own recipe (the convolutions of 31x31 .. 3x3 maps). */

@@ -32,7 +32,8 @@ static uint8_t *synth(int b, int n) {
     for (int i = 0; i < n; i++) {
         uint8_t *r = d + (size_t)i * CIFAR_RECORD_BYTES;
         r[0] = (uint8_t)((b * 7 + i) % 10);
-        for (int k = 0; k < CIFAR_IMAGE_BYTES; k++) { /* hashed: incompressible, so a cut tarball loses data */
+        for (int k = 0; k < CIFAR_IMAGE_BYTES;
+             k++) { /* hashed: incompressible, so a cut tarball loses data */
             uint32_t h = ((uint32_t)(b * 1000003 + i) * 3072u + (uint32_t)k) * 2654435761u;
             h ^= h >> 15;
             r[1 + k] = (uint8_t)(h * 2246822519u >> 24);
@@ -42,7 +43,8 @@ static uint8_t *synth(int b, int n) {
 }
 
 static const int counts[6] = {3, 4, 2, 5, 1, 6};
-static const char *names[6] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+static const char *names[6] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                               "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
 
 static void make_dataset(const char *dir) {
     mkdir(dir, 0755);
@@ -63,7 +65,8 @@ static void check_contents(const struct cifar_data *d, const char *what) {
     for (int b = 0; b < 5; b++) {
         uint8_t *ref = synth(b, counts[b]);
         for (int i = 0; i < counts[b]; i++, k++)
-            bad += k >= d->train.n || memcmp(d->train.records[k], ref + (size_t)i * CIFAR_RECORD_BYTES, CIFAR_RECORD_BYTES) != 0;
+            bad += k >= d->train.n ||
+                   memcmp(d->train.records[k], ref + (size_t)i * CIFAR_RECORD_BYTES, CIFAR_RECORD_BYTES) != 0;
         free(ref);
     }
     uint8_t *ref = synth(5, 6);
@@ -99,7 +102,8 @@ static void test_reader(void) {
     check_contents(&d, "parent dir");
     EXPECT(strstr(d.source, "cifar-10-batches-bin") != NULL, "parent dir source %s", d.source);
     cifar_free(&d);
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/t && cd %s && tar czf t/cifar-10-binary.tar.gz cifar-10-batches-bin", tmp, tmp);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/t && cd %s && tar czf t/cifar-10-binary.tar.gz cifar-10-batches-bin", tmp, tmp);
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/t/cifar-10-binary.tar.gz", tmp);
     EXPECT(cifar_load(p, CIFAR_TRAIN | CIFAR_TEST, &d, &e) == 0, "tarball: %s", e.msg);
@@ -115,7 +119,8 @@ static void test_reader(void) {
     snprintf(cmd, sizeof cmd, "mkdir -p %s/notest && cp %s/data_batch_*.bin %s/notest/", tmp, dir, tmp);
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/notest", tmp);
-    EXPECT(cifar_load(p, CIFAR_TRAIN | CIFAR_TEST_OPTIONAL, &d, &e) == 0 && d.train.n == 15 && d.test.n == 0, "optional test");
+    EXPECT(cifar_load(p, CIFAR_TRAIN | CIFAR_TEST_OPTIONAL, &d, &e) == 0 && d.train.n == 15 && d.test.n == 0,
+           "optional test");
     cifar_free(&d);
     expect_error(p, CIFAR_TRAIN | CIFAR_TEST, "test_batch.bin", "No such file");
 
@@ -132,9 +137,13 @@ static void test_reader(void) {
     CHECK(truncate(p, 0) == 0);
     snprintf(p, sizeof p, "%s/bad", tmp);
     expect_error(p, CIFAR_TRAIN, "data_batch_4.bin", "empty file");
-    snprintf(cmd, sizeof cmd, "cp %s/data_batch_4.bin %s/bad/ && printf '\\014' | dd of=%s/bad/data_batch_2.bin bs=1 seek=%d conv=notrunc 2>/dev/null", dir, tmp, tmp, 2 * CIFAR_RECORD_BYTES);
+    snprintf(cmd, sizeof cmd,
+             "cp %s/data_batch_4.bin %s/bad/ && printf '\\014' | dd of=%s/bad/data_batch_2.bin bs=1 seek=%d "
+             "conv=notrunc 2>/dev/null",
+             dir, tmp, tmp, 2 * CIFAR_RECORD_BYTES);
     CHECK(run(cmd) == 0);
-    expect_error(p, CIFAR_TRAIN, "data_batch_2.bin: record 2 (byte offset 6146): label 12 is not in 0..9", NULL);
+    expect_error(p, CIFAR_TRAIN, "data_batch_2.bin: record 2 (byte offset 6146): label 12 is not in 0..9",
+                 NULL);
     snprintf(p, sizeof p, "%s/bad/data_batch_2.bin", tmp);
     expect_error(p, CIFAR_TRAIN, "not a gzip file", NULL); /* a plain file is taken for a tarball */
     /* truncated tarball, non-gzip tarball, corrupted gzip data, tarball missing a member */
@@ -150,15 +159,24 @@ static void test_reader(void) {
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/plain.tar", tmp);
     expect_error(p, CIFAR_TRAIN, "plain.tar", "not a gzip file");
-    snprintf(cmd, sizeof cmd, "cp %s/t/cifar-10-binary.tar.gz %s/flip.tar.gz && printf 'XXXX' | dd of=%s/flip.tar.gz bs=1 seek=2000 conv=notrunc 2>/dev/null", tmp, tmp, tmp);
+    snprintf(cmd, sizeof cmd,
+             "cp %s/t/cifar-10-binary.tar.gz %s/flip.tar.gz && printf 'XXXX' | dd of=%s/flip.tar.gz bs=1 "
+             "seek=2000 conv=notrunc 2>/dev/null",
+             tmp, tmp, tmp);
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/flip.tar.gz", tmp);
     expect_error(p, CIFAR_TRAIN | CIFAR_TEST, "flip.tar.gz", NULL);
-    snprintf(cmd, sizeof cmd, "cd %s && tar czf missing.tar.gz cifar-10-batches-bin/data_batch_1.bin cifar-10-batches-bin/test_batch.bin", tmp);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && tar czf missing.tar.gz cifar-10-batches-bin/data_batch_1.bin "
+             "cifar-10-batches-bin/test_batch.bin",
+             tmp);
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/missing.tar.gz", tmp);
     expect_error(p, CIFAR_TRAIN, "the archive has no data_batch_2.bin", NULL);
-    snprintf(cmd, sizeof cmd, "cd %s && cp -r cifar-10-batches-bin badlabel && printf '\\377' | dd of=badlabel/test_batch.bin bs=1 seek=%d conv=notrunc 2>/dev/null && tar czf badlabel.tar.gz badlabel", tmp, 3 * CIFAR_RECORD_BYTES);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && cp -r cifar-10-batches-bin badlabel && printf '\\377' | dd of=badlabel/test_batch.bin "
+             "bs=1 seek=%d conv=notrunc 2>/dev/null && tar czf badlabel.tar.gz badlabel",
+             tmp, 3 * CIFAR_RECORD_BYTES);
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/badlabel.tar.gz", tmp);
     expect_error(p, CIFAR_TEST, "badlabel/test_batch.bin: record 3 (byte offset 9219): label 255", NULL);
@@ -229,9 +247,12 @@ static void test_augment(void) {
     int missing = 0;
     for (int i = 0; i < 162; i++) missing += ((int *)seen)[i] == 0;
     EXPECT(missing == 0, "%d of 162 crop/flip choices never drawn", missing);
-    struct augment_choice a1 = augment_draw(AUGMENT_CROP_FLIP, 7, 2, 99), a2 = augment_draw(AUGMENT_CROP_FLIP, 7, 2, 99), a3 = augment_draw(AUGMENT_CROP_FLIP, 7, 3, 99);
+    struct augment_choice a1 = augment_draw(AUGMENT_CROP_FLIP, 7, 2, 99),
+                          a2 = augment_draw(AUGMENT_CROP_FLIP, 7, 2, 99),
+                          a3 = augment_draw(AUGMENT_CROP_FLIP, 7, 3, 99);
     EXPECT(a1.dx == a2.dx && a1.dy == a2.dy && a1.flip == a2.flip, "draw not reproducible");
-    EXPECT(a1.dx != a3.dx || a1.dy != a3.dy || a1.flip != a3.flip || augment_draw(AUGMENT_CROP_FLIP, 7, 3, 98).dx != augment_draw(AUGMENT_CROP_FLIP, 7, 2, 98).dx,
+    EXPECT(a1.dx != a3.dx || a1.dy != a3.dy || a1.flip != a3.flip ||
+               augment_draw(AUGMENT_CROP_FLIP, 7, 3, 98).dx != augment_draw(AUGMENT_CROP_FLIP, 7, 2, 98).dx,
            "epochs give identical draws");
     free(img - 1);
 }

@@ -21,12 +21,12 @@
  *   DIR/NET.grads.rankR.f32   rank R's one-process gradients [P], then (loss, correct)
  *   DIR/NET.shards.rankR.f32  rank R's weights after the steps on different shards */
 #include "../app/device.h"
-#include "../dist/dist.h"
-#include "../model/batches.h"
-#include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/shard.h"
+#include "../dist/dist.h"
+#include "../model/batches.h"
+#include "../model/model.h"
 #include "check.h"
 #include "test_nets.h"
 
@@ -39,18 +39,20 @@
 #include <string.h>
 #include <zlib.h>
 
-#define LR 0.05f
+#define LR           0.05f
 #define WEIGHT_DECAY 5e-4f
 
 static struct dist d;
-static const struct kernels *K;  /* the backend */
-static int device_mode, on_gpu;  /* --device given; the backend's memory is a GPU's */
-static const char *out_dir;      /* --out, or NULL */
+static const struct kernels *K; /* the backend */
+static int device_mode, on_gpu; /* --device given; the backend's memory is a GPU's */
+static const char *out_dir;     /* --out, or NULL */
 static enum dist_grads_mode mode_seen;
 
 static float *fnew(size_t n) { return XALLOC(n * sizeof(float)); }
 
-static uint32_t crc_of(const float *p, size_t n) { return (uint32_t)crc32(0, (const Bytef *)p, (uInt)(n * sizeof(float))); }
+static uint32_t crc_of(const float *p, size_t n) {
+    return (uint32_t)crc32(0, (const Bytef *)p, (uInt)(n * sizeof(float)));
+}
 
 static int all_equal_u32(uint32_t v) {
     uint32_t *all = XALLOC((size_t)d.world * sizeof *all);
@@ -78,16 +80,20 @@ static void write_floats(const char *net, const char *kind, int rank, const floa
 }
 
 static void write_meta(const char *const *nets, int nnets) {
-    static const char *const modes[] = {[DIST_GRADS_LOCAL] = "local", [DIST_GRADS_HOST] = "host",
-                                        [DIST_GRADS_DEVICE] = "device", [DIST_GRADS_STAGED] = "staged"};
+    static const char *const modes[] = {[DIST_GRADS_LOCAL] = "local",
+                                        [DIST_GRADS_HOST] = "host",
+                                        [DIST_GRADS_DEVICE] = "device",
+                                        [DIST_GRADS_STAGED] = "staged"};
     const char *override = getenv("NVIDIA_TF32_OVERRIDE");
     char path[1024];
     snprintf(path, sizeof path, "%s/meta.txt", out_dir);
     FILE *f = fopen(path, "w");
     if (!f) dist_fail(1, "cannot write meta.txt in the --out directory");
     fprintf(f, "world %d\ndevice %s\ntf32 %s\nmode %s\nlr %.9g\nweight_decay %.9g\nnets", d.world, K->name,
-            !on_gpu ? "n/a" : override && strcmp(override, "0") == 0 ? "off" : "on", modes[mode_seen], (double)LR,
-            (double)WEIGHT_DECAY);
+            !on_gpu                                  ? "n/a"
+            : override && strcmp(override, "0") == 0 ? "off"
+                                                     : "on",
+            modes[mode_seen], (double)LR, (double)WEIGHT_DECAY);
     for (int i = 0; i < nnets; i++) fprintf(f, " %s", nets[i]);
     fprintf(f, "\n");
     if (fclose(f) != 0) dist_fail(1, "cannot write meta.txt in the --out directory");
@@ -97,7 +103,8 @@ static void test_shards(void) {
     int n = 1000, batch = 7, steps = shard_steps(n, d.world, batch);
     int *perm = XALLOC((size_t)n * sizeof(int)), *mine = XALLOC((size_t)steps * batch * sizeof(int));
     shard_permutation(11, 3, n, perm);
-    for (int s = 0; s < steps; s++) memcpy(mine + s * batch, shard_slice(perm, s, d.rank, d.world, batch), (size_t)batch * sizeof(int));
+    for (int s = 0; s < steps; s++)
+        memcpy(mine + s * batch, shard_slice(perm, s, d.rank, d.world, batch), (size_t)batch * sizeof(int));
     int total = steps * batch * d.world;
     int *all = d.rank == 0 ? XALLOC((size_t)total * sizeof(int)) : NULL;
     MPI_Gather(mine, steps * batch, MPI_INT, all, steps * batch, MPI_INT, 0, MPI_COMM_WORLD);
@@ -106,7 +113,8 @@ static void test_shards(void) {
         for (int i = 0; i < total; i++) hits[all[i]]++;
         for (int i = 0; i < n; i++) dup += hits[i] > 1, covered += hits[i] == 1;
         EXPECT(dup == 0, "%d images in two shards", dup);
-        EXPECT(covered == total && n - covered < d.world * batch, "covered %d of %d (dropped %d)", covered, n, n - covered);
+        EXPECT(covered == total && n - covered < d.world * batch, "covered %d of %d (dropped %d)", covered, n,
+               n - covered);
         free(hits);
         free(all);
     }
@@ -125,11 +133,12 @@ static void submit(struct batches *q, const struct cifar_set *set, const int *id
 /* Same batch on every rank: the distributed step (bucketed reduction overlapped with backward,
  * small buckets) on dm against the single-process step on lm. Both start from the same weights
  * and run the same plans, so lm's gradients are the ones dm contributed. */
-static void same_batch_step(struct model *dm, struct batches *dq, struct model *lm, struct batches *lq, struct dist_grads *g,
-                            const struct cifar_set *set, int B) {
+static void same_batch_step(struct model *dm, struct batches *dq, struct model *lm, struct batches *lq,
+                            struct dist_grads *g, const struct cifar_set *set, int B) {
     const char *name = dm->net->name;
     size_t P = dm->nparams;
-    float *init = fnew(P), *dist_w = fnew(P), *one_w = fnew(P), *local = fnew(P + MODEL_STATS), stats[MODEL_STATS];
+    float *init = fnew(P), *dist_w = fnew(P), *one_w = fnew(P), *local = fnew(P + MODEL_STATS),
+          stats[MODEL_STATS];
     model_get_state(dm, init, NULL, NULL);
     int same[4] = {0, 9, 17, 33};
     submit(dq, set, same, B);
@@ -137,8 +146,9 @@ static void same_batch_step(struct model *dm, struct batches *dq, struct model *
     check_forward_backward(dm, dq);
     dist_grads_finish(g, stats);
     dist_grads_signal(g, 0, 0);
-    EXPECT(stats[2] == d.world * (d.world - 1) / 2 && stats[3] == d.world, "%s: signals summed to (%g, %g), want (%d, %d)",
-           name, stats[2], stats[3], d.world * (d.world - 1) / 2, d.world);
+    EXPECT(stats[2] == d.world * (d.world - 1) / 2 && stats[3] == d.world,
+           "%s: signals summed to (%g, %g), want (%d, %d)", name, stats[2], stats[3],
+           d.world * (d.world - 1) / 2, d.world);
     EXPECT(d.world == 1 || dist_grads_buckets(g) > 3, "%s: %d buckets", name, dist_grads_buckets(g));
     model_sgd_step(dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
     submit(lq, set, same, B);
@@ -150,15 +160,17 @@ static void same_batch_step(struct model *dm, struct batches *dq, struct model *
     /* The CPU computes the same in every process; a GPU may not (see the top). */
     int pow2 = (d.world & (d.world - 1)) == 0, same_grads = all_equal_u32(crc_of(local, P));
     EXPECT(same_grads || on_gpu, "%s: the ranks' gradients of one batch differ on the CPU", name);
-    EXPECT(!pow2 || !same_grads || memcmp(dist_w, one_w, P * 4) == 0, "%s, rank %d: averaged step differs from the one-process step",
-           name, d.rank);
+    EXPECT(!pow2 || !same_grads || memcmp(dist_w, one_w, P * 4) == 0,
+           "%s, rank %d: averaged step differs from the one-process step", name, d.rank);
     if (!same_grads && d.rank == 0)
-        printf("test_dist: %s: the ranks' own gradients of the batch differ in rounding; tests/check_dist_files.py compares "
-               "the steps in the --out files\n", name);
+        printf("test_dist: %s: the ranks' own gradients of the batch differ in rounding; "
+               "tests/check_dist_files.py compares "
+               "the steps in the --out files\n",
+               name);
     float sum[2] = {local[P], local[P + 1]};
     dist_allreduce_sum(sum, 2);
-    EXPECT(fabsf(stats[0] - sum[0]) <= 1e-6f * sum[0] && stats[1] == sum[1], "%s: loss, correct: %g, %g; summed over ranks %g, %g",
-           name, stats[0], stats[1], sum[0], sum[1]);
+    EXPECT(fabsf(stats[0] - sum[0]) <= 1e-6f * sum[0] && stats[1] == sum[1],
+           "%s: loss, correct: %g, %g; summed over ranks %g, %g", name, stats[0], stats[1], sum[0], sum[1]);
     if (d.rank == 0) write_floats(name, "init", -1, init, P);
     write_floats(name, "dist", d.rank, dist_w, P);
     write_floats(name, "one", d.rank, one_w, P);
@@ -177,7 +189,9 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     size_t P = dm.nparams;
     struct dist_grads *g = dist_grads_attach(&dm, bucket, on_gpu);
     mode_seen = dist_grads_mode(g);
-    enum dist_grads_mode want = d.world == 1 ? DIST_GRADS_LOCAL : on_gpu ? DIST_GRADS_STAGED : DIST_GRADS_HOST;
+    enum dist_grads_mode want = d.world == 1 ? DIST_GRADS_LOCAL
+                                : on_gpu     ? DIST_GRADS_STAGED
+                                             : DIST_GRADS_HOST;
     EXPECT(mode_seen == want || (want == DIST_GRADS_STAGED && mode_seen == DIST_GRADS_DEVICE), "mode %s",
            dist_grads_mode_name(mode_seen));
     same_batch_step(&dm, &dq, &lm, &lq, g, set, B);
@@ -205,7 +219,8 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     float *w = fnew(P), *mom = fnew(P), *one_w = fnew(P);
     model_get_state(&dm, w, mom, NULL);
     model_get_state(&lm, one_w, NULL, NULL);
-    EXPECT(all_equal_u32(crc_of(w, P)) && all_equal_u32(crc_of(mom, P)), "%s: ranks hold different weights", net->name);
+    EXPECT(all_equal_u32(crc_of(w, P)) && all_equal_u32(crc_of(mom, P)), "%s: ranks hold different weights",
+           net->name);
     EXPECT(memcmp(w, one_w, P * 4) != 0, "weights did not change");
     write_floats(net->name, "shards", d.rank, w, P);
 

@@ -3,12 +3,12 @@
  * through the same code path as the workshop CNN (frozen tensors stay put, the loss falls),
  * FLOP accounting, and inconsistent definitions refused with one line. Per-step agreement with
  * PyTorch is tests/torch_reference.py's job. */
-#include "../model/batches.h"
-#include "../model/model.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../data/augment.h"
 #include "../data/cifar.h"
+#include "../model/batches.h"
+#include "../model/model.h"
 #include "check.h"
 #include "test_nets.h"
 
@@ -29,30 +29,36 @@ static int find_tensor(const struct model *m, const char *name) {
 static void test_workshop_plan(void) {
     struct model m;
     model_init(&m, &net_workshop_cnn, kernels_cpu(), 2, 1);
-    static const char *params[] = {"network.0.weight", "network.0.bias", "network.2.weight", "network.2.bias",
-                                   "network.5.weight", "network.5.bias", "network.6.weight", "network.6.bias",
-                                   "network.8.weight", "network.8.bias", "network.11.weight", "network.11.bias",
-                                   "network.12.weight", "network.12.bias", "network.14.weight", "network.14.bias",
-                                   "network.17.weight", "network.17.bias", "network.19.weight", "network.19.bias",
-                                   "network.21.weight", "network.21.bias"};
+    static const char *params[] = {
+        "network.0.weight",  "network.0.bias",  "network.2.weight",  "network.2.bias",
+        "network.5.weight",  "network.5.bias",  "network.6.weight",  "network.6.bias",
+        "network.8.weight",  "network.8.bias",  "network.11.weight", "network.11.bias",
+        "network.12.weight", "network.12.bias", "network.14.weight", "network.14.bias",
+        "network.17.weight", "network.17.bias", "network.19.weight", "network.19.bias",
+        "network.21.weight", "network.21.bias"};
     int bad = 0;
-    for (int i = 0; i < 22; i++) bad += strcmp(m.tensors[i].name, params[i]) != 0 || m.tensors[i].home != HOME_PARAMS;
+    for (int i = 0; i < 22; i++)
+        bad += strcmp(m.tensors[i].name, params[i]) != 0 || m.tensors[i].home != HOME_PARAMS;
     EXPECT(bad == 0, "workshop parameter order: %d differences", bad);
     EXPECT(m.ntensors == 22 + 6 + 3, "workshop tensors: %d", m.ntensors);
     EXPECT(strcmp(m.tensors[22].name, "network.5.running_mean") == 0 && m.tensors[27].home == HOME_BUFFERS &&
-               strcmp(m.tensors[28].name, "network.5.num_batches_tracked") == 0 && m.tensors[30].home == HOME_COUNTER,
+               strcmp(m.tensors[28].name, "network.5.num_batches_tracked") == 0 &&
+               m.tensors[30].home == HOME_COUNTER,
            "workshop buffers and counters: %s, %s", m.tensors[22].name, m.tensors[28].name);
     int w19 = find_tensor(&m, "network.19.weight");
-    EXPECT(w19 >= 0 && m.tensors[w19].ndim == 2 && m.tensors[w19].shape[0] == 512 && m.tensors[w19].shape[1] == 4096,
+    EXPECT(w19 >= 0 && m.tensors[w19].ndim == 2 && m.tensors[w19].shape[0] == 512 &&
+               m.tensors[w19].shape[1] == 4096,
            "linear weight shape");
     EXPECT(m.layers[0].relu_fused && m.layers[1].relu_backward_fused && m.layers[3].relu_backward_fused &&
-               !m.layers[19].relu_fused && !m.layers[20].relu_backward_fused && m.layers[1].act == m.layers[0].act,
+               !m.layers[19].relu_fused && !m.layers[20].relu_backward_fused &&
+               m.layers[1].act == m.layers[0].act,
            "ReLU fusion decisions");
     EXPECT(m.layers[17].out_c == 256 && m.layers[17].out_h == 4 && m.layers[18].out_c == 4096, "shapes");
     char desc[64];
     model_layer_describe(&m, 6, desc, sizeof desc);
     EXPECT(strcmp(desc, "conv 64->128 16x16") == 0, "describe: %s", desc);
-    double f0 = model_layer_flops(&m, 0, 2, 0), f0b = model_layer_flops(&m, 0, 2, 1), f2b = model_layer_flops(&m, 2, 2, 1);
+    double f0 = model_layer_flops(&m, 0, 2, 0), f0b = model_layer_flops(&m, 0, 2, 1),
+           f2b = model_layer_flops(&m, 2, 2, 1);
     EXPECT(f0 == 2.0 * 2 * 32 * 3 * 9 * 32 * 32 && f0b == f0 && f2b == 2 * model_layer_flops(&m, 2, 2, 0),
            "flops: %g %g %g", f0, f0b, f2b);
     model_free(&m);
@@ -63,14 +69,16 @@ static void test_workshop_plan(void) {
 static void test_airbench94_plan(void) {
     struct model m;
     model_init(&m, net_find("airbench94"), kernels_cpu(), 1, 1);
-    static const char *params[] = {"0.bias", "2.conv1.weight", "2.norm1.bias", "2.conv2.weight", "2.norm2.bias",
-                                   "3.conv1.weight", "3.norm1.bias", "3.conv2.weight", "3.norm2.bias",
-                                   "4.conv1.weight", "4.norm1.bias", "4.conv2.weight", "4.norm2.bias", "7.weight"};
+    static const char *params[] = {"0.bias",       "2.conv1.weight", "2.norm1.bias", "2.conv2.weight",
+                                   "2.norm2.bias", "3.conv1.weight", "3.norm1.bias", "3.conv2.weight",
+                                   "3.norm2.bias", "4.conv1.weight", "4.norm1.bias", "4.conv2.weight",
+                                   "4.norm2.bias", "7.weight"};
     int bad = 0;
-    for (int i = 0; i < 14; i++) bad += strcmp(m.tensors[i].name, params[i]) != 0 || m.tensors[i].home != HOME_PARAMS;
+    for (int i = 0; i < 14; i++)
+        bad += strcmp(m.tensors[i].name, params[i]) != 0 || m.tensors[i].home != HOME_PARAMS;
     int w0 = find_tensor(&m, "0.weight"), g = find_tensor(&m, "4.norm2.weight");
-    EXPECT(bad == 0 && w0 >= 0 && m.tensors[w0].home == HOME_BUFFERS && m.tensors[w0].shape[0] == 24 && g >= 0 &&
-               m.tensors[g].home == HOME_BUFFERS && m.ntensors == 14 + 1 + 6 * 3 + 6,
+    EXPECT(bad == 0 && w0 >= 0 && m.tensors[w0].home == HOME_BUFFERS && m.tensors[w0].shape[0] == 24 &&
+               g >= 0 && m.tensors[g].home == HOME_BUFFERS && m.ntensors == 14 + 1 + 6 * 3 + 6,
            "airbench94 tensors: %d differences, %d tensors", bad, m.ntensors);
     const struct model_layer *L = m.layers;
     EXPECT(m.nlayers == 26 && L[0].out_h == 31 && L[3].out_h == 15 && L[10].out_h == 7 && L[17].out_h == 3 &&
@@ -103,11 +111,12 @@ static void test_test_net(void) {
     const struct model_layer *L = m.layers;
     EXPECT(L[0].out_h == 31 && L[3].out_h == 15 && L[9].out_h == 5 && L[10].out_c == 400 && L[11].out_c == 10,
            "test-net shapes: %d %d %d %d", L[0].out_h, L[3].out_h, L[9].out_h, L[10].out_c);
-    int w0 = find_tensor(&m, "0.weight"), b0 = find_tensor(&m, "0.bias"), g1 = find_tensor(&m, "2.norm1.weight");
+    int w0 = find_tensor(&m, "0.weight"), b0 = find_tensor(&m, "0.bias"),
+        g1 = find_tensor(&m, "2.norm1.weight");
     int lin = find_tensor(&m, "5.weight");
     EXPECT(w0 >= 0 && m.tensors[w0].home == HOME_BUFFERS && m.tensors[w0].shape[2] == 2 && b0 >= 0 &&
-               m.tensors[b0].home == HOME_PARAMS && g1 >= 0 && m.tensors[g1].home == HOME_BUFFERS && lin >= 0 &&
-               find_tensor(&m, "5.bias") < 0 && find_tensor(&m, "2.conv1.bias") < 0,
+               m.tensors[b0].home == HOME_PARAMS && g1 >= 0 && m.tensors[g1].home == HOME_BUFFERS &&
+               lin >= 0 && find_tensor(&m, "5.bias") < 0 && find_tensor(&m, "2.conv1.bias") < 0,
            "test-net homes");
     EXPECT(model_layer_flops(&m, 0, 1, 1) == 0.0 && model_layer_flops(&m, 11, 1, 1) == 2 * 400 * 10 * 2,
            "flops of a frozen first layer / of the last");
@@ -137,8 +146,8 @@ static void test_test_net(void) {
     }
     /* Ready ranges: the stats, then one per layer with trainable tensors (0, 2, 4, 6, 7,
      * 11), descending and tiling [0, P + MODEL_STATS). */
-    int tiles = r.n == 7 && r.begin[0] == m.nparams && r.end[0] == m.nparams + MODEL_STATS && r.end[r.n - 1] == r.begin[r.n - 2] &&
-                r.begin[r.n - 1] == 0;
+    int tiles = r.n == 7 && r.begin[0] == m.nparams && r.end[0] == m.nparams + MODEL_STATS &&
+                r.end[r.n - 1] == r.begin[r.n - 2] && r.begin[r.n - 1] == 0;
     for (int i = 1; i < r.n; i++) tiles &= r.end[i] == r.begin[i - 1] && r.begin[i] < r.end[i];
     EXPECT(tiles, "ready ranges: %d of them", r.n);
     model_get_state(&m, NULL, NULL, frozen1);
@@ -149,11 +158,14 @@ static void test_test_net(void) {
             moved += memcmp(frozen0 + mt->offset, frozen1 + mt->offset, mt->numel * 4) != 0;
     }
     EXPECT(moved == 0, "%d frozen tensors changed in training", moved);
-    EXPECT(frozen1[m.tensors[g1].offset] == 1.0f, "fixed batch-norm scale is %g", frozen1[m.tensors[g1].offset]);
-    EXPECT(m.params[m.tensors[b0].offset] != p0[m.tensors[b0].offset], "the frozen filter's bias did not train");
+    EXPECT(frozen1[m.tensors[g1].offset] == 1.0f, "fixed batch-norm scale is %g",
+           frozen1[m.tensors[g1].offset]);
+    EXPECT(m.params[m.tensors[b0].offset] != p0[m.tensors[b0].offset],
+           "the frozen filter's bias did not train");
     EXPECT(m.batches_tracked == 40, "num_batches_tracked %lld", (long long)m.batches_tracked);
     EXPECT(last < 0.8f * first, "test-net did not learn: loss %.4f -> %.4f", first, last);
-    printf("test_model: test-net, 40 steps of 16: mean loss of the first 5 %.4f, of the last 5 %.4f\n", first, last);
+    printf("test_model: test-net, 40 steps of 16: mean loss of the first 5 %.4f, of the last 5 %.4f\n", first,
+           last);
     free(frozen0), free(frozen1), free(p0), free(set.records), free(raw);
     batches_free(&q);
     model_free(&m);
@@ -199,7 +211,8 @@ static void test_backward_stops(void) {
     differ += memcmp(m[0].grads + m[0].nparams, m[1].grads + m[1].nparams, MODEL_STATS * 4) != 0;
     EXPECT(differ == 0, "with the bias stopped, %d gradients (or the loss) differ", differ);
     int same = r[0].n == r[1].n;
-    for (int i = 0; same && i < r[0].n; i++) same = r[0].begin[i] == r[1].begin[i] && r[0].end[i] == r[1].end[i];
+    for (int i = 0; same && i < r[0].n; i++)
+        same = r[0].begin[i] == r[1].begin[i] && r[0].end[i] == r[1].end[i];
     EXPECT(same, "ready ranges: %d, then %d with the bias stopped", r[0].n, r[1].n);
     for (int k = 0; k < 2; k++) batches_free(&q[k]), model_free(&m[k]);
     free(set.records), free(raw);
@@ -212,7 +225,8 @@ static void test_backward_stops(void) {
 static void test_dirac_init(void) {
     static const struct layer_def plain[] = {{.kind = LAYER_CONV, .name = "a", .out = 4, .k = 3, .pad = 1},
                                              {.kind = LAYER_CONV, .name = "b", .out = 2, .k = 2, .pad = 0},
-                                             {.kind = LAYER_MAXPOOL, .k = 31}, {.kind = LAYER_FLATTEN},
+                                             {.kind = LAYER_MAXPOOL, .k = 31},
+                                             {.kind = LAYER_FLATTEN},
                                              {.kind = LAYER_LINEAR, .name = "l", .out = 10}};
     struct layer_def dirac[5];
     memcpy(dirac, plain, sizeof dirac);
@@ -232,7 +246,8 @@ static void test_dirac_init(void) {
         int in = L->in_c, k = L->def->k;
         for (size_t j = 0; j < t->numel; j++) {
             size_t kk = (size_t)k * k;
-            int o = (int)(j / (in * kk)), c = (int)(j / kk % in), y = (int)(j % kk) / k, x = (int)(j % kk) % k;
+            int o = (int)(j / (in * kk)), c = (int)(j / kk % in), y = (int)(j % kk) / k,
+                x = (int)(j % kk) % k;
             float want = o < in ? (c == o && y == k / 2 && x == k / 2) : p[0][t->offset + j];
             identities += want == 1.0f;
             bad += p[1][t->offset + j] != want;
@@ -240,7 +255,8 @@ static void test_dirac_init(void) {
     }
     for (int t = 0; t < m[1].ntensors; t++) /* the other tensors: the same draw */
         if (t != m[1].layers[0].weight && t != m[1].layers[1].weight)
-            bad += memcmp(p[0] + m[1].tensors[t].offset, p[1] + m[1].tensors[t].offset, m[1].tensors[t].numel * 4) != 0;
+            bad += memcmp(p[0] + m[1].tensors[t].offset, p[1] + m[1].tensors[t].offset,
+                          m[1].tensors[t].numel * 4) != 0;
     EXPECT(bad == 0 && identities == 3 + 2, "dirac init: %d differences, %d identities", bad, identities);
     for (int i = 0; i < 2; i++) free(p[i]), model_free(&m[i]);
 }
@@ -260,28 +276,37 @@ static void expect_refused(const struct net_def *net, const char *want) {
     close(fds[1]);
     char msg[512] = "";
     size_t len = 0;
-    for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;) len += (size_t)got;
+    for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;)
+        len += (size_t)got;
     msg[len] = '\0';
     close(fds[0]);
     int status;
     waitpid(pid, &status, 0);
-    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, want) && strchr(msg, '\n') == msg + strlen(msg) - 1,
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, want) &&
+               strchr(msg, '\n') == msg + strlen(msg) - 1,
            "%s: status %d, '%s' (want '%s')", net->name, status, msg, want);
 }
 
 /* Inconsistent definitions are refused with one line naming the network and the layer. */
 static void test_bad_definitions(void) {
-    static const struct layer_def unflattened[] = {{.kind = LAYER_CONV, .name = "c", .out = 4, .k = 3, .pad = 1},
-                                                   {.kind = LAYER_LINEAR, .name = "l", .out = 10}};
-    static const struct layer_def frozen_linear[] = {{.kind = LAYER_FLATTEN},
-                                                     {.kind = LAYER_LINEAR, .name = "l", .out = 10, .flags = LAYER_FROZEN}};
-    static const struct layer_def big_kernel[] = {{.kind = LAYER_CONV, .name = "c", .out = 4, .k = 7, .pad = 3}};
-    static const struct layer_def wrong_classes[] = {{.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .name = "l", .out = 7}};
+    static const struct layer_def unflattened[] = {
+        {.kind = LAYER_CONV, .name = "c", .out = 4, .k = 3, .pad = 1},
+        {.kind = LAYER_LINEAR, .name = "l", .out = 10}};
+    static const struct layer_def frozen_linear[] = {
+        {.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .name = "l", .out = 10, .flags = LAYER_FROZEN}};
+    static const struct layer_def big_kernel[] = {
+        {.kind = LAYER_CONV, .name = "c", .out = 4, .k = 7, .pad = 3}};
+    static const struct layer_def wrong_classes[] = {{.kind = LAYER_FLATTEN},
+                                                     {.kind = LAYER_LINEAR, .name = "l", .out = 7}};
     static const struct layer_def unnamed[] = {{.kind = LAYER_FLATTEN}, {.kind = LAYER_LINEAR, .out = 10}};
-    static const struct net_def nets[] = {{"unflattened", 10, 2, unflattened, NULL}, {"frozen-linear", 10, 2, frozen_linear, NULL},
-                                          {"big-kernel", 10, 1, big_kernel, NULL},   {"wrong-classes", 10, 2, wrong_classes, NULL},
+    static const struct net_def nets[] = {{"unflattened", 10, 2, unflattened, NULL},
+                                          {"frozen-linear", 10, 2, frozen_linear, NULL},
+                                          {"big-kernel", 10, 1, big_kernel, NULL},
+                                          {"wrong-classes", 10, 2, wrong_classes, NULL},
                                           {"unnamed", 10, 2, unnamed, NULL}};
-    expect_refused(&nets[0], "internal error: network unflattened, layer 1: linear layer on a 4x32x32 input (flatten first)");
+    expect_refused(
+        &nets[0],
+        "internal error: network unflattened, layer 1: linear layer on a 4x32x32 input (flatten first)");
     expect_refused(&nets[1], "network frozen-linear, layer 1: flags 0x2 do not apply to a linear layer");
     expect_refused(&nets[2], "network big-kernel, layer 0: kernel 7, padding 3");
     expect_refused(&nets[3], "network wrong-classes, layer 1: output 7x1x1, not 10 logits");

@@ -39,8 +39,8 @@
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
  * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
  *
- * "CPU internals" at the end: the GEMM itself on every ISA path (also on pre-packed operands); bf16_round on hand-worked
- * values; gemm_bf16 on every bf16 path against the double product of the bf16_round-ed operands
+ * "CPU internals" at the end: the GEMM itself on every ISA path (also on pre-packed operands); bf16_round on
+ * hand-worked values; gemm_bf16 on every bf16 path against the double product of the bf16_round-ed operands
  * (1e-5: those products are exact in float), and that it rounds every operand exactly as
  * bf16_round (==). */
 #include "../common/err.h"
@@ -58,20 +58,31 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define TOL 1e-5       /* float arithmetic ops */
-#define TOL_FINE 1e-6  /* softmax cross-entropy, SGD, lookahead */
+#define TOL       1e-5 /* float arithmetic ops */
+#define TOL_FINE  1e-6 /* softmax cross-entropy, SGD, lookahead */
 #define TOL_INPUT 1e-6 /* input_prepare, per element */
-#define TOL_BF16 1e-2  /* conv and linear with bf16 operands (cpu-bf16), see the header */
+#define TOL_BF16  1e-2 /* conv and linear with bf16 operands (cpu-bf16), see the header */
 
 /* ---- The case table ---- */
 
 enum op {
-    OP_INPUT, OP_CONV, OP_RELU, OP_GELU, OP_MAXPOOL, OP_BATCHNORM, OP_LINEAR, OP_XENT, OP_SGD, OP_LOOKAHEAD,
-    OP_COPY, OP_COUNT
+    OP_INPUT,
+    OP_CONV,
+    OP_RELU,
+    OP_GELU,
+    OP_MAXPOOL,
+    OP_BATCHNORM,
+    OP_LINEAR,
+    OP_XENT,
+    OP_SGD,
+    OP_LOOKAHEAD,
+    OP_COPY,
+    OP_COUNT
 };
-static const char *const op_names[OP_COUNT] = {"input_prepare", "conv",         "relu",       "gelu",
-                                               "maxpool",       "batchnorm",    "linear",     "softmax_xent",
-                                               "sgd_update",    "lookahead_update", "async copies"};
+static const char *const op_names[OP_COUNT] = {
+    "input_prepare", "conv",   "relu",         "gelu",       "maxpool",
+    "batchnorm",     "linear", "softmax_xent", "sgd_update", "lookahead_update",
+    "async copies"};
 
 enum {
     F_BIAS = 1 << 0,      /* conv, linear: with a bias */
@@ -86,29 +97,52 @@ enum {
     F_INPLACE = 1 << 9,   /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
     F_CONFIDENT = 1 << 10 /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
 };
-static const char *const flag_names[] = {"bias", "relu", "mask", "-dx", "-dw", "-db", "-dgamma", "-dlogits",
-                                         "ties", "in-place", "confident"};
+static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",      "-db",
+                                         "-dgamma", "-dlogits", "ties", "in-place", "confident"};
 
 struct op_case {
     enum op op;
     unsigned flags;
     union {
         struct conv_shape conv;
-        struct { int N, C, H, W, k; } pool;
-        struct { int N, C, HW; float eps, momentum, offset; } bn;
-        struct { int N, I, O; float scale; } lin;
-        struct { int N, classes; float smoothing; enum xent_reduction reduction; } xent;
-        struct { int N, first, reflect; } input; /* images; geometry combination of the first */
-        struct { int n; float lr, momentum, weight_decay, grad_scale; int resume, nesterov; } sgd;
-        struct { int n; float weight; } lookahead;
+        struct {
+            int N, C, H, W, k;
+        } pool;
+        struct {
+            int N, C, HW;
+            float eps, momentum, offset;
+        } bn;
+        struct {
+            int N, I, O;
+            float scale;
+        } lin;
+        struct {
+            int N, classes;
+            float smoothing;
+            enum xent_reduction reduction;
+        } xent;
+        struct {
+            int N, first, reflect;
+        } input; /* images; geometry combination of the first */
+        struct {
+            int n;
+            float lr, momentum, weight_decay, grad_scale;
+            int resume, nesterov;
+        } sgd;
+        struct {
+            int n;
+            float weight;
+        } lookahead;
         int n; /* relu, gelu, async copies */
     };
 };
 
+/* clang-format off */
 #define CONV(N, C, K, H, W, k, pad, f) {OP_CONV, f, .conv = {N, C, K, H, W, k, pad}}
 #define POOL(N, C, H, W, k, f) {OP_MAXPOOL, f, .pool = {N, C, H, W, k}}
 #define BN(N, C, HW, eps, mom, offset, f) {OP_BATCHNORM, f, .bn = {N, C, HW, eps, mom, offset}}
 #define LIN(N, I, O, scale, f) {OP_LINEAR, f, .lin = {N, I, O, scale}}
+/* clang-format on */
 
 static const struct op_case cases[] = {
     /* input_prepare: all 81 crop offsets x 2 flips, one image each; one image alone at 8,8 flipped */
@@ -119,53 +153,58 @@ static const struct op_case cases[] = {
 
     /* conv, im2col + GEMM: every k 1..5, pads 0, k/2 and k-1, odd sizes, channel counts that
      * are not multiples of the vector width */
-    CONV(2, 3, 5, 6, 10, 3, 1, F_BIAS | F_MASK),           /* 3x3 same; 2 images < 3 threads */
-    CONV(1, 3, 4, 7, 5, 1, 0, F_BIAS),                     /* 1x1, batch 1 */
-    CONV(3, 5, 7, 9, 8, 2, 0, F_NO_DB),                    /* even k, valid (8x7), no bias */
-    CONV(2, 5, 3, 7, 7, 2, 1, F_BIAS | F_RELU),            /* even k, pad 1: output 8x8, larger */
-    CONV(2, 4, 6, 9, 11, 3, 0, F_BIAS | F_RELU | F_MASK),  /* 3x3 valid: 7x9 */
-    CONV(2, 3, 5, 4, 4, 3, 2, F_BIAS),                     /* 3x3 pad k-1 ("full"): 6x6 */
-    CONV(3, 17, 5, 8, 7, 4, 2, F_BIAS | F_MASK),           /* 4x4 pad k/2: 9x8 */
+    CONV(2, 3, 5, 6, 10, 3, 1, F_BIAS | F_MASK),             /* 3x3 same; 2 images < 3 threads */
+    CONV(1, 3, 4, 7, 5, 1, 0, F_BIAS),                       /* 1x1, batch 1 */
+    CONV(3, 5, 7, 9, 8, 2, 0, F_NO_DB),                      /* even k, valid (8x7), no bias */
+    CONV(2, 5, 3, 7, 7, 2, 1, F_BIAS | F_RELU),              /* even k, pad 1: output 8x8, larger */
+    CONV(2, 4, 6, 9, 11, 3, 0, F_BIAS | F_RELU | F_MASK),    /* 3x3 valid: 7x9 */
+    CONV(2, 3, 5, 4, 4, 3, 2, F_BIAS),                       /* 3x3 pad k-1 ("full"): 6x6 */
+    CONV(3, 17, 5, 8, 7, 4, 2, F_BIAS | F_MASK),             /* 4x4 pad k/2: 9x8 */
     CONV(2, 3, 16, 32, 32, 5, 2, F_BIAS | F_RELU | F_NO_DX), /* 5x5 first layer on RGB, dx NULL */
-    CONV(1, 6, 5, 15, 15, 5, 0, F_NO_DB),                  /* 5x5 valid, batch 1 */
-    CONV(2, 7, 3, 5, 3, 5, 4, F_BIAS),                     /* pad k-1, image smaller than the window: 9x7 */
-    CONV(4, 40, 12, 5, 3, 3, 1, F_BIAS),                   /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
-    CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW),          /* C*25 = 300 > KC with 5x5 */
+    CONV(1, 6, 5, 15, 15, 5, 0, F_NO_DB),                    /* 5x5 valid, batch 1 */
+    CONV(2, 7, 3, 5, 3, 5, 4, F_BIAS),                       /* pad k-1, image smaller than the window: 9x7 */
+    CONV(4, 40, 12, 5, 3, 3, 1, F_BIAS),          /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
+    CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW), /* C*25 = 300 > KC with 5x5 */
 
     /* conv, the workshop's 3x3 pad 1 on even maps with 16+ channels on the side a pass reads and
      * the side it writes: Winograd for the forward, dx and dw (float: F(4x4), exact tiles, or
      * as noted; bf16: F(2x2), dw im2col) */
     CONV(7, 16, 24, 4, 6, 3, 1, F_BIAS | F_RELU | F_MASK), /* chunks of images, a partial last one (N 7) */
     CONV(2, 32, 17, 16, 16, 3, 1, F_BIAS | F_NO_DX),       /* odd K; several tiles per row */
-    CONV(1, 32, 64, 32, 32, 3, 1, F_BIAS | F_RELU | F_MASK), /* the workshop's second layer: 8 tiles per row */
-    CONV(5, 16, 8, 12, 12, 3, 1, F_BIAS | F_RELU | F_MASK), /* AMX tiles' im2col: chunks of 3 images (3 x 144 of the tiles' 512 columns), the last partial */
+    CONV(1, 32, 64, 32, 32, 3, 1,
+         F_BIAS | F_RELU | F_MASK),                         /* the workshop's second layer: 8 tiles per row */
+    CONV(5, 16, 8, 12, 12, 3, 1, F_BIAS | F_RELU | F_MASK), /* AMX tiles' im2col: chunks of 3 images (3 x 144
+                                                               of the tiles' 512 columns), the last partial */
     /* 16+ channels on one side only: the forward reads C and writes K, dx the reverse, so a
      * one-sided threshold would put one of them on Winograd (conv.c's plan() wants
      * 16+ on both sides: im2col both ways) */
     CONV(3, 24, 8, 8, 8, 3, 1, F_BIAS),
     CONV(3, 8, 24, 8, 8, 3, 1, F_BIAS | F_RELU),
-    CONV(1, 32, 16, 4, 4, 3, 1, F_BIAS | F_RELU | F_MASK), /* batch 1: one 4x4 image, one F(4x4) tile (bf16: four) */
+    CONV(1, 32, 16, 4, 4, 3, 1,
+         F_BIAS | F_RELU | F_MASK), /* batch 1: one 4x4 image, one F(4x4) tile (bf16: four) */
     CONV(5, 16, 32, 8, 8, 3, 1, F_BIAS | F_RELU | F_MASK | F_NO_DX),
     CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only; float m 3 */
-    CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),         /* a workshop layer */
+    CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),           /* a workshop layer */
 
     /* conv, 3x3 pad 1 on odd maps (16+ channels both sides): Winograd F(m x m, 3x3) for the
      * forward, dx and dw, m 3, 4 or 5 as conv.c's plan() picks (fewest multiplies; in bf16
      * at most 4), the last tile row and column partial where m does not divide the map
      * (zero-extended input, outputs past the map dropped); airbench94's maps 31, 15, 7, 3,
      * channel counts that are not multiples of 16, more threads than images */
-    CONV(2, 24, 64, 31, 31, 3, 1, F_MASK | F_NO_DB),       /* airbench94's first group: m 4, 8 tiles per row, the last partial */
+    CONV(2, 24, 64, 31, 31, 3, 1,
+         F_MASK | F_NO_DB), /* airbench94's first group: m 4, 8 tiles per row, the last partial */
     CONV(3, 20, 36, 15, 15, 3, 1, F_BIAS | F_RELU | F_MASK), /* m 5 (bf16: m 4) */
-    CONV(2, 64, 96, 15, 15, 3, 1, F_BIAS | F_MASK),        /* m 5 on airbench94's second group's map and depth */
-    CONV(2, 32, 24, 13, 13, 3, 1, F_BIAS | F_MASK),        /* m 5, the last tile row and column 3 of 5 */
-    CONV(3, 16, 24, 5, 5, 3, 1, F_BIAS | F_RELU),          /* m 5, one exact tile per image */
-    CONV(2, 17, 19, 7, 9, 3, 1, F_BIAS | F_RELU | F_MASK), /* m 5 (bf16: m 4), partial tiles on both sides, 7x9 */
-    CONV(5, 36, 20, 3, 3, 3, 1, F_NO_DX | F_NO_DB),        /* m 3, one exact tile per image */
-    CONV(1, 48, 40, 3, 3, 3, 1, F_BIAS | F_MASK),          /* batch 1: one chunk, idle threads */
-    CONV(2, 16, 20, 9, 6, 3, 1, F_BIAS | F_MASK | F_NO_DW),/* odd H, even W: m 3, exact tiles */
-    CONV(1, 300, 20, 7, 7, 3, 1, F_BIAS),                  /* m 4; 300 channels: GEMM K (forward), M (dw) blocked */
-    CONV(3, 16, 16, 2, 2, 3, 1, F_BIAS | F_MASK),          /* 2x2 map: F(2x2), one exact tile */
-    CONV(4, 24, 17, 1, 1, 3, 1, F_BIAS | F_MASK),          /* 1x1 map: im2col */
+    CONV(2, 64, 96, 15, 15, 3, 1, F_BIAS | F_MASK), /* m 5 on airbench94's second group's map and depth */
+    CONV(2, 32, 24, 13, 13, 3, 1, F_BIAS | F_MASK), /* m 5, the last tile row and column 3 of 5 */
+    CONV(3, 16, 24, 5, 5, 3, 1, F_BIAS | F_RELU),   /* m 5, one exact tile per image */
+    CONV(2, 17, 19, 7, 9, 3, 1,
+         F_BIAS | F_RELU | F_MASK),                 /* m 5 (bf16: m 4), partial tiles on both sides, 7x9 */
+    CONV(5, 36, 20, 3, 3, 3, 1, F_NO_DX | F_NO_DB), /* m 3, one exact tile per image */
+    CONV(1, 48, 40, 3, 3, 3, 1, F_BIAS | F_MASK),   /* batch 1: one chunk, idle threads */
+    CONV(2, 16, 20, 9, 6, 3, 1, F_BIAS | F_MASK | F_NO_DW), /* odd H, even W: m 3, exact tiles */
+    CONV(1, 300, 20, 7, 7, 3, 1, F_BIAS),         /* m 4; 300 channels: GEMM K (forward), M (dw) blocked */
+    CONV(3, 16, 16, 2, 2, 3, 1, F_BIAS | F_MASK), /* 2x2 map: F(2x2), one exact tile */
+    CONV(4, 24, 17, 1, 1, 3, 1, F_BIAS | F_MASK), /* 1x1 map: im2col */
 
     /* relu, gelu: odd lengths (vector tails), in place */
     {OP_RELU, 0, .n = 1},
@@ -187,20 +226,20 @@ static const struct op_case cases[] = {
     POOL(2, 64, 16, 16, 2, F_RELU),         /* a workshop layer */
 
     /* batchnorm: train (y, saved and running statistics), eval, backward */
-    BN(5, 3, 12, 1e-5f, 0.1f, 0, F_NO_DX),        /* also with dx NULL */
-    BN(1, 17, 49, 1e-5f, 0.1f, 0, 0),              /* batch 1 */
-    BN(4, 5, 1, 1e-5f, 0.1f, 0, 0),                /* 1x1 maps: N values per channel */
-    BN(7, 16, 36, 1e-12f, 0.4f, 0, F_NO_DGAMMA),   /* tiny eps, momentum 0.4, frozen gamma */
-    BN(3, 5, 9, 1e-5f, 0.1f, 6.0f, 0),             /* mean large against the spread */
-    BN(32, 64, 256, 1e-5f, 0.1f, 0, 0),            /* 8192 values per channel */
+    BN(5, 3, 12, 1e-5f, 0.1f, 0, F_NO_DX),                 /* also with dx NULL */
+    BN(1, 17, 49, 1e-5f, 0.1f, 0, 0),                      /* batch 1 */
+    BN(4, 5, 1, 1e-5f, 0.1f, 0, 0),                        /* 1x1 maps: N values per channel */
+    BN(7, 16, 36, 1e-12f, 0.4f, 0, F_NO_DGAMMA),           /* tiny eps, momentum 0.4, frozen gamma */
+    BN(3, 5, 9, 1e-5f, 0.1f, 6.0f, 0),                     /* mean large against the spread */
+    BN(32, 64, 256, 1e-5f, 0.1f, 0, 0),                    /* 8192 values per channel */
     BN(2, 3, 1024, 1e-5f, 0.1f, 0, F_NO_DGAMMA | F_NO_DX), /* 32x32 maps */
 
     /* linear: y = scale (x w^T + b) */
     LIN(9, 70, 33, 1.0f, F_BIAS),
-    LIN(130, 300, 520, 1.0f, F_BIAS),        /* straddles the GEMM's MC, KC and NC blocks */
-    LIN(1, 5, 10, 1.0f, F_BIAS | F_NO_DX),   /* batch 1, dx NULL */
-    LIN(7, 17, 3, 1.0f / 9, F_NO_DB),        /* scale 1/9 without bias */
-    LIN(64, 512, 10, 0.125f, F_BIAS),        /* a classifier head */
+    LIN(130, 300, 520, 1.0f, F_BIAS),      /* straddles the GEMM's MC, KC and NC blocks */
+    LIN(1, 5, 10, 1.0f, F_BIAS | F_NO_DX), /* batch 1, dx NULL */
+    LIN(7, 17, 3, 1.0f / 9, F_NO_DB),      /* scale 1/9 without bias */
+    LIN(64, 512, 10, 0.125f, F_BIAS),      /* a classifier head */
     LIN(3, 1, 2, 2.0f, F_BIAS | F_NO_DX | F_NO_DB),
 
     /* softmax_xent: loss, argmax count (first maximum wins), dlogits; unsmoothed mean (the
@@ -218,10 +257,10 @@ static const struct op_case cases[] = {
     /* sgd_update: 3 steps */
     {OP_SGD, 0, .sgd = {5, 0.1f, 0.9f, 5e-4f, 0.5f, 0}},
     {OP_SGD, 0, .sgd = {1001, 0.05f, 0.9f, 5e-4f, 0.5f, 0}},
-    {OP_SGD, 0, .sgd = {1, 0.2f, 0.0f, 0.0f, 1.0f, 0}},      /* plain SGD */
-    {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1}}, /* resumed: momentum not zero */
-    {OP_SGD, 0, .sgd = {1001, 0.05f, 0.85f, 5e-4f, 0.5f, 0, 1}},  /* Nesterov (airbench) */
-    {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1, 1}},  /* Nesterov, resumed */
+    {OP_SGD, 0, .sgd = {1, 0.2f, 0.0f, 0.0f, 1.0f, 0}},          /* plain SGD */
+    {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1}},    /* resumed: momentum not zero */
+    {OP_SGD, 0, .sgd = {1001, 0.05f, 0.85f, 5e-4f, 0.5f, 0, 1}}, /* Nesterov (airbench) */
+    {OP_SGD, 0, .sgd = {4099, 0.01f, 0.9f, 5e-3f, 0.25f, 1, 1}}, /* Nesterov, resumed */
 
     /* lookahead_update: airbench's decay 0.95^5, and the ends (ema = p, ema kept) */
     {OP_LOOKAHEAD, 0, .lookahead = {1001, 0.2262190625f}},
@@ -241,9 +280,9 @@ static const struct kernels *B; /* the backend under test */
 /* Tolerance of the products (conv and linear y, dx, dw): TOL, or TOL_BF16 on cpu-bf16. */
 static double tol_products = TOL;
 static double worst_products; /* the largest such error seen in the current column */
-static char where[96];          /* the column: "cpu avx512, 3 threads" */
-static char what[192];          /* the case: "conv N2 C3 K5 6x10 k3 pad 1 bias mask" */
-static unsigned seed;           /* reset per case, so every backend sees the same inputs */
+static char where[96];        /* the column: "cpu avx512, 3 threads" */
+static char what[192];        /* the case: "conv N2 C3 K5 6x10 k3 pad 1 bias mask" */
+static unsigned seed;         /* reset per case, so every backend sees the same inputs */
 
 enum { MAX_BUFS = 64 };
 static void *host_bufs[MAX_BUFS], *dev_bufs[MAX_BUFS];
@@ -317,8 +356,8 @@ static void expect_abs(const char *out, const float *h, const double *ref, size_
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++)
         if (!(fabs(h[i] - ref[i]) <= tol) && bad++ == 0) first = i;
-    EXPECT(bad == 0, "%s: %s: %s: %zu of %zu elements off by more than %g, first [%zu] %.9g (want %.9g)", where,
-           what, out, bad, n, tol, first, bad ? h[first] : 0.0, bad ? ref[first] : 0.0);
+    EXPECT(bad == 0, "%s: %s: %s: %zu of %zu elements off by more than %g, first [%zu] %.9g (want %.9g)",
+           where, what, out, bad, n, tol, first, bad ? h[first] : 0.0, bad ? ref[first] : 0.0);
 }
 
 /* Two backend arrays bit for bit equal. */
@@ -359,7 +398,8 @@ static void input_reference(const unsigned char *img, const int *geom, double *x
 static void run_input(const struct op_case *c) {
     int N = c->input.N;
     size_t n = (size_t)N * 3072;
-    name_case(c, "input_prepare N%d from geometry %d, %s padding", N, c->input.first, c->input.reflect ? "reflect" : "zero");
+    name_case(c, "input_prepare N%d from geometry %d, %s padding", N, c->input.first,
+              c->input.reflect ? "reflect" : "zero");
     unsigned char *img = hnew(n);
     int *geom = hnew((size_t)N * 3 * sizeof(int));
     for (size_t i = 0; i < n; i++) img[i] = (unsigned char)((i + seed) * 2654435761u >> 24);
@@ -367,7 +407,8 @@ static void run_input(const struct op_case *c) {
     double *ref = dnew(n);
     input_reference(img, geom, ref, N, c->input.reflect);
     float *x = dev_nan(n);
-    B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift, c->input.reflect);
+    B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift,
+                     c->input.reflect);
     expect_abs("x", host_of(x, n), ref, n, TOL_INPUT);
 }
 
@@ -427,7 +468,8 @@ static void run_conv(const struct op_case *c) {
     size_t nx, nw, ny;
     conv_sizes(s, &nx, &nw, &ny);
     name_case(c, "conv N%d C%d K%d %dx%d k%d pad %d", s->N, s->C, s->K, s->H, s->W, s->k, s->pad);
-    EXPECT(kernels_conv_out(s->H, s->k, s->pad) == s->H + 2 * s->pad - s->k + 1, "%s: kernels_conv_out", what);
+    EXPECT(kernels_conv_out(s->H, s->k, s->pad) == s->H + 2 * s->pad - s->k + 1, "%s: kernels_conv_out",
+           what);
     float *x = hfill(nx, -1, 1), *w = hfill(nw, -0.5f, 0.5f), *dy = hfill(ny, -1, 1);
     float *b = c->flags & F_BIAS ? hfill(s->K, -1, 1) : NULL;
     double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(s->K);
@@ -542,13 +584,13 @@ static void run_maxpool(const struct op_case *c) {
 /* ---- batchnorm ---- */
 
 struct bn_data {
-    float *x, *dy, *gamma, *beta, *rm, *rv;                                  /* inputs */
+    float *x, *dy, *gamma, *beta, *rm, *rv;                                     /* inputs */
     double *y, *mean, *invstd, *rm_new, *rv_new, *dx, *dgamma, *dbeta, *y_eval; /* reference */
 };
 
 /* Every element k of channel ch in x[N][C][HW]. */
-#define FOR_CHANNEL(k)                                                                       \
-    for (int n_ = 0; n_ < N; n_++)                                                           \
+#define FOR_CHANNEL(k)                                                                                       \
+    for (int n_ = 0; n_ < N; n_++)                                                                           \
         for (size_t k = ((size_t)n_ * C + ch) * HW, end_ = k + HW; k < end_; k++)
 
 static void bn_reference(const struct op_case *c, struct bn_data *d) {
@@ -566,7 +608,8 @@ static void bn_reference(const struct op_case *c, struct bn_data *d) {
             d->y_eval[k] = (d->x[k] - d->rm[ch]) * eval_is * d->gamma[ch] + d->beta[ch];
             sdy += d->dy[k], sdyx += d->dy[k] * xh;
         }
-        FOR_CHANNEL(k) d->dx[k] = d->gamma[ch] * is * (d->dy[k] - sdy / cnt - (d->x[k] - mu) * is * sdyx / cnt);
+        FOR_CHANNEL(k)
+        d->dx[k] = d->gamma[ch] * is * (d->dy[k] - sdy / cnt - (d->x[k] - mu) * is * sdyx / cnt);
         d->mean[ch] = mu, d->invstd[ch] = is, d->dgamma[ch] = sdyx, d->dbeta[ch] = sdy;
         d->rm_new[ch] = (1 - mom) * d->rm[ch] + mom * mu;
         d->rv_new[ch] = (1 - mom) * d->rv[ch] + mom * sq / (cnt - 1);
@@ -578,15 +621,15 @@ static void bn_inputs(const struct op_case *c, struct bn_data *d) {
     d->x = hfill(n, -2 + c->bn.offset, 3 + c->bn.offset), d->dy = hfill(n, -1, 1);
     d->gamma = hfill(C, 0.5f, 1.5f), d->beta = hfill(C, -1, 1);
     d->rm = hfill(C, -0.2f, 0.2f), d->rv = hfill(C, 0.5f, 2);
-    double **refs[] = {&d->y, &d->dx, &d->y_eval, /* per element, then per channel */
+    double **refs[] = {&d->y,    &d->dx,     &d->y_eval, /* per element, then per channel */
                        &d->mean, &d->invstd, &d->rm_new, &d->rv_new, &d->dgamma, &d->dbeta};
     for (int i = 0; i < 9; i++) *refs[i] = dnew(i < 3 ? n : C);
     bn_reference(c, d);
 }
 
 /* The backward with every output, then (F_NO_DGAMMA) with dgamma NULL, (F_NO_DX) with dx NULL. */
-static void bn_backward(const struct op_case *c, const struct bn_data *d, const float *gx, const float *ggamma,
-                        const float *gmean, const float *ginvstd) {
+static void bn_backward(const struct op_case *c, const struct bn_data *d, const float *gx,
+                        const float *ggamma, const float *gmean, const float *ginvstd) {
     int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
     size_t n = (size_t)N * C * HW;
     float *gdy = dev_of(d->dy, n), *gdx = dev_nan(n), *gdg = dev_nan(C), *gdb = dev_nan(C);
@@ -616,7 +659,8 @@ static void run_batchnorm(const struct op_case *c) {
     struct bn_data d;
     bn_inputs(c, &d);
     float *gx = dev_of(d.x, n), *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
-    float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gy = dev_nan(n), *gm = dev_nan(C), *gi = dev_nan(C);
+    float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gy = dev_nan(n), *gm = dev_nan(C),
+          *gi = dev_nan(C);
     B->batchnorm_forward_train(gx, gg, gb, gy, gm, gi, grm, grv, c->bn.momentum, c->bn.eps, N, C, HW);
     expect_rel("y (train)", host_of(gy, n), d.y, n, TOL);
     expect_rel("save_mean", host_of(gm, C), d.mean, C, TOL);
@@ -688,13 +732,15 @@ static void xent_inputs(const struct op_case *c, float *z, int *labels) {
         int other = (labels[n] + (n % 2 ? K - 1 : 1)) % K; /* before or after the label, mod K */
         if (n % 3 == 1) z[n * K + labels[n]] = z[n * K + other] = 9.0f;
     }
-    if (c->flags & F_CONFIDENT && N > 5) z[3 * K + labels[3]] = 100.0f, z[5 * K + (labels[5] + 1) % K] = 100.0f;
+    if (c->flags & F_CONFIDENT && N > 5)
+        z[3 * K + labels[3]] = 100.0f, z[5 * K + (labels[5] + 1) % K] = 100.0f;
 }
 
 /* With target t[j] = (1 - smoothing) onehot + smoothing / K: loss = sum over rows of
  * -sum_j t[j] log softmax[j], dz = softmax - t, both divided by N for the mean; *correct: rows
  * whose first maximum is the label. */
-static double xent_reference(const struct op_case *c, const float *z, const int *labels, double *dz, int *correct) {
+static double xent_reference(const struct op_case *c, const float *z, const int *labels, double *dz,
+                             int *correct) {
     int N = c->xent.N, K = c->xent.classes;
     double sm = c->xent.smoothing, div = c->xent.reduction == XENT_MEAN ? N : 1, loss = 0;
     *correct = 0;
@@ -781,8 +827,8 @@ static void run_lookahead(const struct op_case *c) {
     B->lookahead_update(gp, gema, n, w);
     float *hema = host_of(gema, n);
     expect_rel("ema", hema, ref, n, TOL_FINE);
-    EXPECT(!exact || memcmp(hema, exact, n * sizeof(float)) == 0, "%s: %s: ema is not exactly %s", where, what,
-           exact == p ? "p" : "the old ema");
+    EXPECT(!exact || memcmp(hema, exact, n * sizeof(float)) == 0, "%s: %s: ema is not exactly %s", where,
+           what, exact == p ? "p" : "the old ema");
     EXPECT(memcmp(host_of(gp, n), hema, n * sizeof(float)) == 0, "%s: %s: p differs from ema", where, what);
 }
 
@@ -823,9 +869,10 @@ static void run_copy(const struct op_case *c) {
 
 typedef void run_fn(const struct op_case *c);
 static run_fn *const runners[] = {
-    [OP_INPUT] = run_input, [OP_CONV] = run_conv,   [OP_RELU] = run_relu,     [OP_GELU] = run_gelu,
-    [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm, [OP_LINEAR] = run_linear,
-    [OP_XENT] = run_xent,   [OP_SGD] = run_sgd,     [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,
+    [OP_INPUT] = run_input,         [OP_CONV] = run_conv,       [OP_RELU] = run_relu,
+    [OP_GELU] = run_gelu,           [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm,
+    [OP_LINEAR] = run_linear,       [OP_XENT] = run_xent,       [OP_SGD] = run_sgd,
+    [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 
@@ -894,7 +941,8 @@ static void short_workspace_child(int op) {
     static const struct conv_shape s = {2, 3, 4, 6, 6, 3, 1};
     size_t need = op < 2 ? B->conv_workspace(&s, CONV_FORWARD | CONV_BACKWARD_DATA | CONV_BACKWARD_FILTER)
                          : B->linear_workspace(2, 5, 3);
-    float *x = B->alloc(4096), *w = B->alloc(4096), *y = B->alloc(4096), *dx = B->alloc(4096), *dw = B->alloc(4096);
+    float *x = B->alloc(4096), *w = B->alloc(4096), *y = B->alloc(4096), *dx = B->alloc(4096),
+          *dw = B->alloc(4096);
     void *ws = B->alloc(need);
     switch (op) {
     case 0: B->conv_forward(&s, x, w, NULL, y, 0, ws, need - 1); break;
@@ -929,8 +977,8 @@ static void check_catches_short_workspace(void) {
         int status;
         waitpid(pid, &status, 0);
         EXPECT(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(msg, "check failed: ws_bytes >="),
-               "cpu: %s with a workspace one byte short: status %d, stderr '%s' (want the CHECK on ws_bytes)", ops[op],
-               status, msg);
+               "cpu: %s with a workspace one byte short: status %d, stderr '%s' (want the CHECK on ws_bytes)",
+               ops[op], status, msg);
     }
 }
 
@@ -974,20 +1022,23 @@ enum { N_BF16_PATHS = sizeof bf16_paths / sizeof bf16_paths[0] };
 static void cpu_bf16_column(void) {
     B = kernels_cpu_bf16();
     expect_complete(B);
-    EXPECT(B->host && strcmp(B->name, "cpu-bf16") == 0, "kernels_cpu_bf16: name %s host %d", B->name, B->host);
+    EXPECT(B->host && strcmp(B->name, "cpu-bf16") == 0, "kernels_cpu_bf16: name %s host %d", B->name,
+           B->host);
     const char *best = gemm_bf16_isa();
     int threads = omp_get_max_threads();
     omp_set_num_threads(2);
     for (int i = 0; i < N_BF16_PATHS; i++) {
         if (gemm_bf16_select(bf16_paths[i]) != 0) {
-            printf("test_ops: cpu-bf16 %s: skipped: this CPU lacks it (AMX: or the OS refuses the tile state)\n",
-                   bf16_paths[i]);
+            printf(
+                "test_ops: cpu-bf16 %s: skipped: this CPU lacks it (AMX: or the OS refuses the tile state)\n",
+                bf16_paths[i]);
             continue;
         }
         snprintf(where, sizeof where, "cpu-bf16 %s, 2 threads, conv and linear", bf16_paths[i]);
         tol_products = TOL_BF16, worst_products = 0.0;
         run_cases(2);
-        printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products, TOL_BF16);
+        printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products,
+               TOL_BF16);
     }
     tol_products = TOL;
     gemm_bf16_select(best);
@@ -1018,7 +1069,8 @@ static void cuda_column(void) {
         snprintf(where, sizeof where, "cuda-bf16, conv and linear");
         tol_products = TOL_BF16, worst_products = 0.0;
         run_cases(2);
-        printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products, TOL_BF16);
+        printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products,
+               TOL_BF16);
         tol_products = TOL;
     } else {
         printf("test_ops: cuda-bf16: skipped: GPU 0 has no bf16 tensor cores\n");
@@ -1033,7 +1085,8 @@ static void cuda_column(void) {
 
 /* C = alpha op(A) op(B) + beta C in double, for the strides gemm() takes. */
 static void gemm_reference(int M, int N, int Kd, double alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-                           const float *Bm, ptrdiff_t rsb, ptrdiff_t csb, double beta, const float *C, double *R) {
+                           const float *Bm, ptrdiff_t rsb, ptrdiff_t csb, double beta, const float *C,
+                           double *R) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double acc = 0;
@@ -1062,8 +1115,8 @@ static void gemm_case(enum gemm_math math, const char *isa, int s, int M, int N,
             if (s == 3) gemm_parallel(math, M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
             else gemm_of(math)(M, N, Kd, alpha, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
             double e = check_rel_l2(C, R, (size_t)M * N);
-            EXPECT(e <= TOL, "%s %s %dx%dx%d ta=%d tb=%d: rel err %.3g", math == GEMM_BF16 ? "gemm_bf16" : "gemm",
-                   isa, M, N, Kd, ta, tb, e);
+            EXPECT(e <= TOL, "%s %s %dx%dx%d ta=%d tb=%d: rel err %.3g",
+                   math == GEMM_BF16 ? "gemm_bf16" : "gemm", isa, M, N, Kd, ta, tb, e);
         }
 }
 
@@ -1122,23 +1175,23 @@ static void test_bf16_round(void) {
     } cases[] = {
         {1.0f, 1.0f},
         {-2.5f, -2.5f},
-        {1.0f + 0x1p-8f, 1.0f},                 /* tie: mantissa 0 is even, down */
-        {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},   /* tie: 1 + 2^-7 is odd, up */
+        {1.0f + 0x1p-8f, 1.0f},                      /* tie: mantissa 0 is even, down */
+        {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},        /* tie: 1 + 2^-7 is odd, up */
         {1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 0x1p-7f}, /* past the tie: up */
-        {-(1.0f + 0x1p-9f), -1.0f},             /* below the tie: down */
+        {-(1.0f + 0x1p-9f), -1.0f},                  /* below the tie: down */
         {3.14159265f, 3.140625f},
-        {0x1.fffffep127f, INFINITY},            /* FLT_MAX rounds up to infinity */
+        {0x1.fffffep127f, INFINITY}, /* FLT_MAX rounds up to infinity */
         {INFINITY, INFINITY},
         {-INFINITY, -INFINITY},
-        {0x1p-126f, 0x1p-126f},                 /* the smallest normal stays */
-        {0x1p-130f, 0.0f},                      /* subnormal: zero */
+        {0x1p-126f, 0x1p-126f}, /* the smallest normal stays */
+        {0x1p-130f, 0.0f},      /* subnormal: zero */
         {-0x1p-140f, -0.0f},
         {0.0f, 0.0f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         float got = bf16_round(cases[i].in);
-        EXPECT(got == cases[i].want && signbit(got) == signbit(cases[i].want),
-               "bf16_round(%a) = %a, want %a", (double)cases[i].in, (double)got, (double)cases[i].want);
+        EXPECT(got == cases[i].want && signbit(got) == signbit(cases[i].want), "bf16_round(%a) = %a, want %a",
+               (double)cases[i].in, (double)got, (double)cases[i].want);
     }
     EXPECT(isnan(bf16_round(NAN)), "bf16_round(NaN) = %a, want a NaN", (double)bf16_round(NAN));
     printf("test_ops: cpu internals: bf16_round: done\n");
@@ -1153,10 +1206,12 @@ static void test_bf16_round(void) {
 static void test_gemm_bf16_rounding(const char *isa) {
     if (gemm_bf16_select(isa) != 0) return;
     enum { M = 40, N = 70, KD = 64 };
-    static const float special[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f + 0x1p-20f), 0x1p-130f,
-                                    -0x1p-140f, 0x1.fefffep127f, 0x1p-126f, 3.14159265f};
+    static const float special[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f + 0x1p-20f),
+                                    0x1p-130f,      -0x1p-140f,         0x1.fefffep127f,
+                                    0x1p-126f,      3.14159265f};
     float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
-    float *v = hfill((size_t)M * KD, -3, 3), *ones = hfill((size_t)KD * N, 0, 0), *C = hfill((size_t)M * N, 0, 0);
+    float *v = hfill((size_t)M * KD, -3, 3), *ones = hfill((size_t)KD * N, 0, 0),
+          *C = hfill((size_t)M * N, 0, 0);
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) v[i * 5] = special[i];
     int bad = 0;
     for (int t = 0; t < 2; t++) {
@@ -1173,7 +1228,8 @@ static void test_gemm_bf16_rounding(const char *isa) {
                            (double)C[(size_t)i * N + j], (double)want);
             }
         /* B = v as KD x N picked by A = the identity rows: C(i, j) = B(i, j). */
-        float *id = hfill((size_t)KD * KD, 0, 0), *Bv = hfill((size_t)KD * N, -3, 3), *C2 = hfill((size_t)KD * N, 0, 0);
+        float *id = hfill((size_t)KD * KD, 0, 0), *Bv = hfill((size_t)KD * N, -3, 3),
+              *C2 = hfill((size_t)KD * N, 0, 0);
         for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) Bv[i * 7] = special[i];
         for (int i = 0; i < KD; i++) id[(size_t)i * KD + i] = 1.0f;
         gemm_bf16(KD, N, KD, 1.0f, id, KD, 1, Bv, t ? 1 : N, t ? KD : 1, 0.0f, C2, N, ws);
@@ -1228,12 +1284,14 @@ static void test_gemm_bf16_same_sums(const char *isa, int exact) {
         }
     double rel = sqrt(err2 / ref2);
     if (exact)
-        EXPECT(differ == 0, "gemm_bf16 %s: %zu of %zu results differ from the plain-C path's", isa, differ, total);
+        EXPECT(differ == 0, "gemm_bf16 %s: %zu of %zu results differ from the plain-C path's", isa, differ,
+               total);
     else
-        EXPECT(rel <= 1e-6, "gemm_bf16 %s: rel L2 %.3g from the plain-C path (%zu of %zu results differ)", isa, rel,
-               differ, total);
+        EXPECT(rel <= 1e-6, "gemm_bf16 %s: rel L2 %.3g from the plain-C path (%zu of %zu results differ)",
+               isa, rel, differ, total);
     free(ws);
-    printf("test_ops: cpu internals: gemm_bf16 %s against the plain-C path: %zu of %zu results differ in any bit "
+    printf("test_ops: cpu internals: gemm_bf16 %s against the plain-C path: %zu of %zu results differ in any "
+           "bit "
            "(rel L2 %.3g; required: %s): done\n",
            isa, differ, total, rel, exact ? "none" : "<= 1e-6");
 }

@@ -13,12 +13,12 @@
  *  (d) the mode: STAGED for GPU memory unless DEVICE is opted in on a CUDA-aware MPI;
  *  (e) dist_grads_progress starts a bucket whose download completed early, and copies it back
  *      once reduced, both before dist_grads_finish. */
-#include "../dist/dist.h"
-#include "../model/batches.h"
-#include "../model/model.h"
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/shard.h"
+#include "../dist/dist.h"
+#include "../model/batches.h"
+#include "../model/model.h"
 #include "check.h"
 #include "test_nets.h"
 
@@ -93,7 +93,8 @@ static void copy_complete(struct copy *c) {
 /* Completes copy i and every copy before it on its queue (a queue runs in order). */
 static void complete_through(int i) {
     for (int j = 0; j <= i; j++)
-        if (fake.copies[j].queue == fake.copies[i].queue && !fake.copies[j].done) copy_complete(&fake.copies[j]);
+        if (fake.copies[j].queue == fake.copies[i].queue && !fake.copies[j].done)
+            copy_complete(&fake.copies[j]);
 }
 
 /* The oldest incomplete copy of queue q, or -1. */
@@ -139,9 +140,11 @@ static struct reduction *reduction_of(const void *buf) {
 static void check_copy_back(void *dst, const void *src, size_t bytes) {
     const struct reduction *r = reduction_of(src);
     if (!r) return violation("copy-back of %p issued before its reduction started", src);
-    if (!r->complete) violation("copy-back of bucket %d issued before its reduction completed", (int)(r - fake.red));
+    if (!r->complete)
+        violation("copy-back of bucket %d issued before its reduction completed", (int)(r - fake.red));
     const struct copy *down = &fake.copies[fake.down[r - fake.red]];
-    if (down->src != dst || down->bytes != bytes) violation("copy-back of bucket %d goes elsewhere", (int)(r - fake.red));
+    if (down->src != dst || down->bytes != bytes)
+        violation("copy-back of bucket %d goes elsewhere", (int)(r - fake.red));
 }
 
 static void fake_upload_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
@@ -192,11 +195,13 @@ static int fake_event_done(struct kernels_event *e) {
 static void fake_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                             float weight_decay, float grad_scale, int nesterov) {
     if (fake.watch) {
-        if (fake.nback != fake.ndown) violation("%d of %d buckets copied back before the update", fake.nback, fake.ndown);
+        if (fake.nback != fake.ndown)
+            violation("%d of %d buckets copied back before the update", fake.nback, fake.ndown);
         for (int b = 0; b < fake.nback; b++) {
             const struct copy *c = &fake.copies[fake.back[b]];
             if (!c->done || !c->waited)
-                violation("the update does not wait for copy-back %d (%s)", b, c->done ? "complete" : "incomplete");
+                violation("the update does not wait for copy-back %d (%s)", b,
+                          c->done ? "complete" : "incomplete");
         }
         fake.ndown = fake.nred = fake.nback = 0;
     }
@@ -287,9 +292,11 @@ static void test_choose(void) {
         {2, 1, 1, 0, DIST_GRADS_STAGED}, {2, 1, 1, 1, DIST_GRADS_DEVICE}, {3, 1, 1, 1, DIST_GRADS_DEVICE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        enum dist_grads_mode got = dist_grads_choose(cases[i].world, cases[i].gpu, cases[i].opt_in, cases[i].aware);
-        EXPECT(got == cases[i].want, "world %d, gpu memory %d, opt-in %d, CUDA-aware %d: mode %s, want %s", cases[i].world,
-               cases[i].gpu, cases[i].opt_in, cases[i].aware, dist_grads_mode_name(got), dist_grads_mode_name(cases[i].want));
+        enum dist_grads_mode got =
+            dist_grads_choose(cases[i].world, cases[i].gpu, cases[i].opt_in, cases[i].aware);
+        EXPECT(got == cases[i].want, "world %d, gpu memory %d, opt-in %d, CUDA-aware %d: mode %s, want %s",
+               cases[i].world, cases[i].gpu, cases[i].opt_in, cases[i].aware, dist_grads_mode_name(got),
+               dist_grads_mode_name(cases[i].want));
     }
     /* The opt-in as the binaries see it: GPU memory is DEVICE only with CIFAR10_CUDA_AWARE_MPI=1
      * on a CUDA-aware MPI (this one may or may not be). */
@@ -301,8 +308,8 @@ static void test_choose(void) {
         enum dist_grads_mode want = d.world == 1                  ? DIST_GRADS_LOCAL
                                     : opt_in && dist_cuda_aware() ? DIST_GRADS_DEVICE
                                                                   : DIST_GRADS_STAGED;
-        EXPECT(dist_grads_mode(g) == want, "opt-in %d: mode %s, want %s", opt_in, dist_grads_mode_name(dist_grads_mode(g)),
-               dist_grads_mode_name(want));
+        EXPECT(dist_grads_mode(g) == want, "opt-in %d: mode %s, want %s", opt_in,
+               dist_grads_mode_name(dist_grads_mode(g)), dist_grads_mode_name(want));
         dist_grads_free(g);
     }
     unsetenv("CIFAR10_CUDA_AWARE_MPI");
@@ -311,11 +318,13 @@ static void test_choose(void) {
 
 /* Gathers images idx[0..B) of set into q's next batch in chunks of 32, progressing g between
  * them, as cifar10-train does; submits it. */
-static void submit(struct batches *q, struct dist_grads *g, const struct cifar_set *set, const int *idx, int B) {
+static void submit(struct batches *q, struct dist_grads *g, const struct cifar_set *set, const int *idx,
+                   int B) {
     struct batch *b = batches_next(q);
     for (int i = 0; i < B; i += 32) {
         int n = B - i < 32 ? B - i : 32;
-        augment_gather(set, idx + i, n, 5, 0, 1, b->img + (size_t)i * CIFAR_IMAGE_BYTES, b->geom + 3 * i, b->labels + i);
+        augment_gather(set, idx + i, n, 5, 0, 1, b->img + (size_t)i * CIFAR_IMAGE_BYTES, b->geom + 3 * i,
+                       b->labels + i);
         if (g) dist_grads_progress(g);
     }
     batches_submit(q, B);
@@ -327,10 +336,12 @@ static void submit(struct batches *q, struct dist_grads *g, const struct cifar_s
 static void check_progress(struct dist_grads *g, const char *name) {
     EXPECT(fake.nred == 0, "%s: %d reductions started before any download completed", name, fake.nred);
     int first = queue_head(Q_TRANSFER);
-    EXPECT(fake.ndown > 3 && first == fake.down[0], "%s: the transfer queue does not start with bucket 0", name);
+    EXPECT(fake.ndown > 3 && first == fake.down[0], "%s: the transfer queue does not start with bucket 0",
+           name);
     complete_through(first);
     dist_grads_progress(g);
-    EXPECT(fake.nred == 1, "%s: progress started %d reductions once bucket 0 was downloaded, want 1", name, fake.nred);
+    EXPECT(fake.nred == 1, "%s: progress started %d reductions once bucket 0 was downloaded, want 1", name,
+           fake.nred);
     for (int i = 0; i < 10000 && fake.nback == 0; i++) {
         dist_grads_progress(g);
         if (fake.nback == 0) usleep(100);
@@ -338,7 +349,8 @@ static void check_progress(struct dist_grads *g, const char *name) {
     EXPECT(fake.nback == 1, "%s: %d buckets copied back by progress, want bucket 0 alone", name, fake.nback);
     complete_through(fake.down[2]);
     dist_grads_progress(g);
-    EXPECT(fake.nred == 3, "%s: progress started %d reductions once buckets 0-2 were downloaded, want 3", name, fake.nred);
+    EXPECT(fake.nred == 3, "%s: progress started %d reductions once buckets 0-2 were downloaded, want 3",
+           name, fake.nred);
 }
 
 /* Three steps of `net` in STAGED mode on the fake backend beside the same steps in HOST mode on
@@ -369,21 +381,23 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         dist_grads_finish(gs, ss);
         model_sgd_step(&s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
         fake.watch = 0;
-        EXPECT(fake.violations == 0, "%s, step %d: %d ordering violations, the first: %s", net->name, step, fake.violations,
-               fake.first);
+        EXPECT(fake.violations == 0, "%s, step %d: %d ordering violations, the first: %s", net->name, step,
+               fake.violations, fake.first);
         fake.violations = 0;
-        EXPECT(dist_grads_buckets(gs) > 3, "%s: %d buckets of %zu bytes", net->name, dist_grads_buckets(gs), bucket);
+        EXPECT(dist_grads_buckets(gs) > 3, "%s: %d buckets of %zu bytes", net->name, dist_grads_buckets(gs),
+               bucket);
 
         submit(&hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
         check_forward_backward(&h, &hq);
         dist_grads_finish(gh, sh);
         EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
                "%s, step %d, rank %d: staged sums differ from host-memory sums", net->name, step, d.rank);
-        EXPECT(ss[2] == (step == 1) && ss[3] == step, "%s, step %d, rank %d: signals summed to (%g, %g), want (%d, %d)",
-               net->name, step, d.rank, ss[2], ss[3], step == 1, step);
+        EXPECT(ss[2] == (step == 1) && ss[3] == step,
+               "%s, step %d, rank %d: signals summed to (%g, %g), want (%d, %d)", net->name, step, d.rank,
+               ss[2], ss[3], step == 1, step);
         model_sgd_step(&h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-        EXPECT(memcmp(s.params, h.params, P * sizeof(float)) == 0, "%s, step %d, rank %d: weights differ after the update",
-               net->name, step, d.rank);
+        EXPECT(memcmp(s.params, h.params, P * sizeof(float)) == 0,
+               "%s, step %d, rank %d: weights differ after the update", net->name, step, d.rank);
     }
     free(perm);
     dist_grads_free(gs), dist_grads_free(gh);

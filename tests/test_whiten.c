@@ -2,10 +2,10 @@
  * known eigenvalues, the filter against its definition (it whitens the patch covariance), and
  * against airbench's own computation in PyTorch float64 (tests/whiten_reference.py, run from
  * the repository root as tests/run.sh does). */
-#include "../model/whiten.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../data/augment.h"
+#include "../model/whiten.h"
 #include "check.h"
 
 #include <math.h>
@@ -127,10 +127,12 @@ static void cross_check_torch(const struct cifar_set *set, int n, const float *w
     augment_scale_shift(scale, shift);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < CIFAR_IMAGE_BYTES; j++)
-            x[(size_t)i * CIFAR_IMAGE_BYTES + j] = (float)cifar_pixels(set, i)[j] * scale[j / 1024] + shift[j / 1024];
+            x[(size_t)i * CIFAR_IMAGE_BYTES + j] =
+                (float)cifar_pixels(set, i)[j] * scale[j / 1024] + shift[j / 1024];
     snprintf(path, sizeof path, "%s/x.f32", dir);
     FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(x, sizeof(float), (size_t)n * CIFAR_IMAGE_BYTES, f) == (size_t)n * CIFAR_IMAGE_BYTES && fclose(f) == 0);
+    CHECK(f && fwrite(x, sizeof(float), (size_t)n * CIFAR_IMAGE_BYTES, f) == (size_t)n * CIFAR_IMAGE_BYTES &&
+          fclose(f) == 0);
     snprintf(path, sizeof path, "%s/w.f32", dir);
     f = fopen(path, "wb");
     CHECK(f && fwrite(w, sizeof(float), WHITEN_FILTERS * N, f) == WHITEN_FILTERS * N && fclose(f) == 0);
@@ -151,9 +153,10 @@ static void test_filter(void) {
     int order = 1, negated = 1;
     for (int i = 0; i + 1 < N; i++) order &= lambda[i] >= lambda[i + 1] && lambda[N - 1] > 0.0;
     for (int i = 0; i < N * N; i++) negated &= wd[N * N + i] == -wd[i];
-    EXPECT(order && negated, "eigenvalues descending and positive (%d), filters 12..23 the negations (%d)", order, negated);
-    printf("test_whiten: eigenvalues of the synthetic patch covariance %.3g .. %.3g (eps %g)\n", lambda[0], lambda[N - 1],
-           WHITEN_EPS);
+    EXPECT(order && negated, "eigenvalues descending and positive (%d), filters 12..23 the negations (%d)",
+           order, negated);
+    printf("test_whiten: eigenvalues of the synthetic patch covariance %.3g .. %.3g (eps %g)\n", lambda[0],
+           lambda[N - 1], WHITEN_EPS);
     double e64 = whitening_error(wd, cov, lambda);
     EXPECT(e64 <= 1e-9, "double filter: W cov W^T off diag(lambda / (lambda + eps)) by %.3g", e64);
 
@@ -165,8 +168,11 @@ static void test_filter(void) {
      * ~ 45) meet the largest eigenvalues in W cov W^T: measured ~4e-7 here, so 1e-5, not 1e-9 */
     double e32 = whitening_error(w64, cov, lambda);
     EXPECT(e32 <= 1e-5, "float filter: W cov W^T off diag(lambda / (lambda + eps)) by %.3g", e32);
-    printf("test_whiten: W cov W^T vs diag(lambda / (lambda + eps)): %.3g (double filter), %.3g (float filter)\n", e64, e32);
-    EXPECT(whiten_filter(&set, n + 1, w, &e) == -1 && strstr(e.msg, "whitening needs 41 training images, the set has 40"),
+    printf("test_whiten: W cov W^T vs diag(lambda / (lambda + eps)): %.3g (double filter), %.3g (float "
+           "filter)\n",
+           e64, e32);
+    EXPECT(whiten_filter(&set, n + 1, w, &e) == -1 &&
+               strstr(e.msg, "whitening needs 41 training images, the set has 40"),
            "too few images: %s", e.msg);
     cross_check_torch(&set, n, w);
     free(set.records), free(raw);

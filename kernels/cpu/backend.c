@@ -1,6 +1,6 @@
 /* The CPU backend's table: host memory, OpenMP kernels, synchronous. */
-#include "../kernels.h"
 #include "../../common/err.h"
+#include "../kernels.h"
 #include "cpu.h"
 #include "gemm.h"
 

@@ -8,8 +8,7 @@
 
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
-                                 float *running_var, float momentum, float eps, int N, int C,
-                                 int HW) {
+                                 float *running_var, float momentum, float eps, int N, int C, int HW) {
     double count = (double)N * HW;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
@@ -42,8 +41,8 @@ void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float
 }
 
 void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                const float *running_mean, const float *running_var, float eps,
-                                float *y, int N, int C, int HW) {
+                                const float *running_mean, const float *running_var, float eps, float *y,
+                                int N, int C, int HW) {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
@@ -56,9 +55,9 @@ void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float 
     }
 }
 
-void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
-                            const float *save_mean, const float *save_invstd, float *dx,
-                            float *dgamma, float *dbeta, int N, int C, int HW) {
+void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
+                            int HW) {
     double count = (double)N * HW;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
@@ -80,8 +79,7 @@ void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
         for (int n = 0; n < N; n++) {
             const float *xc = x + ((size_t)n * C + c) * HW, *dyc = dy + ((size_t)n * C + c) * HW;
             float *dxc = dx + ((size_t)n * C + c) * HW;
-            for (int i = 0; i < HW; i++)
-                dxc[i] = k * (dyc[i] - mdy - (xc[i] - mean) * invstd * mdyx);
+            for (int i = 0; i < HW; i++) dxc[i] = k * (dyc[i] - mdy - (xc[i] - mean) * invstd * mdyx);
         }
     }
 }

@@ -112,8 +112,7 @@ static size_t workspace_bytes(const struct conv_shape *s) {
         size_t f[3] = {0, 0, 0};
         if (p.fwd) f[0] = winograd_conv_workspace_floats(s->C, s->K, s->H, s->W, p.fwd, threads);
         if (p.dx) f[1] = winograd_conv_workspace_floats(s->K, s->C, s->H, s->W, p.dx, threads);
-        if (p.dw)
-            f[2] = winograd_filter_grad_workspace_floats(s->C, s->K, s->H, s->W, p.dw, threads);
+        if (p.dw) f[2] = winograd_filter_grad_workspace_floats(s->C, s->K, s->H, s->W, p.dw, threads);
         for (int i = 0; i < 3; i++)
             if (f[i] > floats) floats = f[i];
     }
@@ -142,8 +141,8 @@ static void valid_cols(int kx, int pad, int W, int Wo, int *lo, int *hi) {
 
 /* col[(c*k*k + ky*k + kx) * ld + oy*Wo + ox] = x[c][oy + ky - pad][ox + kx - pad], zero outside
  * the image (ld >= Ho*Wo: the chunk's other images sit beside it). */
-INLINE void im2col_k(const float *x, float *col, size_t ld, int C, int H, int W, int Ho, int Wo,
-                     int k, int pad) {
+INLINE void im2col_k(const float *x, float *col, size_t ld, int C, int H, int W, int Ho, int Wo, int k,
+                     int pad) {
     for (int c = 0; c < C; c++)
         for (int ky = 0; ky < k; ky++)
             for (int kx = 0; kx < k; kx++) {
@@ -170,8 +169,7 @@ INLINE void im2col_k(const float *x, float *col, size_t ld, int C, int H, int W,
 }
 
 static void im2col(const float *x, float *col, size_t ld, const struct conv_shape *s) {
-    if (s->k == 3 && s->pad == 1)
-        im2col_k(x, col, ld, s->C, s->H, s->W, s->H, s->W, 3, 1);
+    if (s->k == 3 && s->pad == 1) im2col_k(x, col, ld, s->C, s->H, s->W, s->H, s->W, 3, 1);
     else
         im2col_k(x, col, ld, s->C, s->H, s->W, kernels_conv_out(s->H, s->k, s->pad),
                  kernels_conv_out(s->W, s->k, s->pad), s->k, s->pad);
@@ -181,8 +179,7 @@ static void im2col(const float *x, float *col, size_t ld, const struct conv_shap
  * gradient's GEMM then reads it as a plain row-major operand (packed by row copies) instead of a
  * transposed one (packed element by element). Writes are sequential; the k rows read per channel
  * and pixel stay in cache from one pixel to the next. */
-INLINE void im2col_t_k(const float *x, float *colT, int C, int H, int W, int Ho, int Wo, int k,
-                       int pad) {
+INLINE void im2col_t_k(const float *x, float *colT, int C, int H, int W, int Ho, int Wo, int k, int pad) {
     size_t HW = (size_t)H * W;
     float *d = colT;
     for (int oy = 0; oy < Ho; oy++)
@@ -196,15 +193,13 @@ INLINE void im2col_t_k(const float *x, float *colT, int C, int H, int W, int Ho,
                         continue;
                     }
                     const float *r = x + c * HW + (size_t)sy * W;
-                    for (int kx = 0, sx = sx0; kx < k; kx++, sx++)
-                        d[kx] = sx >= 0 && sx < W ? r[sx] : 0.0f;
+                    for (int kx = 0, sx = sx0; kx < k; kx++, sx++) d[kx] = sx >= 0 && sx < W ? r[sx] : 0.0f;
                 }
         }
 }
 
 static void im2col_t(const float *x, float *colT, const struct conv_shape *s) {
-    if (s->k == 3 && s->pad == 1)
-        im2col_t_k(x, colT, s->C, s->H, s->W, s->H, s->W, 3, 1);
+    if (s->k == 3 && s->pad == 1) im2col_t_k(x, colT, s->C, s->H, s->W, s->H, s->W, 3, 1);
     else
         im2col_t_k(x, colT, s->C, s->H, s->W, kernels_conv_out(s->H, s->k, s->pad),
                    kernels_conv_out(s->W, s->k, s->pad), s->k, s->pad);
@@ -235,8 +230,8 @@ static void col2im(const float *col, size_t ld, float *dx, const struct conv_sha
 /* The chunk's y: images [n0, n0 + cnt), with the bias, from its unfolding col[Ckk][ld] (ld =
  * nb*HWo). yc is y_n0 itself when nb is 1, else the chunk's [K][ld] buffer, copied out after. */
 static void forward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *w,
-                          const float *b, float *y, int relu, int n0, int cnt, int nb, float *col,
-                          float *yc, float *gws) {
+                          const float *b, float *y, int relu, int n0, int cnt, int nb, float *col, float *yc,
+                          float *gws) {
     int K = s->K, HWo = out_pixels(s), Ckk = s->C * s->k * s->k;
     size_t CHW = (size_t)s->C * s->H * s->W, ld = (size_t)nb * HWo, cols = (size_t)cnt * HWo;
     for (int j = 0; j < cnt; j++) im2col(x + (n0 + j) * CHW, col + (size_t)j * HWo, ld, s);
@@ -248,15 +243,15 @@ static void forward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *
     for (int j = 0; j < cnt; j++) {
         float *yn = y + (size_t)(n0 + j) * K * HWo;
         if (nb > 1)
-            for (int o = 0; o < K; o++) memcpy(yn + (size_t)o * HWo, yc + o * ld + (size_t)j * HWo, HWo * sizeof(float));
+            for (int o = 0; o < K; o++)
+                memcpy(yn + (size_t)o * HWo, yc + o * ld + (size_t)j * HWo, HWo * sizeof(float));
         if (relu)
             for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
     }
 }
 
-static void conv_forward(enum gemm_math math, const struct conv_shape *s, const float *x,
-                         const float *w, const float *b, float *y, int relu, void *ws,
-                         size_t ws_bytes) {
+static void conv_forward(enum gemm_math math, const struct conv_shape *s, const float *x, const float *w,
+                         const float *b, float *y, int relu, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     int tiles = on_tiles(math), m = plan(s, math, tiles).fwd;
     if (m) {
@@ -286,15 +281,16 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
  * filters transposed. The GEMMs read the chunk's dy as dyc[K][nb*HWo]: dy_n0 itself when nb
  * is 1, else gathered into buf. */
 static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *wT,
-                           const float *dy, float *dx, const float *mask, float *dwt, float *dbt,
-                           int n0, int cnt, int nb, float *col, float *buf, float *gws) {
+                           const float *dy, float *dx, const float *mask, float *dwt, float *dbt, int n0,
+                           int cnt, int nb, float *col, float *buf, float *gws) {
     int K = s->K, HWo = out_pixels(s), Ckk = s->C * s->k * s->k;
     size_t CHW = (size_t)s->C * s->H * s->W, ld = (size_t)nb * HWo, cols = (size_t)cnt * HWo;
     const float *dyc = nb > 1 ? buf : dy + (size_t)n0 * K * HWo;
     if (nb > 1 && (dwt || dx))
         for (int j = 0; j < cnt; j++)
             for (int o = 0; o < K; o++)
-                memcpy(buf + o * ld + (size_t)j * HWo, dy + ((size_t)(n0 + j) * K + o) * HWo, HWo * sizeof(float));
+                memcpy(buf + o * ld + (size_t)j * HWo, dy + ((size_t)(n0 + j) * K + o) * HWo,
+                       HWo * sizeof(float));
     if (dwt) {
         for (int j = 0; j < cnt; j++) im2col_t(x + (n0 + j) * CHW, col + (size_t)j * HWo * Ckk, s);
         /* dwt[K][Ckk] += dyc[K][cols] colT[cols][Ckk] */
@@ -324,9 +320,9 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
 }
 
 /* Weight and bias gradients and, when dx is not NULL, the input gradient, all by im2col. */
-static void backward_im2col(enum gemm_math math, int tiles, const struct conv_shape *s,
-                            const float *x, const float *w, const float *dy, float *dx, float *dw,
-                            float *db, const float *dx_mask, float *ws) {
+static void backward_im2col(enum gemm_math math, int tiles, const struct conv_shape *s, const float *x,
+                            const float *w, const float *dy, float *dx, float *dw, float *db,
+                            const float *dx_mask, float *ws) {
     gemm_fn *mm = gemm_of(math);
     size_t dw_floats = (size_t)s->K * s->C * s->k * s->k;
     int nb = images_per_gemm(s, tiles), chunks = (s->N + nb - 1) / nb;
@@ -347,7 +343,7 @@ static void backward_im2col(enum gemm_math math, int tiles, const struct conv_sh
         }
         int nt = omp_get_num_threads();
         float *col = ws + stride * (size_t)omp_get_thread_num();
-        float *dwt = col + cols; /* [K][Ckk] then [K] */
+        float *dwt = col + cols;                      /* [K][Ckk] then [K] */
         float *buf = dwt + round16(dw_floats + s->K); /* [K][nb*HWo] when nb > 1 */
         float *gws = col + stride - gemm_workspace_floats();
         memset(dwt + lo, 0, (hi - lo) * sizeof(float));
@@ -362,17 +358,15 @@ static void backward_im2col(enum gemm_math math, int tiles, const struct conv_sh
         for (size_t i = lo; i < hi; i++) {
             float sum = 0.0f;
             for (int t = 0; t < nt; t++) sum += (ws + stride * (size_t)t + cols)[i];
-            if (i < dw_floats)
-                dw[i] = sum;
-            else
-                db[i - dw_floats] = sum;
+            if (i < dw_floats) dw[i] = sum;
+            else db[i - dw_floats] = sum;
         }
     }
 }
 
-static void conv_backward(enum gemm_math math, const struct conv_shape *s, const float *x,
-                          const float *w, const float *dy, float *dx, float *dw, float *db,
-                          const float *dx_mask, void *ws, size_t ws_bytes) {
+static void conv_backward(enum gemm_math math, const struct conv_shape *s, const float *x, const float *w,
+                          const float *dy, float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                          size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     int tiles = on_tiles(math);
     struct conv_plan p = plan(s, math, tiles);
@@ -380,34 +374,31 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
     if (db || im2col_dw || im2col_dx)
         backward_im2col(math, tiles, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
     /* The Winograd passes after the im2col one, since all use the workspace. */
-    if (dw && p.dw)
-        winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
+    if (dw && p.dw) winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
     /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
      * transposed filters. */
     if (dx && p.dx)
-        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx,
-                         math, ws);
+        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math, ws);
 }
 
 /* The table's entries: float (cpu) and bf16 (cpu-bf16) products, the same code otherwise. */
-void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                      float *y, int relu, void *ws, size_t ws_bytes) {
+void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                      int relu, void *ws, size_t ws_bytes) {
     conv_forward(GEMM_FP32, s, x, w, b, y, relu, ws, ws_bytes);
 }
 
-void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w,
-                           const float *b, float *y, int relu, void *ws, size_t ws_bytes) {
+void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                           float *y, int relu, void *ws, size_t ws_bytes) {
     conv_forward(GEMM_BF16, s, x, w, b, y, relu, ws, ws_bytes);
 }
 
-void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                       float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                       size_t ws_bytes) {
+void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
+                       float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
     conv_backward(GEMM_FP32, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }
 
-void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db,
-                            const float *dx_mask, void *ws, size_t ws_bytes) {
+void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                            size_t ws_bytes) {
     conv_backward(GEMM_BF16, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }

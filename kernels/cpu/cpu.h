@@ -14,47 +14,43 @@
 void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
                        const float *shift, int reflect);
 size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);
-void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                      float *y, int relu, void *ws, size_t ws_bytes);
-void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                       float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                       size_t ws_bytes);
+void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                      int relu, void *ws, size_t ws_bytes);
+void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
+                       float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
 /* The bf16 table's convolution and linear layer: operands rounded to bf16 for the products
  * (gemm_bf16), everything else as the float ones. */
-void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w,
-                           const float *b, float *y, int relu, void *ws, size_t ws_bytes);
-void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db,
-                            const float *dx_mask, void *ws, size_t ws_bytes);
-void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N,
-                             int I, int O, float scale, void *ws, size_t ws_bytes);
-void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx,
-                              float *dw, float *db, int N, int I, int O, float scale, void *ws,
-                              size_t ws_bytes);
+void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                           float *y, int relu, void *ws, size_t ws_bytes);
+void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
+void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                             float scale, void *ws, size_t ws_bytes);
+void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                              float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cpu_relu_forward(const float *x, float *y, size_t n);
 void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cpu_gelu_forward(const float *x, float *y, size_t n);
 void cpu_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
 void cpu_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
-void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
-                          int k, int relu);
+void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+                          int relu);
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
-                                 float *running_var, float momentum, float eps, int N, int C,
-                                 int HW);
+                                 float *running_var, float momentum, float eps, int N, int C, int HW);
 void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                const float *running_mean, const float *running_var, float eps,
-                                float *y, int N, int C, int HW);
-void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
-                            const float *save_mean, const float *save_invstd, float *dx,
-                            float *dgamma, float *dbeta, int N, int C, int HW);
+                                const float *running_mean, const float *running_var, float eps, float *y,
+                                int N, int C, int HW);
+void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
+                            int HW);
 size_t cpu_linear_workspace(int N, int I, int O);
-void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                        int O, float scale, void *ws, size_t ws_bytes);
-void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
-void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                      int classes, float smoothing, enum xent_reduction reduction);
+void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                        float scale, void *ws, size_t ws_bytes);
+void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                         int N, int I, int O, float scale, void *ws, size_t ws_bytes);
+void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
+                      float smoothing, enum xent_reduction reduction);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale, int nesterov);
 void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
@@ -73,16 +69,15 @@ void winograd_conv3x3(const float *x, const float *w, int flip, const float *bia
                       enum gemm_math math, float *ws);
 /* dw[K][C][3][3] = the filter gradient of that convolution (flip 0, C -> K), from x[N][C][H][W]
  * and dy[N][K][H][W], summed over the batch. */
-void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
-                          int W, int m, enum gemm_math math, float *ws);
+void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
+                          int m, enum gemm_math math, float *ws);
 typedef void winograd_fn(const float *x, const float *w, int flip, const float *bias, int relu,
                          const float *mask, float *y, int N, int in, int out, int H, int W, int m,
                          enum gemm_math math, float *ws);
-typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N, int C, int K,
-                              int H, int W, int m, enum gemm_math math, float *ws);
+typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
+                              int m, enum gemm_math math, float *ws);
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
-winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2,
-    winograd_filter_grad_avx512;
+winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winograd_filter_grad_avx512;
 
 /* GELU's ISA paths (gelu.c, compiled per ISA); cpu_gelu_forward/backward call the one in use. */
 typedef void gelu_forward_fn(const float *x, float *y, size_t n);

@@ -28,13 +28,13 @@ typedef int vi __attribute__((vector_size(VEC * sizeof(int))));
 typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
 
 #define INV_SQRT_2PI 0.39894228040143267794f
-#define A_MAX 14.0f        /* |x| is clamped here (H's range); Phi(-14) = 8e-45 */
-#define CENTRAL 1.0f       /* |x| below this: the central polynomial P */
-#define EXP_MIN -87.0f     /* exp below this is taken as 0 (2^-126 is float's least normal) */
-#define LOG2E 1.44269504089f
-#define LN2_HI 0.693359375f /* 9 bits: n LN2_HI is exact for |n| < 2^15 */
-#define LN2_LO -2.12194442e-4f
-#define ROUNDER 12582912.0f /* 1.5 * 2^23: adding it rounds |v| < 2^22 to an integer */
+#define A_MAX        14.0f  /* |x| is clamped here (H's range); Phi(-14) = 8e-45 */
+#define CENTRAL      1.0f   /* |x| below this: the central polynomial P */
+#define EXP_MIN      -87.0f /* exp below this is taken as 0 (2^-126 is float's least normal) */
+#define LOG2E        1.44269504089f
+#define LN2_HI       0.693359375f /* 9 bits: n LN2_HI is exact for |n| < 2^15 */
+#define LN2_LO       -2.12194442e-4f
+#define ROUNDER      12582912.0f /* 1.5 * 2^23: adding it rounds |v| < 2^22 to an integer */
 
 static inline vf splat(float v) { return (vf){0} + v; }
 

@@ -5,16 +5,16 @@
  * This file is compiled once per ISA (isa.h); the vector width and the MR x NR tile follow from
  * it: 16 (AVX-512) or 8 (AVX2) or 4 (SSE2) floats per vector. */
 #include "gemm.h"
-#include "isa.h"
 #include "../../common/err.h"
+#include "isa.h"
 
 #include <stdint.h>
 #include <string.h>
 
 /* The register tile (isa.h): MR rows of A times NR = 2 vectors of B. */
-#define MR GEMM_MR
-#define NR GEMM_NR
-#define GEMM_NAME ISA_FN(gemm)
+#define MR         GEMM_MR
+#define NR         GEMM_NR
+#define GEMM_NAME  ISA_FN(gemm)
 #define PROBE_NAME ISA_FN(gemm_fma_probe)
 /* Cache blocking, shared by every ISA so the workspace size is one constant: a KC x NC panel of
  * B (512 KiB) stays in L2, an MC x KC block of A (96 KiB) in L1/L2. MC is a multiple of 8, 6, 4. */
@@ -130,13 +130,12 @@ static void micro_kernel(int kc, const float *restrict Ap, const float *restrict
     }
 }
 
-void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
-               float *ws) {
-    float *Ap = ws;                        /* [MC * KC] */
-    float *Bp = ws + (size_t)MC * KC;      /* [KC * NC] */
-    CHECK(aligned64(ws)); /* micro_kernel loads B panels with aligned vector loads */
-    if (K == 0) {                          /* C = beta * C, as BLAS defines it */
+void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+               ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
+    float *Ap = ws;                   /* [MC * KC] */
+    float *Bp = ws + (size_t)MC * KC; /* [KC * NC] */
+    CHECK(aligned64(ws));             /* micro_kernel loads B panels with aligned vector loads */
+    if (K == 0) {                     /* C = beta * C, as BLAS defines it */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
@@ -169,8 +168,7 @@ void ISA_FN(gemm_pack_a)(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t 
 
 /* The panels are K deep, so a KC block of panel p starts pc panel rows into it. A B panel (NR x
  * K) stays in L1 while all of A's panels (from L2) pass it. */
-void ISA_FN(gemm_prepacked)(int M, int N, int K, const float *Ap, const float *Bp, float *C,
-                            int ldc) {
+void ISA_FN(gemm_prepacked)(int M, int N, int K, const float *Ap, const float *Bp, float *C, int ldc) {
     /* Checked on every path, so that a caller's misaligned Bp fails on any CPU, not only on
      * one whose vectors are 64 bytes wide. */
     CHECK(aligned64(Bp));

@@ -16,24 +16,22 @@
 #include <stdint.h>
 
 /* The signature every GEMM here shares (gemm, gemm_bf16 and their per-ISA paths). */
-typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
-                     ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta,
-                     float *C, int ldc, float *ws);
+typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+                     const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws);
 
 /* Floats of scratch one gemm() call needs (independent of M, N, K). */
 size_t gemm_workspace_floats(void);
 
 /* Single-threaded; ws: gemm_workspace_floats() floats, 64-byte aligned, private to the caller. */
-void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-          const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws);
+void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+          ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws);
 
 /* The same product with A and B rounded to bfloat16 (round to nearest even; subnormal results
  * flushed to signed zero) and the products summed in float: on AVX512_BF16 (VDPBF16PS) twice
  * the multiply-adds per instruction of gemm(). Same workspace as gemm(). CPUs without the
  * instructions run a plain-C path that computes the same sums (slowly: for tests). */
-void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
-               float *ws);
+void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+               ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws);
 
 /* The value bfloat16 stores for f, as gemm_bf16 rounds it (the tests' references); the float
  * a bf16 holds (bits16: its 16 bits). */
@@ -54,8 +52,7 @@ typedef void gemm_bf16_pack_b_fn(int kc, int nc, const float *B, ptrdiff_t rsb, 
 typedef void gemm_bf16_pack_rows_fn(int rows, int rows_pad, int kc, const float *A, ptrdiff_t rsa,
                                     ptrdiff_t csa, int kpad, uint32_t *dst);
 gemm_bf16_pack_b_fn gemm_bf16_pack_b_generic, gemm_bf16_pack_b_avx2, gemm_bf16_pack_b_avx512bf16;
-gemm_bf16_pack_rows_fn gemm_bf16_pack_rows_generic, gemm_bf16_pack_rows_avx2,
-    gemm_bf16_pack_rows_avx512bf16;
+gemm_bf16_pack_rows_fn gemm_bf16_pack_rows_generic, gemm_bf16_pack_rows_avx2, gemm_bf16_pack_rows_avx512bf16;
 /* And the last step of each: C (mr x nr) = alpha * acc + beta * C (C not read when beta is 0),
  * acc's rows lda floats apart. */
 typedef void gemm_bf16_store_fn(const float *acc, int lda, int mr, int nr, float alpha, float beta, float *C,
@@ -69,9 +66,9 @@ enum gemm_math { GEMM_FP32, GEMM_BF16 };
 /* Same product (gemm or gemm_bf16 by math) with the N columns split across the OpenMP team
  * (call outside a parallel region); ws: omp_get_max_threads() * gemm_workspace_floats()
  * floats. */
-void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A,
-                   ptrdiff_t rsa, ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb,
-                   float beta, float *C, int ldc, float *ws);
+void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
+                   ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
+                   float *ws);
 
 /* The instruction-set paths: name ("avx512", "avx2", "generic") of the one in use, and a switch
  * used by tests and benchmarks; gemm_select returns -1 when the CPU lacks that path. The choice
@@ -119,10 +116,8 @@ double gemm_bf16_peak(int threads, double seconds);
  *     are read and must be finite; their results are dropped). */
 size_t gemm_packed_a_floats(int M, int K);
 #define GEMM_MR_LCM 24 /* a multiple of every path's MR (8, 6, 4) */
-typedef void gemm_pack_a_fn(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-                            float *Ap);
-typedef void gemm_prepacked_fn(int M, int N, int K, const float *Ap, const float *Bp, float *C,
-                               int ldc);
+typedef void gemm_pack_a_fn(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, float *Ap);
+typedef void gemm_prepacked_fn(int M, int N, int K, const float *Ap, const float *Bp, float *C, int ldc);
 gemm_pack_a_fn gemm_pack_a_generic, gemm_pack_a_avx2, gemm_pack_a_avx512;
 gemm_prepacked_fn gemm_prepacked_generic, gemm_prepacked_avx2, gemm_prepacked_avx512;
 
@@ -137,7 +132,6 @@ int gemm_nr(void);
 gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx2, gemm_bf16_avx512bf16;
 gemm_fn gemm_tiles_amx, gemm_tiles_generic; /* gemm_amx.c: AMX tiles, and their plain-C twin */
 double gemm_bf16_probe_avx512bf16(long iters), gemm_tiles_probe_amx(long iters);
-double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters),
-    gemm_fma_probe_avx512(long iters);
+double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters), gemm_fma_probe_avx512(long iters);
 
 #endif

@@ -157,15 +157,16 @@ void ISA_FN(gemm_tiles)(int M, int N, int K, float alpha, const float *A, ptrdif
             PACK(gemm_bf16_pack_b)(kc, nc, B + pc * rsb + jc * csb, rsb, csb, kpad, Bp);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                PACK(gemm_bf16_pack_rows)(mc, (mc + MR - 1) / MR * MR, kc, A + ic * rsa + pc * csa, rsa, csa, kpad,
-                                          Ap);
+                PACK(gemm_bf16_pack_rows)
+                (mc, (mc + MR - 1) / MR * MR, kc, A + ic * rsa + pc * csa, rsa, csa, kpad, Ap);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
                         block(kpad, Ap + (size_t)ir * kpad, Bp + (size_t)jr * kpad, acc);
-                        PACK(gemm_bf16_store)(&acc[0][0], NR, mr, nr, alpha, beta_block,
-                                              C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc);
+                        PACK(gemm_bf16_store)
+                        (&acc[0][0], NR, mr, nr, alpha, beta_block, C + (ptrdiff_t)(ic + ir) * ldc + jc + jr,
+                         ldc);
                     }
                 }
             }

@@ -36,7 +36,7 @@ _Static_assert(NR == 16 * NV, "B panels are NV vectors wide");
 #define MC 96  /* a multiple of MR */
 #define NC 512
 
-#define GEMM_NAME ISA_FN(gemm_bf16)
+#define GEMM_NAME  ISA_FN(gemm_bf16)
 #define PROBE_NAME ISA_FN(gemm_bf16_probe)
 
 /* Round to nearest even; NaN stays a (quiet) NaN; values whose bfloat16 would be subnormal
@@ -70,9 +70,9 @@ static inline void pairs16(const float *r0, const float *r1, uint32_t *dst) {
 #if defined(ISA_HAS_BF16)
     /* VCVTNE2PS2BF16 rounds as bf16_bits does (nearest even, subnormals to zero, NaN quiet):
      * r0 lands in the low 16 halves, r1 in the high; VPERMW interleaves them. */
-    static const short interleave[32] __attribute__((aligned(64))) = {
-        0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    static const short interleave[32]
+        __attribute__((aligned(64))) = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(r1), _mm512_loadu_ps(r0));
     _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(_mm512_load_si512(interleave), v));
 #else
@@ -153,8 +153,8 @@ void ISA_FN(gemm_bf16_pack_b)(int kc, int nc, const float *B, ptrdiff_t rsb, ptr
 
 /* gemm.h: gemm_bf16_pack_rows. Row r of op(A) (r < rows) as pairs along k at dst + r * kpad;
  * zero past kc, and rows [rows, rows_pad) all zero. */
-void ISA_FN(gemm_bf16_pack_rows)(int rows, int rows_pad, int kc, const float *A, ptrdiff_t rsa,
-                                 ptrdiff_t csa, int kpad, uint32_t *dst) {
+void ISA_FN(gemm_bf16_pack_rows)(int rows, int rows_pad, int kc, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+                                 int kpad, uint32_t *dst) {
     int kp = (kc + 1) / 2;
     for (int r = 0; r < rows_pad; r++, dst += kpad) {
         int k = 0;
@@ -186,15 +186,14 @@ void ISA_FN(gemm_bf16_store)(const float *acc, int lda, int mr, int nr, float al
 
 #if defined(ISA_HAS_BF16)
 /* acc = sum over kp of Ap[kp][0..MR) x Bp[kp][0..NR), two k steps per instruction. */
-static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
-                         int nr, float alpha, float beta, float *restrict C, int ldc) {
+static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr, int nr,
+                         float alpha, float beta, float *restrict C, int ldc) {
     __m512 acc[MR][NV];
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
     for (int k = 0; k < kp; k++) {
         __m512bh b[NV];
-        for (int v = 0; v < NV; v++)
-            b[v] = (__m512bh)_mm512_loadu_si512(Bp + (size_t)k * NR + 16 * v);
+        for (int v = 0; v < NV; v++) b[v] = (__m512bh)_mm512_loadu_si512(Bp + (size_t)k * NR + 16 * v);
         for (int r = 0; r < MR; r++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)Ap[k * MR + r]);
             for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
@@ -212,8 +211,8 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
  * does (and as the plain-C path below: the tests compare the two bit for bit). The 12 x 32 tile
  * runs as six 4 x 16 sub-tiles: 8 accumulators, 4 widened B vectors and 2 of A fit the 16 ymm
  * registers. */
-static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
-                         int nr, float alpha, float beta, float *restrict C, int ldc) {
+static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr, int nr,
+                         float alpha, float beta, float *restrict C, int ldc) {
     enum { SR = 4, SC = 16 }; /* the sub-tile: rows, columns (two vectors of 8) */
     _Static_assert(MR % SR == 0 && NR % SC == 0, "sub-tiles cover the tile");
     const __m256i hi_mask = _mm256_set1_epi32((int)0xffff0000u);
@@ -244,8 +243,8 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
 }
 #else
 /* The same sums as VDPBF16PS, one lane at a time: acc += hi * hi, then += lo * lo. */
-static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr,
-                         int nr, float alpha, float beta, float *restrict C, int ldc) {
+static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *restrict Bp, int mr, int nr,
+                         float alpha, float beta, float *restrict C, int ldc) {
     float acc[MR][NR];
     memset(acc, 0, sizeof acc);
     for (int k = 0; k < kp; k++)
@@ -262,14 +261,13 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
 }
 #endif
 
-void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
-               float *ws) {
+void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+               ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     /* Half a float per packed element: both panels fit in gemm_workspace_floats(). */
     _Static_assert((MC * KC + KC * NC) / 2 <= 96 * 256 + 256 * 512, "panels fit gemm's workspace");
-    uint32_t *Ap = (uint32_t *)ws;              /* [MC/MR][KC/2][MR] pairs */
-    uint32_t *Bp = Ap + (size_t)MC * KC / 2;    /* [NC/NR][KC/2][NR] pairs */
-    if (K == 0) { /* C = beta * C, as BLAS defines it */
+    uint32_t *Ap = (uint32_t *)ws;           /* [MC/MR][KC/2][MR] pairs */
+    uint32_t *Bp = Ap + (size_t)MC * KC / 2; /* [NC/NR][KC/2][NR] pairs */
+    if (K == 0) {                            /* C = beta * C, as BLAS defines it */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
@@ -287,9 +285,8 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
                     int nr = nc - jr < NR ? nc - jr : NR;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
-                        micro_kernel(kp, Ap + (size_t)ir * kp, Bp + (size_t)jr * kp, mr, nr,
-                                     alpha, beta_block, C + (ptrdiff_t)(ic + ir) * ldc + jc + jr,
-                                     ldc);
+                        micro_kernel(kp, Ap + (size_t)ir * kp, Bp + (size_t)jr * kp, mr, nr, alpha,
+                                     beta_block, C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc);
                     }
                 }
             }

@@ -46,19 +46,20 @@ static int has_amx(void) {
          * __builtin_cpu_supports does not know them). */
         unsigned a, b, c, d;
         int tiles = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1);
-        granted = has_avx512bf16() && tiles && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+        granted = has_avx512bf16() && tiles &&
+                  syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
     }
     return granted;
 }
 
 /* Best first. */
 static const struct path paths[] = {
-    {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512,
-     winograd_filter_grad_avx512, gemm_pack_a_avx512, gemm_prepacked_avx512, 32, has_avx512},
+    {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512, winograd_filter_grad_avx512,
+     gemm_pack_a_avx512, gemm_prepacked_avx512, 32, has_avx512},
     {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2, winograd_filter_grad_avx2,
      gemm_pack_a_avx2, gemm_prepacked_avx2, 16, has_avx2},
-    {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic,
-     winograd_filter_grad_generic, gemm_pack_a_generic, gemm_prepacked_generic, 8, always},
+    {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic, winograd_filter_grad_generic,
+     gemm_pack_a_generic, gemm_prepacked_generic, 8, always},
 };
 
 static const struct path *current;
@@ -77,7 +78,8 @@ static const struct bf16_path bf16_paths[] = {
     {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0},
     {"avx2", gemm_bf16_avx2, has_avx2, NULL, 0}, /* VDPBF16PS's sums on float FMA: no faster than fp32 */
     {"generic", gemm_bf16_generic, always, NULL, 0},
-    {"amx-emulated", gemm_tiles_generic, always, NULL, 1}, /* tests only: after "generic", never the default */
+    {"amx-emulated", gemm_tiles_generic, always, NULL,
+     1}, /* tests only: after "generic", never the default */
 };
 static const struct bf16_path *current_bf16;
 
@@ -121,16 +123,15 @@ int gemm_bf16_select(const char *isa) {
     return -1;
 }
 
-void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-               const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
-               float *ws) {
+void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+               ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     current_bf16->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
 }
 
 gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : gemm; }
 
-void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-          const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
+void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+          ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     current->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
 }
 
@@ -150,14 +151,14 @@ void winograd_conv3x3(const float *x, const float *w, int flip, const float *bia
     current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, m, math, ws);
 }
 
-void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
-                          int W, int m, enum gemm_math math, float *ws) {
+void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
+                          int m, enum gemm_math math, float *ws) {
     current->winograd_grad(x, dy, dw, N, C, K, H, W, m, math, ws);
 }
 
-void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A,
-                   ptrdiff_t rsa, ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb,
-                   float beta, float *C, int ldc, float *ws) {
+void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,
+                   ptrdiff_t csa, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc,
+                   float *ws) {
     gemm_fn *fn = math == GEMM_BF16 ? current_bf16->fn : current->fn;
     /* Column ranges in multiples of 64 (a multiple of every path's NR) so threads never share a
      * cache line of C; static split, so results do not depend on timing. */

@@ -3,7 +3,7 @@
 #include "cpu.h"
 
 #define SIDE 32
-#define PAD 4
+#define PAD  4
 
 /* The source coordinate of padded coordinate i (-PAD..SIDE+PAD-1): outside the image, -1 for
  * zero padding, or its mirror image for reflect padding (as torch.nn.functional.pad(mode=

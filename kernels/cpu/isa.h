@@ -13,29 +13,29 @@
 #error "compile with -DCPU_ISA=generic|avx2|avx512|avx512bf16|amx (see the Makefile's ISA_SRC)"
 #endif
 
-#define generic 1
-#define avx2 2
-#define avx512 3
+#define generic    1
+#define avx2       2
+#define avx512     3
 #define avx512bf16 4
-#define amx 5
+#define amx        5
 #if CPU_ISA == amx
-#define VEC 16
+#define VEC          16
 #define ISA_FN(name) name##_amx
 #define ISA_HAS_BF16 1
-#define ISA_HAS_AMX 1
+#define ISA_HAS_AMX  1
 #elif CPU_ISA == avx512bf16
-#define VEC 16
+#define VEC          16
 #define ISA_FN(name) name##_avx512bf16
 #define ISA_HAS_BF16 1
 #elif CPU_ISA == avx512
-#define VEC 16
+#define VEC          16
 #define ISA_FN(name) name##_avx512
 #elif CPU_ISA == avx2
-#define VEC 8
+#define VEC          8
 #define ISA_FN(name) name##_avx2
 #else
-#define VEC 4
-#define ISA_FN(name) name##_generic
+#define VEC            4
+#define ISA_FN(name)   name##_generic
 #define ISA_IS_GENERIC 1
 #endif
 #undef generic

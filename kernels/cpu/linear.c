@@ -10,22 +10,21 @@ size_t cpu_linear_workspace(int N, int I, int O) {
     return gemm_workspace_floats() * (size_t)omp_get_max_threads() * sizeof(float);
 }
 
-static void linear_forward(enum gemm_math math, const float *x, const float *w, const float *b,
-                           float *y, int N, int I, int O, float scale, void *ws,
-                           size_t ws_bytes) {
+static void linear_forward(enum gemm_math math, const float *x, const float *w, const float *b, float *y,
+                           int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= cpu_linear_workspace(N, I, O));
     /* y[N][O] = scale x[N][I] w^T[I][O] */
     gemm_parallel(math, N, O, I, scale, x, I, 1, w, 1, I, 0.0f, y, O, ws);
     if (!b) return;
-    /* + scale b[O] (exactly b when scale is 1) */
+        /* + scale b[O] (exactly b when scale is 1) */
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) y[(size_t)n * O + o] += scale * b[o];
 }
 
-static void linear_backward(enum gemm_math math, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db, int N, int I, int O,
-                            float scale, void *ws, size_t ws_bytes) {
+static void linear_backward(enum gemm_math math, const float *x, const float *w, const float *dy, float *dx,
+                            float *dw, float *db, int N, int I, int O, float scale, void *ws,
+                            size_t ws_bytes) {
     CHECK(ws_bytes >= cpu_linear_workspace(N, I, O));
     /* dw[O][I] = scale dy^T[O][N] x[N][I] */
     gemm_parallel(math, O, I, N, scale, dy, 1, O, x, I, 1, 0.0f, dw, I, ws);
@@ -41,23 +40,22 @@ static void linear_backward(enum gemm_math math, const float *x, const float *w,
 }
 
 /* The table's entries: float (cpu) and bf16 (cpu-bf16) products. */
-void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                        int O, float scale, void *ws, size_t ws_bytes) {
+void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                        float scale, void *ws, size_t ws_bytes) {
     linear_forward(GEMM_FP32, x, w, b, y, N, I, O, scale, ws, ws_bytes);
 }
 
-void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N,
-                             int I, int O, float scale, void *ws, size_t ws_bytes) {
+void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                             float scale, void *ws, size_t ws_bytes) {
     linear_forward(GEMM_BF16, x, w, b, y, N, I, O, scale, ws, ws_bytes);
 }
 
-void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
+void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                         int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
     linear_backward(GEMM_FP32, x, w, dy, dx, dw, db, N, I, O, scale, ws, ws_bytes);
 }
 
-void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx,
-                              float *dw, float *db, int N, int I, int O, float scale, void *ws,
-                              size_t ws_bytes) {
+void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                              float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
     linear_backward(GEMM_BF16, x, w, dy, dx, dw, db, N, I, O, scale, ws, ws_bytes);
 }

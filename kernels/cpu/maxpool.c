@@ -9,8 +9,7 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* yp[Ho][Wo] from one plane xp[H][W]. */
-INLINE void forward_plane(const float *restrict xp, float *restrict yp, int W, int Ho, int Wo,
-                          int k) {
+INLINE void forward_plane(const float *restrict xp, float *restrict yp, int W, int Ho, int Wo, int k) {
     for (int i = 0; i < Ho; i++)
         for (int j = 0; j < Wo; j++) {
             const float *win = xp + (size_t)i * k * W + (size_t)j * k;
@@ -28,8 +27,8 @@ INLINE void forward_plane(const float *restrict xp, float *restrict yp, int W, i
  * which element of a window wins is data-dependent, and branching on it (as the compiler does
  * for if/else here) mispredicts so often that the 2x2 pool ran 2.8x slower on random data. The
  * winner's offset is kept with a mask, and its gradient stored once, after the window is zeroed. */
-INLINE void backward_row(const float *restrict r, const float *restrict g, float *restrict d,
-                         int W, int Wo, int k, int relu) {
+INLINE void backward_row(const float *restrict r, const float *restrict g, float *restrict d, int W, int Wo,
+                         int k, int relu) {
     for (int j = 0; j < Wo; j++) {
         const float *win = r + j * k;
         float *dwin = d + j * k;
@@ -71,9 +70,8 @@ static inline float from_bits(int u) {
  * vector loop leaves (float selects come out as branches there, and rows of 3 or 7 windows are
  * mostly such iterations). 1.4-1.5x faster than backward_row on 512x64x31x31 and 512x256x15x15
  * of random data, the same on 512x256x7x7. */
-static void backward_row2(const float *restrict r0, const float *restrict r1,
-                          const float *restrict g, float *restrict d0, float *restrict d1, int Wo,
-                          int relu) {
+static void backward_row2(const float *restrict r0, const float *restrict r1, const float *restrict g,
+                          float *restrict d0, float *restrict d1, int Wo, int relu) {
     int gate = relu ? 0 : -1; /* all ones: the gradient passes whatever m is */
     for (int j = 0; j < Wo; j++) {
         float x0 = r0[2 * j], x1 = r0[2 * j + 1], x2 = r1[2 * j], x3 = r1[2 * j + 1];
@@ -92,15 +90,13 @@ static void backward_row2(const float *restrict r0, const float *restrict r1,
 
 /* dxp[H][W] of one plane: the windows' rows, then 0 in the columns right of the last window and
  * in the rows below it. */
-INLINE void backward_plane(const float *xp, const float *gp, float *dxp, int H, int W, int Ho,
-                           int Wo, int k, int relu) {
+INLINE void backward_plane(const float *xp, const float *gp, float *dxp, int H, int W, int Ho, int Wo, int k,
+                           int relu) {
     for (int i = 0; i < Ho; i++) {
         size_t row = (size_t)i * k * W;
         if (k == 2)
-            backward_row2(xp + row, xp + row + W, gp + (size_t)i * Wo, dxp + row, dxp + row + W,
-                          Wo, relu);
-        else
-            backward_row(xp + row, gp + (size_t)i * Wo, dxp + row, W, Wo, k, relu);
+            backward_row2(xp + row, xp + row + W, gp + (size_t)i * Wo, dxp + row, dxp + row + W, Wo, relu);
+        else backward_row(xp + row, gp + (size_t)i * Wo, dxp + row, W, Wo, k, relu);
         for (int a = 0; a < k; a++)
             for (int c = Wo * k; c < W; c++) dxp[row + (size_t)a * W + c] = 0.0f;
     }
@@ -113,23 +109,19 @@ void cpu_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, i
     for (long p = 0; p < (long)N * C; p++) {
         const float *xp = x + (size_t)p * H * W;
         float *yp = y + (size_t)p * Ho * Wo;
-        if (k == 2)
-            forward_plane(xp, yp, W, Ho, Wo, 2);
-        else
-            forward_plane(xp, yp, W, Ho, Wo, k);
+        if (k == 2) forward_plane(xp, yp, W, Ho, Wo, 2);
+        else forward_plane(xp, yp, W, Ho, Wo, k);
     }
 }
 
-void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
-                          int k, int relu) {
+void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+                          int relu) {
     int Ho = H / k, Wo = W / k;
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < (long)N * C; p++) {
         const float *xp = x + (size_t)p * H * W, *gp = dy + (size_t)p * Ho * Wo;
         float *dxp = dx + (size_t)p * H * W;
-        if (k == 2)
-            backward_plane(xp, gp, dxp, H, W, Ho, Wo, 2, relu);
-        else
-            backward_plane(xp, gp, dxp, H, W, Ho, Wo, k, relu);
+        if (k == 2) backward_plane(xp, gp, dxp, H, W, Ho, Wo, 2, relu);
+        else backward_plane(xp, gp, dxp, H, W, Ho, Wo, k, relu);
     }
 }

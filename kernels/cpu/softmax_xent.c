@@ -2,8 +2,8 @@
 
 #include <math.h>
 
-void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                      int classes, float smoothing, enum xent_reduction reduction) {
+void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
+                      float smoothing, enum xent_reduction reduction) {
     /* Target t[j] = on at the label, off elsewhere. With smoothing 0 these are 1.0 and 0.0 and
      * the divisor is N, so the arithmetic is that of the unsmoothed mean loss, bit for bit. */
     double off = (double)smoothing / classes, on = 1.0 - smoothing + off;

@@ -39,8 +39,8 @@
  *
  * Images are processed in chunks (one chunk per thread at a time) so each GEMM has 64 to 256
  * tile columns (CHUNK_BYTES below): the transform domain batches images, so tiny maps (3x3: one
- * m-3 tile) still make wide GEMMs. U is computed once per call and shared by all threads; in float it is also packed
- * once into the GEMM's A panels, and the input transform writes V straight into its B panels
+ * m-3 tile) still make wide GEMMs. U is computed once per call and shared by all threads; in float it is also
+ * packed once into the GEMM's A panels, and the input transform writes V straight into its B panels
  * (gemm_prepacked: no per-product packing). The filter gradient sums per-thread partial dU in
  * thread order (deterministic for a given thread count).
  *
@@ -61,20 +61,20 @@
  * one core: 256 tiles for every layer against 128, then 128 against 64, the 64 -> 256 layer at
  * 15x15 (16 MB of buffers at 256 tiles) 9 % and again 9 - 13 % faster, the narrow 24 -> 64 and
  * 64 -> 64 ones (3 - 6 MB) 2 - 5 % slower. */
-#define MIN_TILES 64
-#define MAX_TILES 256
+#define MIN_TILES   64
+#define MAX_TILES   256
 #define CHUNK_BYTES ((size_t)4 << 20)
-#define AMAX 7 /* a = m + 2 for m <= 5 */
-#define INLINE static inline __attribute__((always_inline))
+#define AMAX        7 /* a = m + 2 for m <= 5 */
+#define INLINE      static inline __attribute__((always_inline))
 
 /* f(M, ...) with M the constant equal to the run-time m (2 to 5): the helpers below take m as
  * their first argument and are always inlined, so each gets one copy per tile size. */
-#define BY_TILE(m, f, ...)                                                                         \
-    switch (m) {                                                                                   \
-    case 2: f(2, __VA_ARGS__); break;                                                              \
-    case 3: f(3, __VA_ARGS__); break;                                                              \
-    case 4: f(4, __VA_ARGS__); break;                                                              \
-    default: f(5, __VA_ARGS__); break;                                                             \
+#define BY_TILE(m, f, ...)                                                                                   \
+    switch (m) {                                                                                             \
+    case 2: f(2, __VA_ARGS__); break;                                                                        \
+    case 3: f(3, __VA_ARGS__); break;                                                                        \
+    case 4: f(4, __VA_ARGS__); break;                                                                        \
+    default: f(5, __VA_ARGS__); break;                                                                       \
     }
 
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -120,16 +120,15 @@ static inline size_t pad_floats(struct tiling tl) {
  * gather_tiles' padded plane (also scatter_tiles' row buffer). */
 static size_t conv_thread_floats(int in, int out, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl, in + out);
-    return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) +
-           gemm_workspace_floats() + pad_floats(tl);
+    return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) + gemm_workspace_floats() +
+           pad_floats(tl);
 }
 
 /* Per-thread floats of the filter gradient: partial dU [a^2][C][K], V [a^2][C][T],
  * D [a^2][K][T], S [a^2][T], the GEMM's, the padded plane. */
 static size_t grad_thread_floats(int C, int K, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl, C + K);
-    return round16(A2 * C * K) +
-           A2 * (slot_stride(C * T) + slot_stride(K * T) + slot_stride(T)) +
+    return round16(A2 * C * K) + A2 * (slot_stride(C * T) + slot_stride(K * T) + slot_stride(T)) +
            gemm_workspace_floats() + pad_floats(tl);
 }
 
@@ -269,8 +268,11 @@ struct winograd_matrices {
 /* F(3x3, 3x3): points 0, 1, -1, 2, infinity */
 static const struct winograd_matrices F3 = {
     .BT = {{2, -1, -2, 1, 0}, {0, -2, -1, 1, 0}, {0, 2, -3, 1, 0}, {0, -1, 0, 1, 0}, {0, 2, -1, -2, 1}},
-    .G = {{1.0f / 2, 0, 0}, {-1.0f / 2, -1.0f / 2, -1.0f / 2}, {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-          {1.0f / 6, 1.0f / 3, 2.0f / 3}, {0, 0, 1}},
+    .G = {{1.0f / 2, 0, 0},
+          {-1.0f / 2, -1.0f / 2, -1.0f / 2},
+          {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+          {1.0f / 6, 1.0f / 3, 2.0f / 3},
+          {0, 0, 1}},
     .AT = {{1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 1}},
 };
 
@@ -283,9 +285,13 @@ static const struct winograd_matrices F5 = {
            {0, -1, 2.5f, 0, -2.5f, 1, 0},
            {0, 4, 0, -5, 0, 1, 0},
            {0, -2, 4, 2.5f, -5, -0.5f, 1}},
-    .G = {{-1.0f / 2, 0, 0}, {-1.0f / 3, -1.0f / 3, -1.0f / 3}, {1.0f / 9, -1.0f / 9, 1.0f / 9},
-          {1.0f / 36, 1.0f / 18, 1.0f / 9}, {-1.0f / 60, 1.0f / 30, -1.0f / 15},
-          {32.0f / 45, 16.0f / 45, 8.0f / 45}, {0, 0, 1}},
+    .G = {{-1.0f / 2, 0, 0},
+          {-1.0f / 3, -1.0f / 3, -1.0f / 3},
+          {1.0f / 9, -1.0f / 9, 1.0f / 9},
+          {1.0f / 36, 1.0f / 18, 1.0f / 9},
+          {-1.0f / 60, 1.0f / 30, -1.0f / 15},
+          {32.0f / 45, 16.0f / 45, 8.0f / 45},
+          {0, 0, 1}},
     .AT = {{1, 1, 1, 1, 1, 1, 0},
            {0, 1, -1, 2, -2, 0.5f, 0},
            {0, 1, 1, 4, 4, 0.25f, 0},
@@ -296,8 +302,8 @@ static const struct winograd_matrices F5 = {
 /* y[i ys] = sum over j < cols of T(i, j) x[j xs], for i < rows; T(i, j) = t[i ld + j], or
  * t[j ld + i] when tr. Fully unrolled with t a constant table, the coefficients are constants:
  * zeros drop out, +-1 become additions. */
-INLINE void matvec_1d(const float *t, int ld, int tr, int rows, int cols, const vf *x, int xs,
-                      vf *y, int ys) {
+INLINE void matvec_1d(const float *t, int ld, int tr, int rows, int cols, const vf *x, int xs, vf *y,
+                      int ys) {
 #pragma GCC unroll 7
     for (int i = 0; i < rows; i++) {
         vf s = (vf){0};
@@ -322,11 +328,11 @@ INLINE void transform_1d(enum transform k, int m, const vf *x, int xs, vf *y, in
         const struct winograd_matrices *f = m == 3 ? &F3 : &F5;
         int a = m + 2;
         switch (k) {
-        case INPUT: matvec_1d(&f->BT[0][0], AMAX, 0, a, a, x, xs, y, ys); break;   /* B^T d */
-        case OUTPUT: matvec_1d(&f->AT[0][0], AMAX, 0, m, a, x, xs, y, ys); break;  /* A^T s */
+        case INPUT: matvec_1d(&f->BT[0][0], AMAX, 0, a, a, x, xs, y, ys); break;       /* B^T d */
+        case OUTPUT: matvec_1d(&f->AT[0][0], AMAX, 0, m, a, x, xs, y, ys); break;      /* A^T s */
         case GRAD_OUTPUT: matvec_1d(&f->AT[0][0], AMAX, 1, a, m, x, xs, y, ys); break; /* A dy */
-        case FILTER: matvec_1d(&f->G[0][0], 3, 0, a, 3, x, xs, y, ys); break;      /* G g */
-        case GRAD_FILTER: matvec_1d(&f->G[0][0], 3, 1, 3, a, x, xs, y, ys); break; /* G^T du */
+        case FILTER: matvec_1d(&f->G[0][0], 3, 0, a, 3, x, xs, y, ys); break;          /* G g */
+        case GRAD_FILTER: matvec_1d(&f->G[0][0], 3, 1, 3, a, x, xs, y, ys); break;     /* G^T du */
         }
         return;
     }
@@ -360,8 +366,8 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
  * off pixels before it and up to the tiles' edge after it, so every tile window is a plain
  * win x win block there: no bounds tests, and the copy loop has constant trip counts (win
  * values of a pad row per tile, one per slot). */
-INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float *restrict pad,
-                           float *dst, size_t ds) {
+INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float *restrict pad, float *dst,
+                           size_t ds) {
     struct tiling tl = tiling(m, H, W);
     int TW = tl.TW, win = m + 2 * off, PW = TW * m + 2 * off, PH = tl.TH * m + 2 * off;
     for (int py = 0; py < PH; py++) {
@@ -385,14 +391,12 @@ INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float
 }
 
 /* One copy per tile size and overlap, both constants. */
-INLINE void gather_tiles_mo(int m, const float *src, int H, int W, int off, float *pad,
-                            float *dst, size_t ds) {
-    off ? gather_tiles_m(m, src, H, W, 1, pad, dst, ds)
-        : gather_tiles_m(m, src, H, W, 0, pad, dst, ds);
+INLINE void gather_tiles_mo(int m, const float *src, int H, int W, int off, float *pad, float *dst,
+                            size_t ds) {
+    off ? gather_tiles_m(m, src, H, W, 1, pad, dst, ds) : gather_tiles_m(m, src, H, W, 0, pad, dst, ds);
 }
 
-static void gather_tiles(int m, const float *src, int H, int W, int off, float *pad, float *dst,
-                         size_t ds) {
+static void gather_tiles(int m, const float *src, int H, int W, int off, float *pad, float *dst, size_t ds) {
     BY_TILE(m, gather_tiles_mo, src, H, W, off, pad, dst, ds);
 }
 
@@ -411,8 +415,7 @@ INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs,
         transform_2d(INPUT, m, a, a, d, v);
         float *vt = panel ? V + (size_t)(t / panel) * pstride + t % panel : V + t;
         for (int q = 0; q < a; q++)
-            for (int p = 0; p < a; p++)
-                store_n(vt + (size_t)(q * a + p) * vs, 1, v[q][p], panel ? VEC : l);
+            for (int p = 0; p < a; p++) store_n(vt + (size_t)(q * a + p) * vs, 1, v[q][p], panel ? VEC : l);
     }
 }
 
@@ -449,8 +452,8 @@ INLINE void output_tiles_m(int m, const float *M, size_t ms, float *Y, size_t ys
  * y = mask > 0 ? y : 0). Each output row is first assembled whole in buf (TW m floats: the
  * tiles' m columns each, constant trip counts), then copied out to its W pixels with the bias
  * and the activation in one vector loop. */
-INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int relu,
-                            const float *mask, float *y, int H, int W, float *restrict buf) {
+INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int relu, const float *mask,
+                            float *y, int H, int W, float *restrict buf) {
     int TW = tiling(m, H, W).TW;
     for (int oy = 0; oy < H; oy++) {
         const float *restrict src = Y + (size_t)(oy % m) * m * ys + (size_t)(oy / m) * TW;
@@ -467,8 +470,8 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int re
     }
 }
 
-static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu,
-                          const float *mask, float *y, int H, int W, float *buf) {
+static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu, const float *mask, float *y,
+                          int H, int W, float *buf) {
     BY_TILE(m, scatter_tiles_m, Y, ys, bias, relu, mask, y, H, W, buf);
 }
 
@@ -543,9 +546,9 @@ static int chunk_size(struct tiling tl, int ch, int N, int nt) {
     return g < fair ? g : fair;
 }
 
-void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias,
-                              int relu, const float *mask, float *y, int N, int in, int out,
-                              int H, int W, int m, enum gemm_math math, float *ws) {
+void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias, int relu,
+                              const float *mask, float *y, int N, int in, int out, int H, int W, int m,
+                              enum gemm_math math, float *ws) {
     gemm_fn *mm = gemm_of(math);
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
@@ -555,8 +558,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
      * transform writing its B panels (gemm_prepacked); the bf16 GEMM packs its own. */
     int packed = math == GEMM_FP32, panel = packed ? GEMM_NR : 0;
     size_t pa = gemm_packed_a_floats(out, in);
-    float *U = ws;                               /* [a^2][out][in] */
-    float *Ap = U + round16((size_t)A2 * in * out); /* [a^2][pa]: U's A panels */
+    float *U = ws;                                      /* [a^2][out][in] */
+    float *Ap = U + round16((size_t)A2 * in * out);     /* [a^2][pa]: U's A panels */
     float *thread_base = Ap + round16((size_t)A2 * pa); /* aligned: a^2 is odd for m 3, 5 */
     size_t stride = conv_thread_floats(in, out, tl), cap = chunk_tiles(tl, in + out);
 #pragma omp parallel
@@ -589,26 +592,24 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             }
             for (int xi = 0; xi < A2; xi++)
                 if (packed)
-                    ISA_FN(gemm_prepacked)(out, tiles, in, Ap + xi * pa, V + xi * vs, Mt + xi * ms,
-                                           (int)ld);
+                    ISA_FN(gemm_prepacked)(out, tiles, in, Ap + xi * pa, V + xi * vs, Mt + xi * ms, (int)ld);
                 else
-                    mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1, V + xi * vs,
-                       (ptrdiff_t)ld, 1, 0.0f, Mt + xi * ms, (int)ld, gws);
+                    mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1, V + xi * vs, (ptrdiff_t)ld, 1,
+                       0.0f, Mt + xi * ms, (int)ld, gws);
             for (int o = 0; o < out; o++) {
                 output_tiles(m, Mt + (size_t)o * ld, ms, S, ss, tiles);
                 for (int li = 0; li < gn; li++) {
                     size_t off = ((size_t)(n0 + li) * out + o) * HW;
-                    scatter_tiles(m, S + (size_t)li * tl.T, ss,
-                                  bias ? bias[o] : 0.0f, relu, mask ? mask + off : NULL, y + off,
-                                  H, W, pad);
+                    scatter_tiles(m, S + (size_t)li * tl.T, ss, bias ? bias[o] : 0.0f, relu,
+                                  mask ? mask + off : NULL, y + off, H, W, pad);
                 }
             }
         }
     }
 }
 
-void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, int N, int C, int K,
-                                  int H, int W, int m, enum gemm_math math, float *ws) {
+void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
+                                  int W, int m, enum gemm_math math, float *ws) {
     gemm_fn *mm = gemm_of(math);
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
@@ -635,8 +636,8 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1, pad,
-                                 S + (size_t)li * tl.T, ss);
+                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1, pad, S + (size_t)li * tl.T,
+                                 ss);
                 input_tiles(m, S, ss, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {

@@ -74,8 +74,8 @@ static void *cuda_alloc(size_t bytes) {
     if (rc != cudaSuccess) {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
-        fprintf(stderr, "%s: out of GPU memory allocating %zu bytes (%zu of %zu MiB free): %s\n", err_progname(),
-                bytes, free_b >> 20, total_b >> 20, cudaGetErrorString(rc));
+        fprintf(stderr, "%s: out of GPU memory allocating %zu bytes (%zu of %zu MiB free): %s\n",
+                err_progname(), bytes, free_b >> 20, total_b >> 20, cudaGetErrorString(rc));
         exit(1);
     }
     /* Zero-filled, as the contract says, and finished before return: a copy queue (input,
@@ -123,7 +123,8 @@ static void cuda_event_destroy(struct kernels_event *e) {
     if (e) CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e));
 }
 
-static void upload_on(cudaStream_t stream, void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+static void upload_on(cudaStream_t stream, void *dst, const void *src, size_t bytes,
+                      struct kernels_event *done) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     if (done) CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, stream));
 }
@@ -190,8 +191,12 @@ static int devices(struct err *e) {
         int version = 0;
         cudaDriverGetVersion(&version);
         if (rc == cudaErrorInsufficientDriver)
-            return err_set(e, "the NVIDIA driver supports CUDA %d.%d, this build needs CUDA %d.%d (driver >= 580)",
-                           version / 1000, version % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10), 0;
+            return err_set(
+                       e,
+                       "the NVIDIA driver supports CUDA %d.%d, this build needs CUDA %d.%d (driver >= 580)",
+                       version / 1000, version % 1000 / 10, CUDART_VERSION / 1000,
+                       CUDART_VERSION % 1000 / 10),
+                   0;
         return err_set(e, "%s", cudaGetErrorString(rc)), 0;
     }
     if (n == 0) return err_set(e, "no CUDA device"), 0;
@@ -287,15 +292,19 @@ static void describe(char *buf, size_t size) {
     size_t dnn = cudnnGetVersion();
     int driver = 0;
     CUDA_CHECK(cudaDriverGetVersion(&driver));
-    snprintf(buf, size, "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s)",
-             p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000, driver % 1000 / 10,
-             dnn / 10000, dnn % 10000 / 100, dnn % 100,
-             p.major < 8 ? "FP32" : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)" : "FP32 (NVIDIA_TF32_OVERRIDE=0)");
+    snprintf(buf, size,
+             "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s)",
+             p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000,
+             driver % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100,
+             p.major < 8   ? "FP32"
+             : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)"
+                           : "FP32 (NVIDIA_TF32_OVERRIDE=0)");
 }
 
 /* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */
 __attribute__((visibility("default"))) const struct cuda_plugin_api *cuda_plugin_api(void) {
-    static const struct cuda_plugin_api api = {CUDA_PLUGIN_VERSION, sizeof(struct kernels), devices, cuda_table,
-                                               bf16_native, cuda_bf16_table, describe};
+    static const struct cuda_plugin_api api = {
+        CUDA_PLUGIN_VERSION, sizeof(struct kernels), devices, cuda_table,
+        bf16_native,         cuda_bf16_table,        describe};
     return &api;
 }

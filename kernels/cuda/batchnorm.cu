@@ -3,8 +3,9 @@
 #include "cuda.h"
 
 /* y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order. */
-__global__ static void normalize_kernel(const float *x, const float *gamma, const float *beta, const float *mean,
-                                        const float *invstd, float *y, size_t n, int C, int HW) {
+__global__ static void normalize_kernel(const float *x, const float *gamma, const float *beta,
+                                        const float *mean, const float *invstd, float *y, size_t n, int C,
+                                        int HW) {
     GRID_STRIDE(i, n) {
         int c = (int)(i / HW % C);
         float scale = gamma[c] * invstd[c], shift = beta[c] - mean[c] * scale;
@@ -14,7 +15,8 @@ __global__ static void normalize_kernel(const float *x, const float *gamma, cons
 
 /* Batch statistics and the running-statistics update (one thread per channel). */
 __global__ static void stats_kernel(const double *part, int S, int C, double count, float momentum, float eps,
-                                    float *save_mean, float *save_invstd, float *running_mean, float *running_var) {
+                                    float *save_mean, float *save_invstd, float *running_mean,
+                                    float *running_var) {
     GRID_STRIDE(c, (size_t)C) {
         double sum = 0.0, sq = 0.0;
         for (int s = 0; s < S; s++) sum += part[(size_t)s * C + c], sq += part[(size_t)(S + s) * C + c];
@@ -47,8 +49,9 @@ __global__ static void backward_stats_kernel(const double *part, int S, int C, d
 }
 
 /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
-__global__ static void backward_dx_kernel(const float *x, const float *dy, const float *gamma, const float *mean,
-                                          const float *invstd, const float *coef, float *dx, size_t n, int C, int HW) {
+__global__ static void backward_dx_kernel(const float *x, const float *dy, const float *gamma,
+                                          const float *mean, const float *invstd, const float *coef,
+                                          float *dx, size_t n, int C, int HW) {
     GRID_STRIDE(i, n) {
         int c = (int)(i / HW % C);
         float k = gamma[c] * invstd[c];
@@ -56,28 +59,30 @@ __global__ static void backward_dx_kernel(const float *x, const float *dy, const
     }
 }
 
-void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
-                                  float *save_invstd, float *running_mean, float *running_var, float momentum,
-                                  float eps, int N, int C, int HW) {
+void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+                                  float *save_mean, float *save_invstd, float *running_mean,
+                                  float *running_var, float momentum, float eps, int N, int C, int HW) {
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C) * C * sizeof(double));
     int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, NULL, NULL, NULL, part, N, C, HW);
     stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(
         part, S, C, (double)N * HW, momentum, eps, save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
-    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, save_mean, save_invstd, y,
-                                                                         n, C, HW);
+    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, save_mean,
+                                                                         save_invstd, y, n, C, HW);
     LAUNCH_CHECK();
 }
 
-void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta, const float *running_mean,
-                                 const float *running_var, float eps, float *y, int N, int C, int HW) {
+void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
+                                 const float *running_mean, const float *running_var, float eps, float *y,
+                                 int N, int C, int HW) {
     float *invstd = (float *)cuda_scratch((size_t)C * sizeof(float));
-    eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd, C);
+    eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd,
+                                                                                  C);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
-    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, running_mean, invstd, y, n,
-                                                                         C, HW);
+    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, running_mean, invstd,
+                                                                         y, n, C, HW);
     LAUNCH_CHECK();
 }
 
@@ -90,12 +95,12 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
     double *part = (double *)scratch;
     float *coef = (float *)(scratch + part_bytes);
     cuda_channel_partials(CHANNEL_SUM_XHAT, dy, x, save_mean, save_invstd, part, N, C, HW);
-    backward_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(part, S, C, (double)N * HW,
-                                                                                       dgamma, dbeta, coef);
+    backward_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(
+        part, S, C, (double)N * HW, dgamma, dbeta, coef);
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
-    backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, gamma, save_mean, save_invstd, coef,
-                                                                           dx, n, C, HW);
+    backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, gamma, save_mean,
+                                                                           save_invstd, coef, dx, n, C, HW);
     LAUNCH_CHECK();
 }

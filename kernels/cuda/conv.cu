@@ -54,7 +54,8 @@ static const char *const pass_names[PASSES] = {"forward", "backward-data", "back
 
 /* The most algorithms cuDNN has for any pass (cudnn_ops.h: 8, 6 and 7). */
 #define MAX_ALGOS 8
-static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_ALGOS && CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_ALGOS &&
+static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_ALGOS &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_ALGOS &&
                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_ALGOS,
               "MAX_ALGOS holds every pass's algorithms");
 
@@ -68,15 +69,15 @@ struct algo {
 
 struct plan {
     struct conv_shape s;
-    int bf16;                       /* bf16 tensors (see the top), else float */
-    int Ho, Wo;                     /* kernels_conv_out of H, W; cuDNN agrees (checked) */
-    cudnnTensorDescriptor_t x, y;   /* [N][C][H][W], [N][K][Ho][Wo] */
-    cudnnFilterDescriptor_t w;      /* [K][C][k][k] */
+    int bf16;                     /* bf16 tensors (see the top), else float */
+    int Ho, Wo;                   /* kernels_conv_out of H, W; cuDNN agrees (checked) */
+    cudnnTensorDescriptor_t x, y; /* [N][C][H][W], [N][K][Ho][Wo] */
+    cudnnFilterDescriptor_t w;    /* [K][C][k][k] */
     cudnnConvolutionDescriptor_t conv;
-    cudnnMathType_t math;           /* what cudnnFind* may use: default, or FMA only */
+    cudnnMathType_t math; /* what cudnnFind* may use: default, or FMA only */
     struct {
-        int timed;                  /* cudnnFind* has run for this pass */
-        int count;                  /* the deterministic algorithms that ran, fastest first */
+        int timed; /* cudnnFind* has run for this pass */
+        int count; /* the deterministic algorithms that ran, fastest first */
         struct algo a[MAX_ALGOS];
     } pass[PASSES];
 };
@@ -98,8 +99,7 @@ static bool short_of_fp32(const struct plan *p, int i, int algo) {
 
 /* cuDNN's results (sorted by time) for pass i, less those that failed, are not deterministic
  * or fall short of FP32 under FMA math. Perf: cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t. */
-template <typename Perf>
-static void keep(struct plan *p, int i, const Perf *r, int got) {
+template <typename Perf> static void keep(struct plan *p, int i, const Perf *r, int got) {
     p->pass[i].count = 0;
     for (int j = 0; j < got; j++)
         if (r[j].status == CUDNN_STATUS_SUCCESS && r[j].determinism == CUDNN_DETERMINISTIC &&
@@ -117,18 +117,18 @@ static void time_pass(struct plan *p, int i) {
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, p->math));
     if (i == FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                         &got, r));
+        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, r));
         keep(p, i, r, got);
     } else if (i == BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x,
-                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, r));
+        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+            h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, r));
         keep(p, i, r, got);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, r));
+        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
+            h, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, r));
         keep(p, i, r, got);
     }
 }
@@ -143,13 +143,16 @@ static const struct algo *choose(struct plan *p, int i, size_t bytes) {
         if (a[j].memory <= bytes) return &a[j];
     const struct conv_shape *s = &p->s;
     if (count == 0)
-        fprintf(stderr, "%s: cuDNN has no deterministic %s algorithm that runs for conv %d->%d %dx%d kernel %d pad %d, "
-                "batch %d\n",
-                err_progname(), pass_names[i], s->C, s->K, s->H, s->W, s->k, s->pad, s->N);
+        fprintf(
+            stderr,
+            "%s: cuDNN has no deterministic %s algorithm that runs for conv %d->%d %dx%d kernel %d pad %d, "
+            "batch %d\n",
+            err_progname(), pass_names[i], s->C, s->K, s->H, s->W, s->k, s->pad, s->N);
     else {
         size_t least = a[0].memory;
         for (int j = 1; j < count; j++) least = a[j].memory < least ? a[j].memory : least;
-        fprintf(stderr, "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d: no deterministic %s algorithm fits in %zu "
+        fprintf(stderr,
+                "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d: no deterministic %s algorithm fits in %zu "
                 "bytes of workspace (the smallest needs %zu)\n",
                 err_progname(), s->C, s->K, s->H, s->W, s->k, s->pad, s->N, pass_names[i], bytes, least);
     }
@@ -234,7 +237,8 @@ static size_t cudnn_bytes(const struct plan *p, size_t ws_bytes) {
     size_t need = conversion_bytes(p);
     if (ws_bytes < need) {
         const struct conv_shape *s = &p->s;
-        fprintf(stderr, "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d, bf16: %zu bytes of workspace cannot hold "
+        fprintf(stderr,
+                "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d, bf16: %zu bytes of workspace cannot hold "
                 "the bf16 copies of the operands (%zu bytes)\n",
                 err_progname(), s->C, s->K, s->H, s->W, s->k, s->pad, s->N, ws_bytes, need);
         exit(1);
@@ -282,21 +286,24 @@ static void conv_forward(int bf16, const struct conv_shape *s, const float *x, c
     }
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
     CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, p->conv,
-                                        (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero, p->y, yo));
+                                        (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
+                                        p->y, yo));
     if (bf16) cuda_from_bf16(c.y, y, ny);
     if (b) cuda_bias_act(y, b, 1.0f, s->N, s->K, p->Ho * p->Wo, relu);
     else if (relu) cuda_relu_forward(y, y, ny);
 }
 
-static void conv_backward(int bf16, const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                          float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+static void conv_backward(int bf16, const struct conv_shape *s, const float *x, const float *w,
+                          const float *dy, float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                          size_t ws_bytes) {
     struct plan *p = plan_get(s, bf16);
     size_t cudnn_ws_bytes = cudnn_bytes(p, ws_bytes);
     void *cudnn_ws = (char *)ws + conversion_bytes(p);
     size_t nx = (size_t)s->N * s->C * s->H * s->W, nw = (size_t)s->K * s->C * s->k * s->k;
     const float one = 1.0f, zero = 0.0f;
     if (db) { /* db[K] = the sum of dy[N][K][Ho][Wo] over n, y, x (float in both precisions) */
-        double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(s->N, s->K) * s->K * sizeof(double));
+        double *part =
+            (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(s->N, s->K) * s->K * sizeof(double));
         int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, s->N, s->K, p->Ho * p->Wo);
         cuda_channel_reduce(part, db, S, s->K, 1.0f);
     }
@@ -315,40 +322,45 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
         const struct algo *a = choose(p, BACKWARD_FILTER, cudnn_ws_bytes);
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
         CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda_cudnn(), &one, p->x, xo, p->y, dyo, p->conv,
-                                                   (cudnnConvolutionBwdFilterAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes,
-                                                   &zero, p->w, dwo));
+                                                   (cudnnConvolutionBwdFilterAlgo_t)a->algo, cudnn_ws,
+                                                   cudnn_ws_bytes, &zero, p->w, dwo));
         if (bf16) cuda_from_bf16(c.dw, dw, nw);
     }
     if (!dx) return;
     const struct algo *a = choose(p, BACKWARD_DATA, cudnn_ws_bytes);
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
     CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, wo, p->y, dyo, p->conv,
-                                             (cudnnConvolutionBwdDataAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
-                                             p->x, dxo));
+                                             (cudnnConvolutionBwdDataAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes,
+                                             &zero, p->x, dxo));
     if (bf16) cuda_from_bf16(c.dx, dx, nx);
     if (dx_mask) cuda_relu_backward(dx_mask, dx, dx, nx);
 }
 
 /* The tables' entries: float (cuda) and bf16 (cuda-bf16). */
-size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes) { return conv_workspace(0, s, passes); }
-size_t cuda_conv_workspace_bf16(const struct conv_shape *s, unsigned passes) { return conv_workspace(1, s, passes); }
+size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes) {
+    return conv_workspace(0, s, passes);
+}
+size_t cuda_conv_workspace_bf16(const struct conv_shape *s, unsigned passes) {
+    return conv_workspace(1, s, passes);
+}
 
-void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y, int relu,
-                       void *ws, size_t ws_bytes) {
+void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                       int relu, void *ws, size_t ws_bytes) {
     conv_forward(0, s, x, w, b, y, relu, ws, ws_bytes);
 }
 
-void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
-                            int relu, void *ws, size_t ws_bytes) {
+void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                            float *y, int relu, void *ws, size_t ws_bytes) {
     conv_forward(1, s, x, w, b, y, relu, ws, ws_bytes);
 }
 
-void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
-                        float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                        float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
     conv_backward(0, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }
 
-void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
-                             float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
+                             float *dx, float *dw, float *db, const float *dx_mask, void *ws,
+                             size_t ws_bytes) {
     conv_backward(1, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }

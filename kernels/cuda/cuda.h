@@ -28,25 +28,24 @@ const char *cuda_cublas_error(cublasStatus_t s);
 /* CHECKED_CALL: evaluate `call` (of status type T) once; if it is not `ok`, report the library,
  * `text` (the call as written: the wrappers stringify it before any macro in it expands),
  * `describe(status)` and file:line, then exit 1. Never compiled out. */
-#define CHECKED_CALL(api, T, ok, describe, call, text)                                           \
-    do {                                                                                         \
-        T checked_rc_ = (call);                                                                  \
-        if (checked_rc_ != (ok)) cuda_fail(api, text, describe(checked_rc_), __FILE__, __LINE__); \
+#define CHECKED_CALL(api, T, ok, describe, call, text)                                                       \
+    do {                                                                                                     \
+        T checked_rc_ = (call);                                                                              \
+        if (checked_rc_ != (ok)) cuda_fail(api, text, describe(checked_rc_), __FILE__, __LINE__);            \
     } while (0)
-#define CUDA_CHECK(call)                                                                         \
-    CHECKED_CALL("CUDA", cudaError_t, cudaSuccess, cudaGetErrorString, call, #call)
-#define CUDNN_CHECK(call)                                                                        \
+#define CUDA_CHECK(call) CHECKED_CALL("CUDA", cudaError_t, cudaSuccess, cudaGetErrorString, call, #call)
+#define CUDNN_CHECK(call)                                                                                    \
     CHECKED_CALL("cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, cudnnGetErrorString, call, #call)
-#define CUBLAS_CHECK(call)                                                                       \
+#define CUBLAS_CHECK(call)                                                                                   \
     CHECKED_CALL("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, cuda_cublas_error, call, #call)
 
 #ifndef CUDA_SYNC
 #define CUDA_SYNC 0
 #endif
-#define LAUNCH_CHECK()                                                                           \
-    do {                                                                                         \
-        CUDA_CHECK(cudaGetLastError());                                                          \
-        if (CUDA_SYNC) CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));                        \
+#define LAUNCH_CHECK()                                                                                       \
+    do {                                                                                                     \
+        CUDA_CHECK(cudaGetLastError());                                                                      \
+        if (CUDA_SYNC) CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));                                     \
     } while (0)
 
 /* Whether convolutions may use TF32 tensor cores (Ampere and newer): yes, as PyTorch's default,
@@ -68,8 +67,8 @@ void *cuda_scratch(size_t bytes);
 #define CUDA_THREADS 256
 unsigned cuda_blocks(size_t n);
 /* for (size_t i = this thread's first; i < n; i += all threads of the grid) */
-#define GRID_STRIDE(i, n)                                                                        \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                      \
+#define GRID_STRIDE(i, n)                                                                                    \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                                  \
          i += (size_t)gridDim.x * blockDim.x)
 
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
@@ -90,11 +89,10 @@ void cuda_channel_reduce(const double *part, float *out, int S, int C, float sca
 
 /* Ops (one file each). */
 size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes);
-void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                       float *y, int relu, void *ws, size_t ws_bytes);
+void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                       int relu, void *ws, size_t ws_bytes);
 void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                        float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                        size_t ws_bytes);
+                        float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
 /* Destroys every convolution plan (shutdown; the device must be idle). */
 void cuda_conv_release(void);
 /* The cuda-bf16 table's convolution and linear layer (conv.cu, linear.cu: bf16 operands,
@@ -106,8 +104,8 @@ void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const fl
 void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
                              float *dx, float *dw, float *db, const float *dx_mask, void *ws,
                              size_t ws_bytes);
-void cuda_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I,
-                              int O, float scale, void *ws, size_t ws_bytes);
+void cuda_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                              float scale, void *ws, size_t ws_bytes);
 void cuda_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
                                float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n);
@@ -120,29 +118,28 @@ void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
  * cuda_relu_forward or nothing). */
 void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu);
 void cuda_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
-void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W,
-                           int k, int relu);
+void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+                           int relu);
 void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                   float *save_mean, float *save_invstd, float *running_mean,
-                                  float *running_var, float momentum, float eps, int N, int C,
-                                  int HW);
+                                  float *running_var, float momentum, float eps, int N, int C, int HW);
 void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                 const float *running_mean, const float *running_var, float eps,
-                                 float *y, int N, int C, int HW);
-void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma,
-                             const float *save_mean, const float *save_invstd, float *dx,
-                             float *dgamma, float *dbeta, int N, int C, int HW);
+                                 const float *running_mean, const float *running_var, float eps, float *y,
+                                 int N, int C, int HW);
+void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
+                             const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
+                             int HW);
 size_t cuda_linear_workspace(int N, int I, int O);
-void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I,
-                         int O, float scale, void *ws, size_t ws_bytes);
-void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
-void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                       int classes, float smoothing, enum xent_reduction reduction);
+void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                         float scale, void *ws, size_t ws_bytes);
+void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                          int N, int I, int O, float scale, void *ws, size_t ws_bytes);
+void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
+                       float smoothing, enum xent_reduction reduction);
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                      float weight_decay, float grad_scale, int nesterov);
 void cuda_lookahead_update(float *p, float *ema, size_t n, float weight);
-void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N,
-                        const float *scale, const float *shift, int reflect);
+void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+                        const float *shift, int reflect);
 
 #endif

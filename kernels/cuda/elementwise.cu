@@ -41,7 +41,8 @@ __global__ static void from_bf16_kernel(const __nv_bfloat16 *src, float *dst, si
 }
 
 /* y[N][C][HW] += scale * b[C], then ReLU when relu != 0. */
-__global__ static void bias_act_kernel(float *y, const float *b, float scale, size_t n, int C, int HW, int relu) {
+__global__ static void bias_act_kernel(float *y, const float *b, float scale, size_t n, int C, int HW,
+                                       int relu) {
     GRID_STRIDE(i, n) {
         float v = y[i] + scale * b[(i / HW) % C];
         y[i] = relu && !(v > 0.0f) ? 0.0f : v;
@@ -49,8 +50,8 @@ __global__ static void bias_act_kernel(float *y, const float *b, float scale, si
 }
 
 /* torch.optim.SGD as in cpu/sgd.c, the same operation order (so only FMA contraction differs). */
-__global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t n, float lr,
-                                  float momentum, float weight_decay, float grad_scale, int nesterov) {
+__global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
+                                  float weight_decay, float grad_scale, int nesterov) {
     GRID_STRIDE(i, n) {
         float g = grad[i] * grad_scale + weight_decay * p[i];
         float v = momentum * m[i] + g;

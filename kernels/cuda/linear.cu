@@ -9,15 +9,14 @@
  * bf16 1 is cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_16BF, where cuBLAS rounds A and B to bf16
  * and multiplies on tensor cores with float accumulation, float C: the CPU's gemm_bf16. */
 static void gemm(int bf16, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                 const float *alpha, const float *A, int lda, const float *B, int ldb, float *C,
-                 int ldc) {
+                 const float *alpha, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
     const float zero = 0.0f;
     if (!bf16) {
         CUBLAS_CHECK(cublasSgemm(cuda_cublas(), ta, tb, m, n, k, alpha, A, lda, B, ldb, &zero, C, ldc));
         return;
     }
-    CUBLAS_CHECK(cublasGemmEx(cuda_cublas(), ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &zero,
-                              C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(cuda_cublas(), ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
+                              &zero, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
 }
 
 size_t cuda_linear_workspace(int N, int I, int O) {
@@ -25,8 +24,8 @@ size_t cuda_linear_workspace(int N, int I, int O) {
     return 0; /* cuBLAS keeps its own */
 }
 
-static void linear_forward(int bf16, const float *x, const float *w, const float *b, float *y, int N, int I, int O,
-                           float scale) {
+static void linear_forward(int bf16, const float *x, const float *w, const float *b, float *y, int N, int I,
+                           int O, float scale) {
     /* y^T (O x N, ldc O) = scale * w (stored I x O, lda I)^T x (I x N, ldb I). */
     gemm(bf16, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &scale, w, I, x, I, y, O);
     if (b) cuda_bias_act(y, b, scale, N, O, 1, 0);
@@ -46,8 +45,8 @@ static void linear_backward(int bf16, const float *x, const float *w, const floa
 }
 
 /* The tables' entries (cuda_linear_workspace: none, so ws is unused). */
-void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O, float scale,
-                         void *ws, size_t ws_bytes) {
+void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+                         float scale, void *ws, size_t ws_bytes) {
     (void)ws, (void)ws_bytes;
     linear_forward(0, x, w, b, y, N, I, O, scale);
 }
@@ -58,14 +57,14 @@ void cuda_linear_forward_bf16(const float *x, const float *w, const float *b, fl
     linear_forward(1, x, w, b, y, N, I, O, scale);
 }
 
-void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int N,
-                          int I, int O, float scale, void *ws, size_t ws_bytes) {
+void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                          int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
     (void)ws, (void)ws_bytes;
     linear_backward(0, x, w, dy, dx, dw, db, N, I, O, scale);
 }
 
-void cuda_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                               int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
+void cuda_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                               float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
     (void)ws, (void)ws_bytes;
     linear_backward(1, x, w, dy, dx, dw, db, N, I, O, scale);
 }

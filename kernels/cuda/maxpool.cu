@@ -39,8 +39,8 @@ __global__ static void maxpool_forward_kernel(const float *x, float *y, size_t t
     }
 }
 
-__global__ static void maxpool_backward_kernel(const float *x, const float *dy, float *dx, size_t total, int H,
-                                               int W, int k, int relu) {
+__global__ static void maxpool_backward_kernel(const float *x, const float *dy, float *dx, size_t total,
+                                               int H, int W, int k, int relu) {
     GRID_STRIDE(o, total) {
         size_t at = window_at(o, H, W, k);
         int best;
@@ -57,11 +57,13 @@ void cuda_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, 
     LAUNCH_CHECK();
 }
 
-void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k, int relu) {
+void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+                           int relu) {
     /* The uncovered border (see the top): all bits zero is 0.0f. Same stream, so it lands first. */
-    if (H % k || W % k) CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)N * C * H * W * sizeof(float), cuda_stream()));
+    if (H % k || W % k)
+        CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)N * C * H * W * sizeof(float), cuda_stream()));
     size_t total = (size_t)N * C * (H / k) * (W / k);
     maxpool_backward_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, dx, total, H, W, k,
-                                                                                     relu);
+                                                                                    relu);
     LAUNCH_CHECK();
 }

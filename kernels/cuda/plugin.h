@@ -20,7 +20,7 @@
 
 /* Raised whenever struct cuda_plugin_api or the contract of one of its functions changes. */
 #define CUDA_PLUGIN_VERSION 1
-#define CUDA_PLUGIN_FILE "libcifar10-cuda.so"
+#define CUDA_PLUGIN_FILE    "libcifar10-cuda.so"
 
 struct cuda_plugin_api {
     int version;         /* CUDA_PLUGIN_VERSION as the plugin was built */

@@ -7,8 +7,9 @@ int cuda_channel_splits(int N, int C) {
     return s < N ? s : N;
 }
 
-__global__ static void partials_kernel(enum channel_sum what, const float *a, const float *b, const float *mean,
-                                       const float *invstd, double *part, int N, int C, int HW) {
+__global__ static void partials_kernel(enum channel_sum what, const float *a, const float *b,
+                                       const float *mean, const float *invstd, double *part, int N, int C,
+                                       int HW) {
     int s = blockIdx.x, S = gridDim.x, c = blockIdx.y;
     int n0 = (int)((long)N * s / S), n1 = (int)((long)N * (s + 1) / S);
     size_t count = (size_t)(n1 - n0) * HW;
@@ -25,7 +26,8 @@ __global__ static void partials_kernel(enum channel_sum what, const float *a, co
     r1[threadIdx.x] = s1, r2[threadIdx.x] = s2;
     __syncthreads();
     for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half) r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
+        if ((int)threadIdx.x < half)
+            r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
         __syncthreads();
     }
     if (threadIdx.x == 0) {

@@ -3,8 +3,9 @@
  * correct count are reduced in a fixed order. */
 #include "cuda.h"
 
-__global__ static void softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                                           int classes, float smoothing, double on, double off, double div) {
+__global__ static void softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, float *out,
+                                           int N, int classes, float smoothing, double on, double off,
+                                           double div) {
     double loss = 0.0, correct = 0.0;
     for (int n = threadIdx.x; n < N; n += blockDim.x) {
         const float *z = logits + (size_t)n * classes;
@@ -25,13 +26,15 @@ __global__ static void softmax_xent_kernel(const float *logits, const int *label
         correct += arg == label;
         if (dlogits)
             for (int j = 0; j < classes; j++)
-                dlogits[(size_t)n * classes + j] = (float)((exp((double)z[j] - lse) - (j == label ? on : off)) / div);
+                dlogits[(size_t)n * classes + j] =
+                    (float)((exp((double)z[j] - lse) - (j == label ? on : off)) / div);
     }
     __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
     r1[threadIdx.x] = loss, r2[threadIdx.x] = correct;
     __syncthreads();
     for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half) r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
+        if ((int)threadIdx.x < half)
+            r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
         __syncthreads();
     }
     if (threadIdx.x == 0) {
@@ -44,7 +47,7 @@ void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, f
                        float smoothing, enum xent_reduction reduction) {
     double off = (double)smoothing / classes, on = 1.0 - smoothing + off;
     double div = reduction == XENT_MEAN ? N : 1.0;
-    softmax_xent_kernel<<<1, CUDA_THREADS, 0, cuda_stream()>>>(logits, labels, dlogits, out, N, classes, smoothing, on,
-                                                               off, div);
+    softmax_xent_kernel<<<1, CUDA_THREADS, 0, cuda_stream()>>>(logits, labels, dlogits, out, N, classes,
+                                                               smoothing, on, off, div);
     LAUNCH_CHECK();
 }

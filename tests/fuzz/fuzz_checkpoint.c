@@ -27,8 +27,14 @@ void fuzz_write_seeds(const char *dir) {
     config_defaults(&c);
     struct strbuf cfg = {0};
     config_to_json(&c, &cfg);
-    struct run_info info = {.kind = "checkpoint", .run_id = "seed", .epochs_completed = 1, .global_step = 9,
-                            .step_in_epoch = 3, .steps_per_epoch = 6, .epoch_loss = 1.5, .epoch_correct = 7};
+    struct run_info info = {.kind = "checkpoint",
+                            .run_id = "seed",
+                            .epochs_completed = 1,
+                            .global_step = 9,
+                            .step_in_epoch = 3,
+                            .steps_per_epoch = 6,
+                            .epoch_loss = 1.5,
+                            .epoch_correct = 7};
     snprintf(info.config, sizeof info.config, "%s", cfg.s);
     char p[512];
     struct err e;
