@@ -154,194 +154,236 @@ static double sum_ranks(double x) {
     return x;
 }
 
-int main(int argc, char **argv) {
-    err_set_progname("cifar10-bench");
-    struct cpus cpus;
-    cpus_detect(&cpus);
-    struct dist d;
-    dist_init(&argc, &argv, cpus.mask_id, &d);
+static const char *const isas[] = {"avx512", "avx2", "generic"};
+
+/* One benchmark process: its settings, device, measured peaks, model and timings. */
+struct bench {
     struct bench_config c;
-    struct err e = {0};
-    int rc = parse(argc, argv, &c, d.rank, &e);
-    if (rc < 0) {
-        dist_finalize();
-        return 0;
-    }
-    dist_agree(rc, e.msg);
-    int threads = c.threads ? c.threads : cpus.usable / (d.local_same_mask > 0 ? d.local_same_mask : 1);
-    if (threads < 1) threads = 1;
-    omp_set_num_threads(threads);
-
-    char device[512];
-    const struct kernels *k =
-        device_select(c.device, c.precision, 1, d.local_rank, device, sizeof device, &e);
-    dist_agree(k ? 0 : 1, e.msg);
-    int on_cpu = k->host;
-    dist_print_all(device);
-    /* The same answer on every rank (the peak measurement below is collective). */
-    on_cpu = dist_max_double(on_cpu ? 0.0 : 1.0) == 0.0;
-
-    /* The FMA peak of every path this CPU has: one thread alone, and all threads of all ranks
-     * at once (what the training step can use). Not measured for GPU runs, which do not use it. */
-    static const char *isas[] = {"avx512", "avx2", "generic"};
-    double peak_one[3] = {-1, -1, -1}, peak_all[3] = {-1, -1, -1};
-    for (int i = 0; on_cpu && i < 3; i++) {
-        peak_one[i] = d.rank == 0 ? kernels_cpu_fma_peak(isas[i], 1, 0.3) : 0.0;
-        dist_bcast(&peak_one[i], sizeof peak_one[i], 0);
-        double mine = kernels_cpu_fma_peak(isas[i], threads, 0.3);
-        peak_all[i] = mine < 0 ? -1.0 : sum_ranks(mine);
-    }
-    /* The bf16 peak (of the bf16 path in use: AMX tiles or VDPBF16PS) likewise, where the CPU
-     * has it; a cpu-bf16 run's fraction of peak is taken against it. */
-    double bf16_one = -1.0, bf16_all = -1.0;
-    if (on_cpu && kernels_cpu_bf16_native()) {
-        bf16_one = d.rank == 0 ? kernels_cpu_bf16_peak(1, 0.3) : 0.0;
-        dist_bcast(&bf16_one, sizeof bf16_one, 0);
-        bf16_all = sum_ranks(kernels_cpu_bf16_peak(threads, 0.3));
-    }
-    int bf16 = strcmp(k->name, "cpu-bf16") == 0;
-    const char *isa = bf16 ? kernels_cpu_bf16_isa() : kernels_cpu_isa();
-    /* A bf16 path without bf16 instructions (avx2) runs on float FMA: its peak is that path's. */
-    double peak = bf16 ? bf16_all : -1.0;
-    for (int i = 0; i < 3 && peak < 0; i++)
-        if (strcmp(isas[i], isa) == 0) peak = peak_all[i];
-
+    struct dist d;
+    int threads, on_cpu, bf16;
+    const struct kernels *k;
+    const char *isa;           /* the vector path in use */
+    double peak_one[3];        /* FP32 FMA peak of isas[i]: one thread alone (-1: not here) */
+    double peak_all[3];        /* ... all threads of all ranks at once (what a step can use) */
+    double bf16_one, bf16_all; /* the bf16 path's peak likewise (-1: no bf16 instructions) */
+    double peak;               /* the peak of the path in use, all ranks */
     struct model m;
-    model_init(&m, net_find(c.model), k, c.batch, 1);
-    if (c.first_bias_stopped) { /* as cifar10-train after the recipe's first_bias_epochs */
-        struct train_config recipe;
-        config_defaults(&recipe);
-        config_recipe(&recipe, c.model);
-        int b = m.layers[0].bias,
-            stops = recipe.first_bias_epochs > 0 && b >= 0 && m.tensors[b].home == HOME_PARAMS;
-        dist_agree(stops ? 0 : 2,
-                   "--first-bias-stopped: this network's recipe trains its first layer's bias throughout");
-        model_stop_training(&m, b);
-    }
-    struct dist_grads *grads = dist_grads_attach(&m, (size_t)(c.bucket_mb * 1048576.0), !on_cpu);
-    /* Random images and labels, different per rank: two batches, which then alternate. */
-    struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)d.rank, 0);
     struct batches q;
-    batches_init(&q, k, c.batch);
-    for (int slot = 0; slot < 2; slot++) {
-        struct batch *b = batches_next(&q);
-        for (size_t i = 0; i < (size_t)c.batch * 3 * 32 * 32; i++)
-            b->img[i] = (unsigned char)rng_below(&r, 256);
-        for (int i = 0; i < c.batch; i++) {
-            b->geom[3 * i] = (int)rng_below(&r, 9), b->geom[3 * i + 1] = (int)rng_below(&r, 9);
-            b->geom[3 * i + 2] = (int)rng_below(&r, 2);
-            b->labels[i] = (int)rng_below(&r, (uint32_t)m.net->classes);
-        }
-        batches_submit(&q, c.batch);
-    }
+    struct dist_grads *grads;
+    double *run_seconds; /* [c.runs], sorted */
+    double median;       /* seconds of a timed run */
+};
 
-    /* One training step, as cifar10-train does it (the next batch is submitted while the
-     * device works). Small lr: the weights stay sane for long benchmarks and no step takes a
-     * different path (NaNs, denormals). */
-    double *run_seconds = XALLOC((size_t)c.runs * sizeof(double));
-    for (int run = -1; run < c.runs; run++) {
-        int steps = run < 0 ? c.warmup : c.steps;
+/* The FMA peak of every path this CPU has, and the bf16 peak where it has bf16 instructions
+ * (collective). Not measured for GPU runs, which do not use them. */
+static void measure_peaks(struct bench *b) {
+    for (int i = 0; i < 3; i++) b->peak_one[i] = b->peak_all[i] = -1.0;
+    b->bf16_one = b->bf16_all = b->peak = -1.0;
+    for (int i = 0; b->on_cpu && i < 3; i++) {
+        b->peak_one[i] = b->d.rank == 0 ? kernels_cpu_fma_peak(isas[i], 1, 0.3) : 0.0;
+        dist_bcast(&b->peak_one[i], sizeof b->peak_one[i], 0);
+        double mine = kernels_cpu_fma_peak(isas[i], b->threads, 0.3);
+        b->peak_all[i] = mine < 0 ? -1.0 : sum_ranks(mine);
+    }
+    if (b->on_cpu && kernels_cpu_bf16_native()) {
+        b->bf16_one = b->d.rank == 0 ? kernels_cpu_bf16_peak(1, 0.3) : 0.0;
+        dist_bcast(&b->bf16_one, sizeof b->bf16_one, 0);
+        b->bf16_all = sum_ranks(kernels_cpu_bf16_peak(b->threads, 0.3));
+    }
+    /* A cpu-bf16 run is measured against the bf16 peak; a bf16 path without bf16 instructions
+     * (avx2) runs on float FMA: its peak is that path's. */
+    if (b->bf16) b->peak = b->bf16_all;
+    for (int i = 0; i < 3 && b->peak < 0; i++)
+        if (strcmp(isas[i], b->isa) == 0) b->peak = b->peak_all[i];
+}
+
+/* The model as cifar10-train has it after the recipe's first epochs (--first-bias-stopped). */
+static void stop_first_bias(struct model *m, const char *model) {
+    struct train_config recipe;
+    config_defaults(&recipe);
+    config_recipe(&recipe, model);
+    int b = m->layers[0].bias,
+        stops = recipe.first_bias_epochs > 0 && b >= 0 && m->tensors[b].home == HOME_PARAMS;
+    dist_agree(stops ? 0 : 2,
+               "--first-bias-stopped: this network's recipe trains its first layer's bias throughout");
+    model_stop_training(m, b);
+}
+
+/* Random images and labels, different per rank, in both slots of q: they then alternate. */
+static void fill_random(struct batches *q, int batch, int classes, int rank) {
+    struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)rank, 0);
+    for (int slot = 0; slot < 2; slot++) {
+        struct batch *in = batches_next(q);
+        for (size_t i = 0; i < (size_t)batch * 3 * 32 * 32; i++)
+            in->img[i] = (unsigned char)rng_below(&r, 256);
+        for (int i = 0; i < batch; i++) {
+            in->geom[3 * i] = (int)rng_below(&r, 9), in->geom[3 * i + 1] = (int)rng_below(&r, 9);
+            in->geom[3 * i + 2] = (int)rng_below(&r, 2);
+            in->labels[i] = (int)rng_below(&r, (uint32_t)classes);
+        }
+        batches_submit(q, batch);
+    }
+}
+
+/* One training step, as cifar10-train does it (the next batch is submitted while the device
+ * works). Small lr: the weights stay sane for long benchmarks and no step takes a different
+ * path (NaNs, denormals). */
+static void train_step(struct bench *b) {
+    struct model_input in;
+    int slot = batches_take(&b->q, &in);
+    model_forward_backward(&b->m, &in);
+    batches_release(&b->q, slot);
+    batches_next(&b->q); /* same contents again: the host-side gather is not timed */
+    batches_submit(&b->q, b->c.batch);
+    float stats[MODEL_STATS];
+    dist_grads_finish(b->grads, stats);
+    model_sgd_step(&b->m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)b->d.world);
+}
+
+/* The warm-up, then c.runs timed runs of c.steps steps: their seconds (sorted) and median;
+ * the layers' clocks cover the timed runs only. */
+static void time_runs(struct bench *b) {
+    const struct bench_config *c = &b->c;
+    b->run_seconds = XALLOC((size_t)c->runs * sizeof(double));
+    for (int run = -1; run < c->runs; run++) {
         if (run == 0)
-            for (int i = 0; i < m.nlayers; i++) m.layers[i].seconds[0] = m.layers[i].seconds[1] = 0;
+            for (int i = 0; i < b->m.nlayers; i++) b->m.layers[i].seconds[0] = b->m.layers[i].seconds[1] = 0;
         dist_barrier();
 #if CIFAR10_CUDA
         /* The last timed run as NVTX range "timed": what `ncu --nvtx --nvtx-include timed/`
          * profiles (scripts/gpu-check.sh profile), without start-up's cudnnFind* kernels. */
-        if (run == c.runs - 1) nvtxRangePushA("timed");
+        if (run == c->runs - 1) nvtxRangePushA("timed");
 #endif
         double t0 = dist_time();
-        for (int s = 0; s < steps; s++) {
-            struct model_input in;
-            int slot = batches_take(&q, &in);
-            model_forward_backward(&m, &in);
-            batches_release(&q, slot);
-            batches_next(&q); /* same contents again: the host-side gather is not timed */
-            batches_submit(&q, c.batch);
-            float stats[MODEL_STATS];
-            dist_grads_finish(grads, stats);
-            model_sgd_step(&m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)d.world);
-        }
+        for (int s = 0; s < (run < 0 ? c->warmup : c->steps); s++) train_step(b);
         float sync[2];
-        k->download(sync, m.params, sizeof sync); /* the device has finished the run */
+        b->k->download(sync, b->m.params, sizeof sync); /* the device has finished the run */
 #if CIFAR10_CUDA
-        if (run == c.runs - 1) nvtxRangePop();
+        if (run == c->runs - 1) nvtxRangePop();
 #endif
         dist_barrier();
-        if (run >= 0) run_seconds[run] = dist_time() - t0;
+        if (run >= 0) b->run_seconds[run] = dist_time() - t0;
     }
-    qsort(run_seconds, (size_t)c.runs, sizeof(double), compare_double);
-    double median = run_seconds[c.runs / 2];
-    if (c.runs % 2 == 0) median = 0.5 * (run_seconds[c.runs / 2 - 1] + median);
-    double images_per_s = (double)d.world * c.batch * c.steps / median;
+    qsort(b->run_seconds, (size_t)c->runs, sizeof(double), compare_double);
+    b->median = b->run_seconds[c->runs / 2];
+    if (c->runs % 2 == 0) b->median = 0.5 * (b->run_seconds[c->runs / 2 - 1] + b->median);
+}
 
+/* Rank 0, CPU: the peaks, then per layer the mean forward and backward time per step, GFLOP/s
+ * and share of the per-rank peak; step: seconds of one step. */
+static void print_layers(const struct bench *b, double step) {
+    const struct bench_config *c = &b->c;
+    const struct model *m = &b->m;
+    printf("FP32 FMA peak measured here (GFLOP/s):");
+    for (int i = 0; i < 3; i++)
+        if (b->peak_one[i] > 0)
+            printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], b->peak_one[i], b->peak_all[i],
+                   b->d.world, b->threads);
+    if (b->bf16_one > 0)
+        printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)",
+               kernels_cpu_bf16_isa(), b->bf16_one, b->bf16_all, b->d.world, b->threads);
+    printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c->runs, c->steps);
+    printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
+           "GFLOP/s", "peak");
+    double nsteps = (double)c->runs * c->steps, total = 0.0;
+    for (int i = 0; i < m->nlayers; i++) {
+        char name[64];
+        model_layer_describe(m, i, name, sizeof name);
+        printf("%-3d %-24s", i, name);
+        for (int pass = 0; pass < 2; pass++) {
+            double sec = m->layers[i].seconds[pass] / nsteps, f = model_layer_flops(m, i, c->batch, pass);
+            total += sec;
+            if (f > 0)
+                printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
+                       100.0 * f / sec * 1e-9 / (b->peak / b->d.world));
+            else printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
+        }
+        printf("\n");
+    }
+    printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n", 1e3 * total,
+           1e3 * step, 1e3 * (step - total));
+}
+
+/* Rank 0: the report, ending with the machine-readable "result:" line; rss_max: MB. */
+static void report(const struct bench *b, double rss_max) {
+    const struct bench_config *c = &b->c;
+    int world = b->d.world;
+    double images = (double)world * c->batch * c->steps, step = b->median / c->steps, flops = 0.0;
+    for (int i = 0; i < b->m.nlayers; i++)
+        flops += model_layer_flops(&b->m, i, c->batch, 0) + model_layer_flops(&b->m, i, c->batch, 1);
+    double gflops = flops * world / step * 1e-9, images_per_s = images / b->median;
+    printf("cifar10-bench %s: %s, %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
+           CIFAR10_DP_VERSION, c->model, world, b->threads, c->batch, b->k->name, b->isa);
+    printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(b->grads)),
+           dist_grads_buckets(b->grads));
+    if (b->on_cpu) print_layers(b, step);
+    else
+        printf("whole step %.2f ms (input upload and preparation, forward, backward, allreduce, SGD)\n",
+               1e3 * step);
+    printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s, c->runs,
+           images / b->run_seconds[c->runs - 1], images / b->run_seconds[0]);
+    if (b->on_cpu)
+        printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s %s peak (%.1f)\n",
+               flops / c->batch * 1e-9, gflops, 100.0 * gflops / b->peak, b->isa,
+               b->bf16 && b->bf16_all > 0 ? "bf16" : "FMA", b->peak);
+    else
+        printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c->batch * 1e-9,
+               gflops, world);
+    printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
+    printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d device=%s isa=%s peak_gflops=%.1f "
+           "fraction_of_peak=%.3f rss_mb=%.0f\n",
+           images_per_s, world, b->threads, c->batch, b->k->name, b->isa, b->peak,
+           b->on_cpu ? gflops / b->peak : 0.0, rss_max);
+}
+
+/* MPI, the flags, the threads and the device (exits on bad flags; returns 0 after --help). */
+static int bench_start(struct bench *b, int argc, char **argv) {
+    struct cpus cpus;
+    cpus_detect(&cpus);
+    dist_init(&argc, &argv, cpus.mask_id, &b->d);
+    struct err e = {0};
+    int rc = parse(argc, argv, &b->c, b->d.rank, &e);
+    if (rc < 0) return 0;
+    dist_agree(rc, e.msg);
+    int sharing = b->d.local_same_mask > 0 ? b->d.local_same_mask : 1;
+    b->threads = b->c.threads ? b->c.threads : cpus.usable / sharing;
+    if (b->threads < 1) b->threads = 1;
+    omp_set_num_threads(b->threads);
+    char device[512];
+    b->k = device_select(b->c.device, b->c.precision, 1, b->d.local_rank, device, sizeof device, &e);
+    dist_agree(b->k ? 0 : 1, e.msg);
+    dist_print_all(device);
+    /* The same answer on every rank (the peak measurement is collective). */
+    b->on_cpu = dist_max_double(b->k->host ? 0.0 : 1.0) == 0.0;
+    b->bf16 = strcmp(b->k->name, "cpu-bf16") == 0;
+    b->isa = b->bf16 ? kernels_cpu_bf16_isa() : kernels_cpu_isa();
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    err_set_progname("cifar10-bench");
+    struct bench b = {0};
+    if (!bench_start(&b, argc, argv)) {
+        dist_finalize();
+        return 0;
+    }
+    const struct bench_config *c = &b.c;
+    measure_peaks(&b);
+    model_init(&b.m, net_find(c->model), b.k, c->batch, 1);
+    if (c->first_bias_stopped) stop_first_bias(&b.m, c->model);
+    b.grads = dist_grads_attach(&b.m, (size_t)(c->bucket_mb * 1048576.0), !b.on_cpu);
+    batches_init(&b.q, b.k, c->batch);
+    fill_random(&b.q, c->batch, b.m.net->classes, b.d.rank);
+    time_runs(&b);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_max = dist_max_double((double)ru.ru_maxrss / 1024.0); /* ru_maxrss: KiB */
-
-    if (d.rank == 0) {
-        printf(
-            "cifar10-bench %s: %s, %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
-            CIFAR10_DP_VERSION, c.model, d.world, threads, c.batch, k->name, isa);
-        printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(grads)),
-               dist_grads_buckets(grads));
-        double nsteps = (double)c.runs * c.steps, total = 0.0, flops = 0.0, step = median / c.steps;
-        for (int i = 0; i < m.nlayers; i++)
-            flops += model_layer_flops(&m, i, c.batch, 0) + model_layer_flops(&m, i, c.batch, 1);
-        double gflops = flops * d.world / step * 1e-9;
-        if (on_cpu) {
-            printf("FP32 FMA peak measured here (GFLOP/s):");
-            for (int i = 0; i < 3; i++)
-                if (peak_one[i] > 0)
-                    printf("  %s %.1f (1 thread) / %.1f (%d x %d threads)", isas[i], peak_one[i], peak_all[i],
-                           d.world, threads);
-            if (bf16_one > 0)
-                printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)",
-                       kernels_cpu_bf16_isa(), bf16_one, bf16_all, d.world, threads);
-            printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c.runs, c.steps);
-            printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak",
-                   "bwd ms", "GFLOP/s", "peak");
-            for (int i = 0; i < m.nlayers; i++) {
-                char name[64];
-                model_layer_describe(&m, i, name, sizeof name);
-                printf("%-3d %-24s", i, name);
-                for (int pass = 0; pass < 2; pass++) {
-                    double sec = m.layers[i].seconds[pass] / nsteps;
-                    double f = model_layer_flops(&m, i, c.batch, pass);
-                    total += sec;
-                    if (f > 0)
-                        printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
-                               100.0 * f / sec * 1e-9 / (peak / d.world));
-                    else printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
-                }
-                printf("\n");
-            }
-            printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n",
-                   1e3 * total, 1e3 * step, 1e3 * (step - total));
-        } else {
-            printf("whole step %.2f ms (input upload and preparation, forward, backward, allreduce, SGD)\n",
-                   1e3 * step);
-        }
-        printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s, c.runs,
-               (double)d.world * c.batch * c.steps / run_seconds[c.runs - 1],
-               (double)d.world * c.batch * c.steps / run_seconds[0]);
-        if (on_cpu)
-            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s %s peak (%.1f)\n",
-                   flops / c.batch * 1e-9, gflops, 100.0 * gflops / peak, isa,
-                   bf16 && bf16_all > 0 ? "bf16" : "FMA", peak);
-        else
-            printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c.batch * 1e-9,
-                   gflops, d.world);
-        printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
-        printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d device=%s isa=%s peak_gflops=%.1f "
-               "fraction_of_peak=%.3f rss_mb=%.0f\n",
-               images_per_s, d.world, threads, c.batch, k->name, isa, peak, on_cpu ? gflops / peak : 0.0,
-               rss_max);
-    }
-    free(run_seconds);
-    dist_grads_free(grads);
-    batches_free(&q);
-    model_free(&m);
+    if (b.d.rank == 0) report(&b, rss_max);
+    free(b.run_seconds);
+    dist_grads_free(b.grads);
+    batches_free(&b.q);
+    model_free(&b.m);
     dist_finalize();
-    k->shutdown(); /* last, after MPI_Finalize: see kernels.h */
+    b.k->shutdown(); /* last, after MPI_Finalize: see kernels.h */
     return 0;
 }
