@@ -21,22 +21,38 @@ export ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1:abort_on_error=0
 export LSAN_OPTIONS=suppressions=$SRC/tests/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 reports() { grep -cE '^==[0-9]+==ERROR|runtime error:' "$1"; }
-# clean DESCRIPTION COMMAND...: COMMAND exits 0 and no sanitizer reported anything.
+# verdict DESCRIPTION LOG RC: RC is 0 and no sanitizer reported anything in LOG.
+verdict() {
+  if [[ $3 == 0 && $(reports "$2") == 0 ]]; then pass; else fail "$1: exit $3; $(grep -m3 -E 'ERROR|runtime error|FAIL' "$2")"; fi
+}
+# clean DESCRIPTION COMMAND...: runs COMMAND, then its verdict.
 clean() {
   local what=$1 log
   shift
   log=$T/log.$((passed + failed))
   "$@" >"$log" 2>&1
-  local rc=$?
-  if [[ $rc == 0 && $(reports "$log") == 0 ]]; then pass; else fail "$what: exit $rc; $(grep -m3 -E 'ERROR|runtime error|FAIL' "$log")"; fi
+  verdict "$what" "$log" $?
 }
 
-for t in test_data test_checkpoint test_whiten test_ops test_staged test_dist; do
-  clean "$t" "$BIN/tests/$t"
-done
-ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 clean "test_model (no leak check: see the top)" "$BIN/tests/test_model"
-clean "test_dist, mpirun -np 2" mpirun -np 2 "$BIN/tests/test_dist"
-clean "test_staged, mpirun -np 2" mpirun -np 2 "$BIN/tests/test_staged"
+# The C test programs run in a lane of their own beside the programs' runs below (one core each
+# most of the time); their verdicts come at the end, in this order.
+LANE=(test_data test_checkpoint test_whiten test_ops test_staged test_dist "test_model (no leak check: see the top)"
+  "test_dist, mpirun -np 2" "test_staged, mpirun -np 2")
+lane_run() { # lane_run I COMMAND...: output in $T/lane.I, exit status in $T/lane.I.rc
+  local i=$1
+  shift
+  "$@" >"$T/lane.$i" 2>&1
+  echo $? >"$T/lane.$i.rc"
+}
+lane() {
+  local i
+  for i in 0 1 2 3 4 5; do lane_run $i "$BIN/tests/${LANE[$i]}"; done
+  ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 lane_run 6 "$BIN/tests/test_model"
+  lane_run 7 mpirun -np 2 "$BIN/tests/test_dist"
+  lane_run 8 mpirun -np 2 "$BIN/tests/test_staged"
+}
+lane &
+lane_pid=$!
 
 D=$T/data
 "$BIN/tests/make_synthetic" "$D" 80 50 >/dev/null || exit 1
@@ -53,4 +69,8 @@ clean "training resumed mid-epoch to the end (TTA, model file)" "${TRAIN[@]}"
 check "the resumed run started mid-epoch" grep -q "steps of epoch 2 done" "$T/log.$((passed + failed - 1))"
 clean "cifar10-test" "$BIN/cifar10-test" --model-file "$T/m.safetensors" "$D"
 clean "cifar10-bench, 2 steps" "$BIN/cifar10-bench" --model airbench94 --batch-size 32 --threads 1 --warmup 1 --steps 1 --runs 2
+wait "$lane_pid"
+for i in "${!LANE[@]}"; do
+  verdict "${LANE[$i]}" "$T/lane.$i" "$(cat "$T/lane.$i.rc" 2>/dev/null || echo "none (the lane ended early)")"
+done
 summary sanitize
