@@ -198,7 +198,8 @@ $(LIB): $(LIB_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 LINK = @echo "  LINK  $@"; $(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-$(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/train_options.o $(BUILD)/app/train_state.o $(BUILD)/dist/dist.o $(LIB)
+$(BUILD)/cifar10-train: $(BUILD)/app/train.o $(BUILD)/app/trainer.o $(BUILD)/app/train_options.o \
+                         $(BUILD)/app/train_state.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)

@@ -24,40 +24,6 @@
 
 #define EXIT_INTERRUPTED 4
 
-/* The signal (SIGTERM, SIGINT, SIGUSR1) that asked this process to stop, 0 while none has:
- * written by the handler, read before each step. A global because a signal handler can reach
- * nothing else. SIGUSR1 because mpirun forwards it to every rank at once, while it answers its
- * own SIGTERM by sending the ranks SIGCONT, then SIGTERM odls_base_sigkill_timeout seconds later
- * and SIGKILL as many seconds after that (Open MPI 4.1, measured). */
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-/* From here on SIGTERM, SIGINT and SIGUSR1 ask for a stop at a step boundary (train_epoch)
- * rather than ending the process. SA_RESTART: a signal in the middle of a file write restarts
- * the call. */
-static void catch_stop_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    CHECK(sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 &&
-          sigaction(SIGUSR1, &sa, NULL) == 0);
-}
-
-/* The default checkpoint and metrics files beside the model file: M.safetensors gives
- * M`tag``ext`, any other name N gives N`tag`. */
-static char *beside_model(const char *model_file, const char *tag, const char *ext) {
-    const char *st = ".safetensors";
-    size_t n = strlen(model_file), sl = strlen(st), size = n + strlen(tag) + strlen(ext) + 1;
-    char *p = XALLOC(size);
-    if (n > sl && strcmp(model_file + n - sl, st) == 0)
-        snprintf(p, size, "%.*s%s%s", (int)(n - sl), model_file, tag, ext);
-    else snprintf(p, size, "%s%s", model_file, tag);
-    return p;
-}
-
 static void format_duration(double s, char *out, size_t n) {
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(out, n, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
@@ -171,7 +137,7 @@ static int train_epoch(struct trainer *t, int epoch) {
     if (p->step_in_epoch < steps) submit_step(t, epoch, p->step_in_epoch);
     for (int step = p->step_in_epoch; step < steps; step++) {
         double t0 = dist_time();
-        dist_grads_signal(t->grads, stop_signal != 0, checkpoint_due(t));
+        dist_grads_signal(t->grads, trainer_stop_signal() != 0, checkpoint_due(t));
         struct model_input in;
         int slot = batches_take(&t->batches, &in);
         model_forward_backward(&t->m, &in);
@@ -216,122 +182,6 @@ static double test_accuracy(struct trainer *t, int tta) {
     for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
     dist_allreduce_sum_double(&right, 1);
     return 100.0 * right / test->n;
-}
-
-/* The per-rank batch and the run's length from the data and the rank count; exits (all ranks
- * agree) when they do not fit. */
-static void plan_steps(struct trainer *t) {
-    const struct train_config *c = &t->c;
-    struct err e = {""};
-    int bad = 0;
-    t->batch = c->batch_scope == BATCH_GLOBAL ? c->batch_size / t->d.world : c->batch_size;
-    if (c->batch_scope == BATCH_GLOBAL && c->batch_size % t->d.world != 0)
-        bad = 2, err_set(&e, "--batch-size %d (the global batch of %s) does not split evenly over %d ranks",
-                         c->batch_size, c->model, t->d.world);
-    else if (c->units == UNITS_AIRBENCH && c->momentum >= 1.0)
-        bad = 2,
-        err_set(&e, "--momentum %g: %s's learning-rate units need a momentum below 1", c->momentum, c->model);
-    dist_agree(bad, e.msg);
-    t->global_batch = t->d.world * t->batch;
-    t->steps = shard_steps(t->data.train.n, t->d.world, t->batch);
-    if (t->steps == 0)
-        snprintf(e.msg, sizeof e.msg, "%s: %d training images, fewer than one global batch (%d ranks x %d)",
-                 t->data.source, t->data.train.n, t->d.world, t->batch);
-    dist_agree(t->steps == 0 ? 1 : 0, e.msg);
-    t->total_steps = (long)ceil(t->steps * c->epochs - 1e-9);
-    if (t->total_steps < 1) t->total_steps = 1;
-    t->epochs = (int)((t->total_steps + t->steps - 1) / t->steps);
-    if (t->d.rank == 0)
-        printf(
-            "data: %s: %d training images, %d test images; %d steps per epoch of %d images (%d ranks x %d), "
-            "%d dropped per epoch\n",
-            t->data.source, t->data.train.n, t->data.test.n, t->steps, t->global_batch, t->d.world, t->batch,
-            t->data.train.n - t->steps * t->global_batch);
-}
-
-/* Flags, data, model: everything before the first step. Exits on errors (all ranks agree). */
-static void trainer_init(struct trainer *t, int argc, char **argv) {
-    memset(t, 0, sizeof *t);
-    cpus_detect(&t->cpus);
-    dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
-    catch_stop_signals();
-    dist_stop_flag(&stop_signal);
-    struct err e = {""};
-    int status = train_options_parse(argc, argv, &t->c, t->d.rank, &e);
-    if (status == -1) { /* --help, --version */
-        dist_finalize();
-        exit(0);
-    }
-    if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
-    dist_agree(status, e.msg);
-    const struct train_config *c = &t->c;
-    if (c->collective_timeout > 0) dist_timeout_fixed(c->collective_timeout);
-    t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file)
-                                            : beside_model(c->model_file, ".checkpoint", ".safetensors");
-    t->metrics_file =
-        c->metrics_file ? strdup(c->metrics_file) : beside_model(c->model_file, ".metrics.jsonl", "");
-    t->threads =
-        c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
-    if (t->threads < 1) t->threads = 1;
-    omp_set_num_threads(t->threads);
-    const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank,
-                                            t->device, sizeof t->device, &e);
-    dist_agree(k ? 0 : 1, e.msg);
-    if (t->d.rank == 0) {
-        char quota[32] = "none";
-        if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
-        printf(
-            "cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
-            "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
-            CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
-            t->cpus.affinity, quota, t->d.local_same_mask, kernels_cpu_isa(),
-            kernels_cpu_bf16_vector() ? kernels_cpu_bf16_isa() : "none");
-    }
-    dist_print_all(t->device);
-    if (t->d.rank == 0) printf("reading %s\n", c->data);
-    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval || c->tta ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e)
-                 ? 1
-                 : 0;
-    dist_agree(status, e.msg);
-    plan_steps(t);
-    const struct net_def *net = net_find(c->model);
-    CHECK(net && net->classes == CIFAR_CLASSES); /* parse_model names a known network */
-    model_init(&t->m, net, k, t->batch, c->seed);
-    batches_init(&t->batches, k, t->batch);
-    t->m.label_smoothing = (float)c->label_smoothing;
-    t->m.loss_reduction = c->loss;
-    t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), !k->host);
-    if (t->d.rank == 0) {
-        printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
-        if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
-            if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
-            else printf(", one allreduce after backward");
-        }
-        printf("\n");
-    }
-    t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));
-    t->buffer_sums = XALLOC((t->m.nbuffers ? t->m.nbuffers : 1) * sizeof(float));
-    snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
-    t->info.steps_per_epoch = t->steps;
-    struct strbuf cfg = {0};
-    config_to_json(c, &cfg);
-    CHECK(cfg.len < sizeof t->info.config);
-    memcpy(t->info.config, cfg.s, cfg.len + 1);
-    strbuf_free(&cfg);
-    t->pred = XALLOC((size_t)t->batch * sizeof(int));
-    t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
-}
-
-static void trainer_free(struct trainer *t) {
-    free(t->pred), free(t->perm), free(t->checkpoint_file), free(t->metrics_file);
-    metrics_close(&t->metrics);
-    tensorboard_close(&t->tb);
-    dist_grads_free(t->grads);
-    checkpoint_state_free(&t->h);
-    free(t->buffer_sums);
-    batches_free(&t->batches);
-    model_free(&t->m);
-    cifar_free(&t->data);
 }
 
 /* Before `epoch`: a first-layer bias past its epochs stops training (requires_grad = False). */

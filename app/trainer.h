@@ -1,6 +1,7 @@
-/* One cifar10-train process's state (struct trainer), and the part of its life that keeps the
- * ranks' model states in step: the fresh start or resume decided by rank 0 and broadcast, the
- * averaging of the ranks' running statistics, and writing the model and checkpoint files. */
+/* One cifar10-train process's state (struct trainer) and its life outside the training loop
+ * (train.c): its setup and release (trainer.c); keeping the ranks' model states in step: the
+ * fresh start or resume decided by rank 0 and broadcast, the averaging of the ranks' running
+ * statistics, and writing the model and checkpoint files (train_state.c). */
 #ifndef APP_TRAINER_H
 #define APP_TRAINER_H
 
@@ -42,6 +43,17 @@ struct trainer {
     int *pred;                /* [batch] */
     int *perm;                /* [train.n] this epoch's order */
 };
+
+/* Everything before the first step: the stop signals (SIGTERM, SIGINT, SIGUSR1 then ask for a
+ * stop at a step boundary instead of ending the process), MPI, the flags, threads, device,
+ * data, the run's plan (per-rank batch, steps), the model, its batches and the gradient
+ * reduction; rank 0 logs each. Exits on errors (all ranks agree), and with 0 after --help or
+ * --version. trainer_free releases it all. */
+void trainer_init(struct trainer *t, int argc, char **argv);
+void trainer_free(struct trainer *t);
+
+/* The stop signal this process has received, 0 while none has. */
+int trainer_stop_signal(void);
 
 /* Fresh start or resume, decided by rank 0 (--resume; the checkpoint's settings must match
  * c's; a fresh start computes the whitening filter), then every rank holds rank 0's state, and
