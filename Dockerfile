@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The cifar10-dp image: mpi-operator v2 launcher and workers, the data-prep Job and the test Job.
 #
 #   docker build -t cifar10-dp:cpu .                          CPU flavour (Debian 12 slim)
@@ -35,12 +34,14 @@ FROM runtime-${FLAVOUR}
 # openmpi-bin brings libopenmpi3 and the ssh client; libgomp1, zlib1g and IMAGE_LIBS are the
 # binaries' other libraries; curl and ca-certificates are get-data.sh's download; dumb-init is
 # the launcher's PID 1 (it turns the pod's SIGTERM into the SIGUSR1 mpirun forwards) and procps
-# the workers' preStop hook (pkill, pgrep): see k8s/base/train/mpijob.yaml.
+# the workers' preStop hook (pkill, pgrep): see k8s/base/train/mpijob.yaml. Installing
+# openssh-server generates host keys, which every container of the image would share: they go
+# (sshd uses the mounted job key as its host key, k8s/image/sshd_config).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       openmpi-bin libgomp1 zlib1g $IMAGE_LIBS openssh-server openssh-client curl ca-certificates \
       dumb-init procps \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*
 # uid 1000 is taken by "ubuntu" in the Ubuntu 24.04 base images.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel -r ubuntu; fi \
  && useradd --create-home --uid 1000 --shell /bin/bash mpiuser \

@@ -32,6 +32,7 @@ check "build stage: install-deps.sh, then make (got: ${build_runs[*]})" \
   test "${#build_runs[@]}" = 2 -a "${build_runs[0]}" = "scripts/install-deps.sh" -a "${build_runs[1]%% *}" = make
 check ".ci/run runs the same install script and make" grep -qx 'scripts/install-deps.sh --test' "$SRC/.ci/run"
 check ".ci/run runs make test" grep -qx 'make test' "$SRC/.ci/run"
+check ".ci/run builds and checks the image (scripts/image-test.sh)" grep -qx 'scripts/image-test.sh' "$SRC/.ci/run"
 cpu_flags=$(stage build-cpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
 check "the CPU flavour builds with CUDA=0" test "$cpu_flags" = "CUDA=0"
 gpu_flags=$(stage build-gpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
@@ -102,6 +103,13 @@ for p in gcc cpp make build-essential libc6-dev; do
 done
 check "runtime installs no -dev package" bash -c "! printf '%s\n' \"\$@\" | grep -q -- '-dev$'" _ "${pkgs[@]}"
 check "runtime copies no key" bash -c "! grep -qiE 'id_rsa|id_ecdsa|\.pem|ssh_host_' <<<\"\$0\"" "$(grep '^COPY' <<<"$final")"
+# openssh-server's postinst generates host keys; the install's RUN must remove them (the built
+# image's own check: scripts/image-test.sh).
+keys_run=$(grep -m1 '^RUN .*openssh-server' <<<"$final")
+check "runtime removes the host keys openssh-server generates, in the same RUN" \
+  grep -q 'rm -rf .*/etc/ssh/ssh_host_\*' <<<"$keys_run"
+check "no '# syntax=' directive (BuildKit would fetch a frontend image: offline builds fail)" \
+  bash -c "! grep -qiE '^# *syntax *=' '$SRC/Dockerfile'"
 check "runtime runs as uid 1000" grep -qx "USER 1000" <<<"$final"
 check "runtime turns off CMA single-copy (no ptrace in pods)" grep -qx "ENV OMPI_MCA_btl_vader_single_copy_mechanism=none" <<<"$final"
 check ".dockerignore keeps .git and build outputs out" bash -c "grep -qx .git '$SRC/.dockerignore' && grep -qx build '$SRC/.dockerignore'"
