@@ -142,7 +142,7 @@ check "cifar10-test on its model" "${P[@]}" run --rm --network none -v "$W/efs:/
 mkdir -p "$W/ssh"
 ssh-keygen -q -t rsa -b 3072 -N '' -f "$W/ssh/id_rsa" && cp "$W/ssh/id_rsa.pub" "$W/ssh/authorized_keys"
 chmod 755 "$W/ssh" && chmod 644 "$W/ssh/"*
-"${P[@]}" network create "$NET" >/dev/null
+"${P[@]}" network create --disable-dns "$NET" >/dev/null
 "${P[@]}" run -d --name c10-worker --hostname worker --network "$NET" -v "$W/ssh:/home/mpiuser/.ssh:ro" \
   -v "$W/efs:/efs" "$TAG" /usr/sbin/sshd -De -f /home/mpiuser/.sshd_config >/dev/null 2>&1
 for _ in $(seq 100); do
