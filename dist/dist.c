@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Checked MPI call: MPI's default handler already aborts the job on errors; this catches the
@@ -84,6 +85,16 @@ static void check_wait(const char *what, double waited) {
     _exit(DIST_EXIT_TIMEOUT);
 }
 
+/* Between two polls of a wait that has gone on for `waited` seconds (see DIST_SPIN_SECONDS). */
+static void wait_pause(double waited) {
+    if (waited < DIST_SPIN_SECONDS) {
+        sched_yield();
+        return;
+    }
+    struct timespec pause = {0, DIST_POLL_SLEEP_NS};
+    nanosleep(&pause, NULL);
+}
+
 /* Waits for the n requests, MPI progressing them, for at most the deadline; past it, one line
  * naming the rank, the last step and `what`, and the process exits (mpirun then ends the job):
  * a rank, host or link that is gone can leave a collective waiting forever. */
@@ -93,8 +104,9 @@ static void wait_all(int n, MPI_Request *req, const char *what) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        check_wait(what, MPI_Wtime() - start);
-        sched_yield();
+        double waited = MPI_Wtime() - start;
+        check_wait(what, waited);
+        wait_pause(waited);
     }
 }
 
@@ -311,8 +323,9 @@ static void buckets_complete(struct dist_grads *g, int block) {
     for (;;) {
         MPI_CHECK(MPI_Testsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
         if (!block || (n != MPI_UNDEFINED && n > 0)) break;
-        bucket_check_wait(g, MPI_Wtime() - start);
-        sched_yield();
+        double waited = MPI_Wtime() - start;
+        bucket_check_wait(g, waited);
+        wait_pause(waited);
     }
     for (int j = 0; n != MPI_UNDEFINED && j < n; j++) bucket_reduced(g, done[j]);
 }

@@ -59,6 +59,13 @@ void dist_timeout_step(long global_step, double step_seconds);
  * step) stay well under it. */
 #define DIST_STALL_STOP 10.0
 void dist_stop_flag(volatile sig_atomic_t *flag);
+/* How a rank waits: it polls MPI (Open MPI progresses nonblocking collectives only inside MPI
+ * calls) and yields the core between polls for the first DIST_SPIN_SECONDS of a wait, where
+ * every healthy reduction ends; past that it sleeps DIST_POLL_SLEEP_NS between polls, so a rank
+ * waiting on a stalled peer or a cut link does not hold a core until the timeout (on a shared
+ * node, or beside the other ranks of its host). */
+#define DIST_SPIN_SECONDS  1.0
+#define DIST_POLL_SLEEP_NS 200000L
 
 /* Largest x over all ranks. */
 double dist_max_double(double x);
