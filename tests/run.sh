@@ -123,6 +123,7 @@ lane_join() {
     fi
     rm -rf "${lane_dirs[$i]}"
   done
+  lane_pids=() lane_dirs=() lane_names=()
 }
 
 # The light suites (one core at most, no time bounds, no files or ports shared with the others)
@@ -168,31 +169,37 @@ suite "staged allreduce, 1 process" "$B/tests/test_staged"
 suite "staged allreduce, mpirun -np 2" mpirun -np 2 "$B/tests/test_staged"
 suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
+# The rehearsal on three hosts waits out a 60 s collective timeout with the cores idle (the
+# waiting ranks sleep between polls), and its bounds (90 s, 30 s) are far above what load
+# changes: it runs beside the training suites, which have no time bounds, and ends before the
+# faults suite, whose time windows assume the same load throughout.
+hosts_lane() { suite "rehearse on three hosts (network namespaces)" tests/test_rehearse_hosts.sh; }
+lane_start "rehearse on three hosts" hosts_lane
 suite train tests/test_train.sh
 tensorboard_ready
 suite "airbench94 recipe" tests/test_recipe.sh
+lane_join
 suite "faults: signals, mid-epoch checkpoints, stalls" tests/test_faults.sh
+# The PyTorch references (no time bounds) run beside the local rehearsal (none either).
+torch_lane() {
+  if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+    # 8 steps: step 1 and 2 in full, then teacher-forced losses
+    suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn 8
+    suite "pytorch reference, test-net" torch_reference test-net
+    # 14 steps, 4 per epoch: lookahead after steps 5 and 10, the final one after 14, the bias stops at step 13, lr peak at step 4
+    suite "pytorch reference, test-net, airbench94 recipe" torch_recipe test-net 14 4 3
+    # 3 steps, 1 per epoch: the final lookahead after step 3, the bias stops at step 3; ~30 s on 2
+    # cores. The network's own step (loss, every gradient, the updated state) is checked here too,
+    # so airbench94 needs no run of its own with plain SGD (the workshop CNN and the test network
+    # cover that optimizer).
+    suite "pytorch reference, airbench94, airbench94 recipe" torch_recipe airbench94 3 1 2
+    suite "airbench94 in pytorch (scripts/airbench_torch.py)" env PY="$PY" tests/test_airbench_torch.sh
+  else
+    echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
+  fi
+}
+lane_start "pytorch references" torch_lane
 suite rehearse tests/test_rehearse.sh
-# The rehearsal on three hosts waits out a 60 s collective timeout with the cores mostly idle,
-# and its bounds (90 s, 30 s) are far above what load changes: it runs beside the PyTorch
-# references, which have no time bounds.
-hosts_lane() { suite "rehearse on three hosts (network namespaces)" tests/test_rehearse_hosts.sh; }
-lane_start "rehearse on three hosts" hosts_lane
-if "$PY" -c 'import torch, numpy' 2>/dev/null; then
-  # 8 steps: step 1 and 2 in full, then teacher-forced losses
-  suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn 8
-  suite "pytorch reference, test-net" torch_reference test-net
-  # 14 steps, 4 per epoch: lookahead after steps 5 and 10, the final one after 14, the bias stops at step 13, lr peak at step 4
-  suite "pytorch reference, test-net, airbench94 recipe" torch_recipe test-net 14 4 3
-  # 3 steps, 1 per epoch: the final lookahead after step 3, the bias stops at step 3; ~30 s on 2
-  # cores. The network's own step (loss, every gradient, the updated state) is checked here too,
-  # so airbench94 needs no run of its own with plain SGD (the workshop CNN and the test network
-  # cover that optimizer).
-  suite "pytorch reference, airbench94, airbench94 recipe" torch_recipe airbench94 3 1 2
-  suite "airbench94 in pytorch (scripts/airbench_torch.py)" env PY="$PY" tests/test_airbench_torch.sh
-else
-  echo "== pytorch reference: skipped: $PY cannot import torch and numpy (scripts/install-deps.sh --test installs python3-torch)"
-fi
 lane_join
 ((${#bad_suites[@]} == 0)) || echo "failing suites: ${bad_suites[*]}"
 echo "tests: $passed passed, $failed failed"

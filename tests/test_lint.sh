@@ -2,30 +2,36 @@
 # Static checks: every C, header and CUDA file as .clang-format lays it out (clang-format 14,
 # Debian 12's: other versions lay out a few constructs differently; `make format` applies it),
 # yamllint on k8s/ (settings in .yamllint), and ShellCheck on every shell script (settings in
-# .shellcheckrc). One check per file.
+# .shellcheckrc). One check per file; each tool runs once per file.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC" || exit 1
+# lint TOOL FILE COMMAND...: one check, passing when COMMAND succeeds; its first lines on failure.
+lint() {
+  local out status
+  out=$("${@:3}" 2>&1)
+  status=$?
+  if ((status == 0)); then pass; else fail "$1 $2: $(head -n 5 <<<"$out")"; fi
+}
 CLANG_FORMAT=$(command -v clang-format-14 || command -v clang-format || true)
 if [[ -n $CLANG_FORMAT ]] && "$CLANG_FORMAT" --version | grep -q "version 14\."; then
   while IFS= read -r f; do
-    check "clang-format $f: $("$CLANG_FORMAT" --dry-run "$f" 2>&1 | head -n 3)" \
-      "$CLANG_FORMAT" --dry-run --Werror "$f"
+    lint clang-format "$f" "$CLANG_FORMAT" --dry-run --Werror "$f"
   done < <(git ls-files '*.c' '*.h' '*.cu' 2>/dev/null || find . -name '*.[ch]' -o -name '*.cu')
 else
   fail "clang-format 14 is not installed (scripts/install-deps.sh --test installs it)"
 fi
 if command -v yamllint >/dev/null; then
   while IFS= read -r -d '' f; do
-    check "yamllint $f: $(yamllint -c .yamllint -f parsable "$f" | head -n 3)" yamllint -c .yamllint -s "$f"
+    lint yamllint "$f" yamllint -c .yamllint -f parsable -s "$f"
   done < <(find k8s .yamllint -name '*.yaml' -print0 -o -name .yamllint -print0)
 else
   fail "yamllint is not installed (scripts/install-deps.sh --test installs it)"
 fi
 if command -v shellcheck >/dev/null; then
   while IFS= read -r -d '' f; do
-    check "shellcheck $f: $(shellcheck "$f" 2>&1 | head -n 5)" shellcheck "$f"
+    lint shellcheck "$f" shellcheck "$f"
   done < <(find scripts tests .ci -type f \( -name '*.sh' -o -name run -o -name fake-cli \) -print0)
 else
   fail "shellcheck is not installed (scripts/install-deps.sh --test installs it)"
