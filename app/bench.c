@@ -6,9 +6,11 @@
  * MPI_Allreduce of the gradients, SGD update) on random images, after warm-up, and prints the
  * median throughput of several runs, a per-layer breakdown with achieved GFLOP/s, the machine's
  * FP32 FMA peak measured here per instruction set, and peak resident memory. The last line is
- * machine-readable ("result: key=value ...") for scripts/bench.sh. On CUDA, kernels run
- * asynchronously, so the per-layer table (host clock) is left out; the step time includes the
- * input upload and pipeline exactly as in training. */
+ * machine-readable ("result: key=value ...") for scripts/bench.sh. The per-layer times are
+ * timer marks on the compute queue (model_timing): on the CPU the timed runs carry them; on a
+ * GPU, where reading a step's marks waits for it, as many steps again are timed one at a time
+ * after the timed runs, so the throughput stays that of the pipelined steps. The step time
+ * includes the input upload and pipeline exactly as in training. */
 #include "../common/cpus.h"
 #include "../common/err.h"
 #include "../common/rng.h"
@@ -240,14 +242,17 @@ static void train_step(struct bench *b) {
     model_sgd_step(&b->m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)b->d.world);
 }
 
+static void zero_layer_times(struct model *m) {
+    for (int i = 0; i < m->nlayers; i++) m->layers[i].seconds[0] = m->layers[i].seconds[1] = 0.0;
+}
+
 /* The warm-up, then c.runs timed runs of c.steps steps: their seconds (sorted) and median;
- * the layers' clocks cover the timed runs only. */
+ * on the CPU, the layers' times of the timed runs too. */
 static void time_runs(struct bench *b) {
     const struct bench_config *c = &b->c;
     b->run_seconds = XALLOC((size_t)c->runs * sizeof(double));
     for (int run = -1; run < c->runs; run++) {
-        if (run == 0)
-            for (int i = 0; i < b->m.nlayers; i++) b->m.layers[i].seconds[0] = b->m.layers[i].seconds[1] = 0;
+        if (run == 0 && b->on_cpu) model_timing(&b->m, 1), zero_layer_times(&b->m);
         dist_barrier();
 #if CIFAR10_CUDA
         /* The last timed run as NVTX range "timed": what `ncu --nvtx --nvtx-include timed/`
@@ -255,7 +260,10 @@ static void time_runs(struct bench *b) {
         if (run == c->runs - 1) nvtxRangePushA("timed");
 #endif
         double t0 = dist_time();
-        for (int s = 0; s < (run < 0 ? c->warmup : c->steps); s++) train_step(b);
+        for (int s = 0; s < (run < 0 ? c->warmup : c->steps); s++) {
+            train_step(b);
+            if (b->m.marks[0]) model_timing_collect(&b->m);
+        }
         float sync[2];
         b->k->download(sync, b->m.params, sizeof sync); /* the device has finished the run */
 #if CIFAR10_CUDA
@@ -267,13 +275,36 @@ static void time_runs(struct bench *b) {
     qsort(b->run_seconds, (size_t)c->runs, sizeof(double), compare_double);
     b->median = b->run_seconds[c->runs / 2];
     if (c->runs % 2 == 0) b->median = 0.5 * (b->run_seconds[c->runs / 2 - 1] + b->median);
+    model_timing(&b->m, 0);
 }
 
-/* Rank 0, CPU: the peaks, then per layer the mean forward and backward time per step, GFLOP/s
- * and share of the per-rank peak; step: seconds of one step. */
-static void print_layers(const struct bench *b, double step) {
-    const struct bench_config *c = &b->c;
-    const struct model *m = &b->m;
+/* GPU: the layers' times of c.runs x c.steps further steps, each read before the next. */
+static void time_layers(struct bench *b) {
+    model_timing(&b->m, 1);
+    zero_layer_times(&b->m);
+    for (int s = 0; s < b->c.runs * b->c.steps; s++) {
+        train_step(b);
+        model_timing_collect(&b->m);
+    }
+    model_timing(&b->m, 0);
+}
+
+/* Rank 0: how each convolution runs each of its passes (the backend's words). */
+static void print_conv_methods(const struct model *m) {
+    static const enum conv_pass passes[] = {CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER};
+    static const char *const names[] = {"forward", "backward-data", "backward-filter"};
+    printf("\nconvolutions, how each pass runs\n");
+    for (int i = 0; i < m->nlayers; i++)
+        for (int p = 0; p < 3; p++) {
+            char layer[64], how[128];
+            if (!model_conv_describe(m, i, passes[p], how, sizeof how)) continue;
+            model_layer_describe(m, i, layer, sizeof layer);
+            printf("%-3d %-24s %-16s %s\n", i, layer, names[p], how);
+        }
+}
+
+/* Rank 0, CPU: the FMA and bf16 peaks measured. */
+static void print_peaks(const struct bench *b) {
     printf("FP32 FMA peak measured here (GFLOP/s):");
     for (int i = 0; i < 3; i++)
         if (b->peak_one[i] > 0)
@@ -282,7 +313,16 @@ static void print_layers(const struct bench *b, double step) {
     if (b->bf16_one > 0)
         printf("\nbf16 multiply-add peak (%s): %.1f (1 thread) / %.1f (%d x %d threads)",
                kernels_cpu_bf16_isa(), b->bf16_one, b->bf16_all, b->d.world, b->threads);
-    printf("\n\nper layer, rank 0, mean per step (%d runs x %d steps)\n", c->runs, c->steps);
+    printf("\n\n");
+}
+
+/* Rank 0: per layer the mean forward and backward time per step, GFLOP/s and (CPU) share of
+ * the per-rank peak; step: seconds of one step of the timed runs. */
+static void print_layers(const struct bench *b, double step) {
+    const struct bench_config *c = &b->c;
+    const struct model *m = &b->m;
+    printf("per layer, rank 0, mean per step (%d x %d steps%s)\n", c->runs, c->steps,
+           b->on_cpu ? "" : ", after the timed runs, one at a time");
     printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
            "GFLOP/s", "peak");
     double nsteps = (double)c->runs * c->steps, total = 0.0;
@@ -293,15 +333,22 @@ static void print_layers(const struct bench *b, double step) {
         for (int pass = 0; pass < 2; pass++) {
             double sec = m->layers[i].seconds[pass] / nsteps, f = model_layer_flops(m, i, c->batch, pass);
             total += sec;
-            if (f > 0)
+            if (f > 0 && b->peak > 0)
                 printf(" %9.2f %8.1f %5.1f%%", 1e3 * sec, f / sec * 1e-9,
                        100.0 * f / sec * 1e-9 / (b->peak / b->d.world));
+            else if (f > 0) printf(" %9.2f %8.1f %6s", 1e3 * sec, f / sec * 1e-9, "");
             else printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
         }
         printf("\n");
     }
-    printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n", 1e3 * total,
-           1e3 * step, 1e3 * (step - total));
+    if (b->on_cpu)
+        printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n",
+               1e3 * total, 1e3 * step, 1e3 * (step - total));
+    else
+        printf("layers total %.2f ms of GPU time; whole step %.2f ms in the timed runs (input, loss, "
+               "allreduce, SGD update, launch gaps: %.2f ms)\n",
+               1e3 * total, 1e3 * step, 1e3 * (step - total));
+    print_conv_methods(m);
 }
 
 /* Rank 0: the report, ending with the machine-readable "result:" line; rss_max: MB. */
@@ -316,10 +363,8 @@ static void report(const struct bench *b, double rss_max) {
            CIFAR10_DP_VERSION, c->model, world, b->threads, c->batch, b->k->name, b->isa);
     printf("gradients: %s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(b->grads)),
            dist_grads_buckets(b->grads));
-    if (b->on_cpu) print_layers(b, step);
-    else
-        printf("whole step %.2f ms (input upload and preparation, forward, backward, allreduce, SGD)\n",
-               1e3 * step);
+    if (b->on_cpu) print_peaks(b);
+    print_layers(b, step);
     printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s, c->runs,
            images / b->run_seconds[c->runs - 1], images / b->run_seconds[0]);
     if (b->on_cpu)
@@ -375,6 +420,7 @@ int main(int argc, char **argv) {
     batches_init(&b.q, b.k, c->batch);
     fill_random(&b.q, c->batch, b.m.net->classes, b.d.rank);
     time_runs(&b);
+    if (!b.on_cpu) time_layers(&b);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_max = dist_max_double((double)ru.ru_maxrss / 1024.0); /* ru_maxrss: KiB */

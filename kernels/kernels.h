@@ -71,6 +71,15 @@ struct kernels {
     int (*event_done)(struct kernels_event *e);
     /* Blocks until e is complete. */
     void (*event_wait)(struct kernels_event *e);
+    /* Timing marks on the compute queue (the per-layer times of cifar10-bench): timer_create
+     * makes an event that can be marked (freed by event_destroy); timer_mark records in it the
+     * point the compute queue has reached with the calls issued so far; timer_seconds is the
+     * time between two marks, waiting for the later one. The CPU's marks read the host clock
+     * (its ops have finished when they return); CUDA's are events timed by the GPU, so marking
+     * never waits and a mark costs a few microseconds of the host. */
+    struct kernels_event *(*timer_create)(void);
+    void (*timer_mark)(struct kernels_event *e);
+    double (*timer_seconds)(struct kernels_event *from, struct kernels_event *to);
 
     /* The input pipeline on the device: x[N][3][32][32] = crop/flip of img[N][3][32][32]
      * (uint8) by geom[N][3] = {dx, dy, flip} (int32; offsets 0..8 into the image padded by 4,
@@ -93,6 +102,12 @@ struct kernels {
      * ws_bytes that call is given. The CPU's size does not depend on passes. */
     size_t (*conv_workspace)(const struct conv_shape *s, unsigned passes);
     size_t (*linear_workspace)(int N, int I, int O);
+    /* How pass `pass` (one enum conv_pass) of shape s runs, in a few words for logs and
+     * benchmarks, given ws_bytes of scratch: the CPU's method ("Winograd F(4x4)", "im2col +
+     * GEMM"), cuDNN's algorithm, math and workspace ("IMPLICIT_PRECOMP_GEMM, tensor ops,
+     * 1.2 MiB"). On CUDA it plans the pass as an op would. */
+    void (*conv_describe)(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                          size_t size);
 
     /* The four ops below take scratch ws[ws_bytes] from alloc(). Enough is what conv_workspace
      * / linear_workspace say for the call's shape and passes. The CPU backend needs that much

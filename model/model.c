@@ -2,7 +2,6 @@
  * tensor table), forward and backward walk the plan with one switch over the layer kinds. */
 #include "model.h"
 
-#include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/rng.h"
 #include "../data/augment.h"
@@ -241,6 +240,7 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
 
 void model_free(struct model *m) {
     const struct kernels *k = m->k;
+    model_timing(m, 0);
     for (int i = 0; i < m->nlayers; i++)
         if (!props_of(&m->layers[i])->in_place) k->free(m->layers[i].act);
     void *bufs[] = {m->params,   m->grads,  m->momentum, m->buffers, m->input,
@@ -249,6 +249,37 @@ void model_free(struct model *m) {
     if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
     free(m->host_logits), free(m->layers), free(m->tensors);
     memset(m, 0, sizeof *m);
+}
+
+void model_timing(struct model *m, int on) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (on && !m->marks[pass]) {
+            m->marks[pass] = XALLOC((size_t)(m->nlayers + 1) * sizeof *m->marks[pass]);
+            for (int j = 0; j <= m->nlayers; j++) m->marks[pass][j] = m->k->timer_create();
+        } else if (!on && m->marks[pass]) {
+            for (int j = 0; j <= m->nlayers; j++) m->k->event_destroy(m->marks[pass][j]);
+            free(m->marks[pass]);
+            m->marks[pass] = NULL;
+        }
+    }
+}
+
+void model_timing_collect(struct model *m) {
+    CHECK(m->marks[0] && m->marks[1]);
+    const struct kernels *k = m->k;
+    for (int i = 0; i < m->nlayers; i++) {
+        m->layers[i].seconds[0] += k->timer_seconds(m->marks[0][i], m->marks[0][i + 1]);
+        if (i >= m->marks_lowest)
+            m->layers[i].seconds[1] += k->timer_seconds(m->marks[1][i + 1], m->marks[1][i]);
+    }
+}
+
+int model_conv_describe(const struct model *m, int i, enum conv_pass pass, char *buf, size_t size) {
+    const struct model_layer *L = &m->layers[i];
+    if (L->def->kind != LAYER_CONV || !(conv_passes(m, i) & pass)) return 0;
+    struct conv_shape s = conv_shape_of(L, m->max_batch);
+    m->k->conv_describe(&s, pass, m->ws_bytes, buf, size);
+    return 1;
 }
 
 void model_layer_describe(const struct model *m, int i, char *buf, size_t size) {
@@ -308,12 +339,17 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
     }
 }
 
+/* Timer mark j of pass (0 forward, 1 backward), while timing. */
+static void mark(struct model *m, int pass, int j) {
+    if (m->marks[pass]) m->k->timer_mark(m->marks[pass][j]);
+}
+
 static void forward(struct model *m, int n, int train) {
     const float *x = m->input;
+    mark(m, 0, 0);
     for (int i = 0; i < m->nlayers; i++) {
-        double t0 = clock_seconds();
         forward_layer(m, i, x, n, train);
-        m->layers[i].seconds[0] += clock_seconds() - t0;
+        mark(m, 0, i + 1);
         x = m->layers[i].act;
     }
 }
@@ -375,13 +411,14 @@ int model_forward_backward(struct model *m, const struct model_input *in) {
                        m->label_smoothing, m->loss_reduction);
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + MODEL_STATS);
     int lowest = lowest_trained(m);
+    mark(m, 1, m->nlayers);
+    m->marks_lowest = lowest;
     for (int i = m->nlayers - 1; i >= 0; i--) {
         struct model_layer *L = &m->layers[i];
         float *dx = i > lowest ? other : NULL; /* none for the images, nor where nothing below trains */
         if (i >= lowest) {
-            double t0 = clock_seconds();
             backward_layer(m, i, d, dx, n);
-            L->seconds[1] += clock_seconds() - t0;
+            mark(m, 1, i);
         }
         if (L->grads_begin != SIZE_MAX) { /* through the alignment padding up to ready_end */
             if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, L->grads_begin, ready_end);

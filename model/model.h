@@ -41,8 +41,8 @@ struct model_layer {
     size_t grads_begin;        /* first float of its trainable tensors in params; SIZE_MAX: none */
     size_t saved;              /* batch norm: offset of batch mean [C] then invstd [C] in bn_saved */
     float *act;                /* [max_batch][out]: its output; aliases the input when in place */
-    double seconds[2];         /* wall time in forward / backward since model_init (host clock
-                                * around each op call: exact for the synchronous CPU backend) */
+    double seconds[2];         /* forward / backward time of the steps model_timing_collect
+                                * added up (the caller zeroes it) */
 };
 
 /* Floats behind the gradients in m->grads: the (loss, correct count) of the last forward_backward,
@@ -85,6 +85,11 @@ struct model {
     enum xent_reduction loss_reduction;
     /* Lookahead averages of params [P] and buffers [S]; NULL until model_lookahead_init. */
     float *ema_params, *ema_buffers;
+    /* While timing (model_timing): timer marks around every layer's forward, [0][nlayers + 1],
+     * and backward, [1][nlayers + 1] (marked from nlayers down to marks_lowest, the lowest layer
+     * whose backward ran); NULL otherwise. */
+    struct kernels_event **marks[2];
+    int marks_lowest;
 };
 
 /* One optimizer step's settings: torch.optim.SGD (see struct kernels sgd_update) with the
@@ -141,5 +146,14 @@ void model_set_state(struct model *m, const float *params, const float *momentum
  * its forward (pass 0) or backward (pass 1) on n images; 0 for layers without a matrix product. */
 void model_layer_describe(const struct model *m, int i, char *buf, size_t size);
 double model_layer_flops(const struct model *m, int i, int n, int pass);
+/* How layer i's convolution runs pass `pass` (enum conv_pass) at max_batch (the backend's
+ * conv_describe): 1, or 0 when layer i is no convolution or never runs that pass. */
+int model_conv_describe(const struct model *m, int i, enum conv_pass pass, char *buf, size_t size);
+/* Per-layer times. model_timing(m, 1) marks the compute queue around every layer's forward and
+ * backward from then on (model_timing(m, 0) stops); model_timing_collect adds the last
+ * model_forward_backward's times to each layer's seconds[], waiting for that step to finish
+ * (on a GPU, a stall of the queue: collect outside the steps whose throughput counts). */
+void model_timing(struct model *m, int on);
+void model_timing_collect(struct model *m);
 
 #endif

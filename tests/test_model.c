@@ -191,7 +191,9 @@ static void test_backward_stops(void) {
         struct batch *b = batches_next(&q[k]);
         augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
         batches_submit(&q[k], 16);
+        model_timing(&m[k], 1);
         check_forward_backward(&m[k], &q[k]);
+        model_timing_collect(&m[k]);
     }
     const struct model_layer *L0 = m[0].layers, *L1 = m[1].layers;
     EXPECT(L0[0].seconds[1] > 0 && L0[1].seconds[1] > 0 && L1[0].seconds[1] == 0 && L1[1].seconds[1] == 0 &&

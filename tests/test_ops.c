@@ -45,6 +45,7 @@
  * bf16_round (==). */
 #include "../common/err.h"
 #include "../kernels/cpu/gemm.h"
+#include "../kernels/cuda/fastdiv.h" /* plain C: the GPU kernels' index division */
 #include "../kernels/kernels.h"
 #include "check.h"
 
@@ -1296,7 +1297,34 @@ static void test_gemm_bf16_same_sums(const char *isa, int exact) {
            isa, differ, total, rel, exact ? "none" : "<= 1e-6");
 }
 
+/* The CUDA kernels' index division (kernels/cuda/fastdiv.h, plain C too) against '/' and '%':
+ * every divisor below 3000 on a sweep of small indices and the largest ones, and the
+ * divisors the networks' maps give (HW and channel counts) and the extremes near 2^31. */
+static void test_fastdiv(void) {
+    long wrong = 0, count = 0;
+    for (uint32_t d = 1; d < 3000; d++) {
+        struct fastdiv f = fastdiv_make(d);
+        for (uint32_t n = 0; n < 40000; n += 3, count++) wrong += fastdiv_div(n, f) != n / d;
+        for (uint32_t n = 0x7fffffffu; n > 0x7fffffffu - 300; n--, count++)
+            wrong += fastdiv_div(n, f) != n / d || fastdiv_mod(n, f) != n % d;
+    }
+    static const uint32_t ds[] = {961, 225,   49,      9,           1024,        64,          24,
+                                  256, 65536, 1000003, 0x3fffffffu, 0x40000000u, 0x40000001u, 0x7fffffffu};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) {
+        struct fastdiv f = fastdiv_make(ds[i]);
+        for (uint32_t n = 0x7fffffffu; n > 0x7fffffffu - 20000; n--, count++)
+            wrong += fastdiv_div(n, f) != n / ds[i];
+        for (uint32_t n = 0; n < 20000; n++, count++) wrong += fastdiv_mod(n * 7919u, f) != n * 7919u % ds[i];
+    }
+    EXPECT(wrong == 0, "fastdiv: %ld of %ld quotients differ from '/'", wrong, count);
+    if (wrong == 0)
+        printf("test_ops: fastdiv (the CUDA kernels' index division): %ld quotients and remainders equal '/' "
+               "and '%%'\n",
+               count);
+}
+
 static void cpu_internals(void) {
+    test_fastdiv();
     const char *best = gemm_isa(), *best_bf16 = gemm_bf16_isa();
     test_gemm_path(GEMM_FP32, "generic");
     test_gemm_path(GEMM_FP32, "avx2");

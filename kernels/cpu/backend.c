@@ -1,4 +1,5 @@
 /* The CPU backend's table: host memory, OpenMP kernels, synchronous. */
+#include "../../common/clock.h"
 #include "../../common/err.h"
 #include "../kernels.h"
 #include "cpu.h"
@@ -12,9 +13,9 @@ static void cpu_free(void *p) { free(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
 /* Every op has finished when it returns, so events are always complete and the asynchronous
- * copies are plain copies. An event still needs an address of its own. */
+ * copies are plain copies; a timer mark is the host clock's reading. */
 struct kernels_event {
-    char unused;
+    double seconds;
 };
 static struct kernels_event *cpu_event_create(void) { return XALLOC(sizeof(struct kernels_event)); }
 static void cpu_event_destroy(struct kernels_event *e) { free(e); }
@@ -24,6 +25,10 @@ static void cpu_copy_async(void *dst, const void *src, size_t bytes, struct kern
 }
 static void cpu_event_nothing(struct kernels_event *e) { (void)e; }
 static int cpu_event_done(struct kernels_event *e) { return (void)e, 1; }
+static void cpu_timer_mark(struct kernels_event *e) { e->seconds = clock_seconds(); }
+static double cpu_timer_seconds(struct kernels_event *from, struct kernels_event *to) {
+    return to->seconds - from->seconds;
+}
 /* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
 static void cpu_shutdown(void) {}
 
@@ -44,9 +49,13 @@ static const struct kernels cpu_kernels = {
     .compute_wait = cpu_event_nothing,
     .event_done = cpu_event_done,
     .event_wait = cpu_event_nothing,
+    .timer_create = cpu_event_create,
+    .timer_mark = cpu_timer_mark,
+    .timer_seconds = cpu_timer_seconds,
     .input_prepare = cpu_input_prepare,
     .conv_workspace = cpu_conv_workspace,
     .linear_workspace = cpu_linear_workspace,
+    .conv_describe = cpu_conv_describe,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
     .relu_forward = cpu_relu_forward,
@@ -69,6 +78,7 @@ static const struct kernels cpu_kernels = {
 /* The float table with bf16 products in the convolution and linear ops. */
 static struct kernels bf16_of(struct kernels k) {
     k.name = "cpu-bf16";
+    k.conv_describe = cpu_conv_describe_bf16;
     k.conv_forward = cpu_conv_forward_bf16;
     k.conv_backward = cpu_conv_backward_bf16;
     k.linear_forward = cpu_linear_forward_bf16;

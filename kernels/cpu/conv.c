@@ -19,6 +19,7 @@
 #include "gemm.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
@@ -381,6 +382,18 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
         winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math, ws);
 }
 
+/* "Winograd F(4x4)" or "im2col + GEMM", with the product path: what conv_forward /
+ * conv_backward do for pass (ws_bytes: the same for every method). */
+static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum conv_pass pass, char *buf,
+                          size_t size) {
+    int tiles = on_tiles(math);
+    struct conv_plan p = plan(s, math, tiles);
+    int m = pass == CONV_FORWARD ? p.fwd : pass == CONV_BACKWARD_DATA ? p.dx : p.dw;
+    const char *path = math == GEMM_FP32 ? gemm_isa() : gemm_bf16_isa();
+    if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
+    else snprintf(buf, size, "im2col + GEMM, %s", path);
+}
+
 /* The table's entries: float (cpu) and bf16 (cpu-bf16) products, the same code otherwise. */
 void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
                       int relu, void *ws, size_t ws_bytes) {
@@ -401,4 +414,16 @@ void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const fl
                             float *dx, float *dw, float *db, const float *dx_mask, void *ws,
                             size_t ws_bytes) {
     conv_backward(GEMM_BF16, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
+void cpu_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                       size_t size) {
+    (void)ws_bytes;
+    conv_describe(GEMM_FP32, s, pass, buf, size);
+}
+
+void cpu_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                            size_t size) {
+    (void)ws_bytes;
+    conv_describe(GEMM_BF16, s, pass, buf, size);
 }

@@ -14,6 +14,10 @@
 void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
                        const float *shift, int reflect);
 size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);
+void cpu_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                       size_t size);
+void cpu_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                            size_t size);
 void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
                       int relu, void *ws, size_t ws_bytes);
 void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,

@@ -58,6 +58,14 @@ unsigned cuda_blocks(size_t n) {
     return b > 65535u * 16u ? 65535u * 16u : (unsigned)b; /* grid-stride loops do the rest */
 }
 
+struct channel_of cuda_channel_of(int N, int C, int HW) {
+    CHECK(N >= 1 && C >= 1 && HW >= 1 && (uint64_t)N * C * HW < (uint64_t)1 << 31);
+    struct channel_of k;
+    k.hw = fastdiv_make((uint32_t)HW);
+    k.c = fastdiv_make((uint32_t)C);
+    return k;
+}
+
 void *cuda_scratch(size_t bytes) {
     if (bytes > scratch_bytes) {
         CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* the old one may still be in use */
@@ -117,6 +125,24 @@ static struct kernels_event *cuda_event_create(void) {
     cudaEvent_t e;
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return (struct kernels_event *)e;
+}
+
+/* A timer is an event with timing on; its marks are recorded on the compute stream. */
+static struct kernels_event *cuda_timer_create(void) {
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    return (struct kernels_event *)e;
+}
+
+static void cuda_timer_mark(struct kernels_event *e) {
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)e, compute_stream));
+}
+
+static double cuda_timer_seconds(struct kernels_event *from, struct kernels_event *to) {
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)to));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to));
+    return 1e-3 * ms;
 }
 
 static void cuda_event_destroy(struct kernels_event *e) {
@@ -234,9 +260,13 @@ static const struct kernels *cuda_table(int device) {
     table.compute_wait = cuda_compute_wait;
     table.event_done = cuda_event_done;
     table.event_wait = cuda_event_wait;
+    table.timer_create = cuda_timer_create;
+    table.timer_mark = cuda_timer_mark;
+    table.timer_seconds = cuda_timer_seconds;
     table.input_prepare = cuda_input_prepare;
     table.conv_workspace = cuda_conv_workspace;
     table.linear_workspace = cuda_linear_workspace;
+    table.conv_describe = cuda_conv_describe;
     table.conv_forward = cuda_conv_forward;
     table.conv_backward = cuda_conv_backward;
     table.relu_forward = cuda_relu_forward;
@@ -261,6 +291,7 @@ static const struct kernels *cuda_table(int device) {
     bf16_table = table;
     bf16_table.name = "cuda-bf16";
     bf16_table.conv_workspace = cuda_conv_workspace_bf16;
+    bf16_table.conv_describe = cuda_conv_describe_bf16;
     bf16_table.conv_forward = cuda_conv_forward_bf16;
     bf16_table.conv_backward = cuda_conv_backward_bf16;
     bf16_table.linear_forward = cuda_linear_forward_bf16;

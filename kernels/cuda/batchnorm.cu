@@ -4,10 +4,10 @@
 
 /* y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order. */
 __global__ static void normalize_kernel(const float *x, const float *gamma, const float *beta,
-                                        const float *mean, const float *invstd, float *y, size_t n, int C,
-                                        int HW) {
-    GRID_STRIDE(i, n) {
-        int c = (int)(i / HW % C);
+                                        const float *mean, const float *invstd, float *y, uint32_t n,
+                                        struct channel_of ch) {
+    GRID_STRIDE32(i, n) {
+        uint32_t c = channel_at(i, ch);
         float scale = gamma[c] * invstd[c], shift = beta[c] - mean[c] * scale;
         y[i] = x[i] * scale + shift;
     }
@@ -51,11 +51,11 @@ __global__ static void backward_stats_kernel(const double *part, int S, int C, d
 /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
 __global__ static void backward_dx_kernel(const float *x, const float *dy, const float *gamma,
                                           const float *mean, const float *invstd, const float *coef,
-                                          float *dx, size_t n, int C, int HW) {
-    GRID_STRIDE(i, n) {
-        int c = (int)(i / HW % C);
+                                          float *dx, uint32_t n, struct channel_of ch) {
+    GRID_STRIDE32(i, n) {
+        uint32_t c = channel_at(i, ch);
         float k = gamma[c] * invstd[c];
-        dx[i] = k * (dy[i] - coef[c] - (x[i] - mean[c]) * invstd[c] * coef[C + c]);
+        dx[i] = k * (dy[i] - coef[c] - (x[i] - mean[c]) * invstd[c] * coef[ch.c.d + c]);
     }
 }
 
@@ -68,8 +68,8 @@ void cuda_batchnorm_forward_train(const float *x, const float *gamma, const floa
         part, S, C, (double)N * HW, momentum, eps, save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
-    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, save_mean,
-                                                                         save_invstd, y, n, C, HW);
+    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+        x, gamma, beta, save_mean, save_invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW));
     LAUNCH_CHECK();
 }
 
@@ -81,8 +81,8 @@ void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float
                                                                                   C);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
-    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, gamma, beta, running_mean, invstd,
-                                                                         y, n, C, HW);
+    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+        x, gamma, beta, running_mean, invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW));
     LAUNCH_CHECK();
 }
 
@@ -100,7 +100,7 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
-    backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, gamma, save_mean,
-                                                                           save_invstd, coef, dx, n, C, HW);
+    backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+        x, dy, gamma, save_mean, save_invstd, coef, dx, (uint32_t)n, cuda_channel_of(N, C, HW));
     LAUNCH_CHECK();
 }

@@ -336,6 +336,47 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
     if (dx_mask) cuda_relu_backward(dx_mask, dx, dx, nx);
 }
 
+/* cudnn_ops.h's names of the algorithms, by pass, and of the math types. */
+static const char *algo_name(int pass, int algo) {
+    static const char *const fwd[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                       "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const filter[] = {
+        "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+    static_assert(sizeof fwd / sizeof *fwd == CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
+                      sizeof data / sizeof *data == CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
+                      sizeof filter / sizeof *filter == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                  "a name for every algorithm");
+    const char *const *names = pass == FORWARD ? fwd : pass == BACKWARD_DATA ? data : filter;
+    int count = pass == FORWARD         ? (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+                : pass == BACKWARD_DATA ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                        : (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+    return algo >= 0 && algo < count ? names[algo] : "unknown";
+}
+
+static const char *math_name(cudnnMathType_t math) {
+    switch (math) {
+    case CUDNN_DEFAULT_MATH: return "default math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor ops";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor ops with conversion";
+    case CUDNN_FMA_MATH: return "FMA";
+    }
+    return "unknown math";
+}
+
+/* The algorithm an op of pass `pass` given ws_bytes would run (planning the pass as it would),
+ * its math type and workspace. */
+static void conv_describe(int bf16, const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes,
+                          char *buf, size_t size) {
+    int i = pass == CONV_FORWARD ? FORWARD : pass == CONV_BACKWARD_DATA ? BACKWARD_DATA : BACKWARD_FILTER;
+    struct plan *p = plan_get(s, bf16);
+    const struct algo *a = choose(p, i, cudnn_bytes(p, ws_bytes));
+    snprintf(buf, size, "%s, %s, %.1f MiB%s", algo_name(i, a->algo), math_name(a->math),
+             (double)a->memory / (1 << 20), bf16 ? ", bf16 copies" : "");
+}
+
 /* The tables' entries: float (cuda) and bf16 (cuda-bf16). */
 size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes) {
     return conv_workspace(0, s, passes);
@@ -363,4 +404,14 @@ void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const f
                              float *dx, float *dw, float *db, const float *dx_mask, void *ws,
                              size_t ws_bytes) {
     conv_backward(1, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
+void cuda_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                        size_t size) {
+    conv_describe(0, s, pass, ws_bytes, buf, size);
+}
+
+void cuda_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                             size_t size) {
+    conv_describe(1, s, pass, ws_bytes, buf, size);
 }

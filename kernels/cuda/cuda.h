@@ -20,6 +20,9 @@ extern "C" {
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "fastdiv.h"
 
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line)
     __attribute__((noreturn));
@@ -63,13 +66,26 @@ cublasHandle_t cuda_cublas(void);
 void *cuda_scratch(size_t bytes);
 
 /* Threads per block for the element-wise kernels and the block count covering n elements
- * (grid-stride loops cover whatever a capped grid does not). */
+ * (grid-stride loops cover whatever a capped grid does not: at most 2^28 threads). */
 #define CUDA_THREADS 256
 unsigned cuda_blocks(size_t n);
 /* for (size_t i = this thread's first; i < n; i += all threads of the grid) */
 #define GRID_STRIDE(i, n)                                                                                    \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                                  \
          i += (size_t)gridDim.x * blockDim.x)
+/* The same over 32-bit indices, for n < 2^31 (so i + the grid's threads stays below 2^32). */
+#define GRID_STRIDE32(i, n)                                                                                  \
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
+
+/* The channel of element i of an [N][C][HW] tensor, (i / HW) % C, without a divide
+ * (fastdiv.h); made on the host for tensors of fewer than 2^31 elements (checked). */
+struct channel_of {
+    struct fastdiv hw, c;
+};
+struct channel_of cuda_channel_of(int N, int C, int HW);
+__device__ static inline uint32_t channel_at(uint32_t i, struct channel_of k) {
+    return fastdiv_mod(fastdiv_div(i, k.hw), k.c);
+}
 
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
  * shape): each channel is split into S fixed runs of images and every (run, channel) sum is
@@ -93,6 +109,10 @@ void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *
                        int relu, void *ws, size_t ws_bytes);
 void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
                         float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
+void cuda_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                        size_t size);
+void cuda_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                             size_t size);
 /* Destroys every convolution plan (shutdown; the device must be idle). */
 void cuda_conv_release(void);
 /* The cuda-bf16 table's convolution and linear layer (conv.cu, linear.cu: bf16 operands,

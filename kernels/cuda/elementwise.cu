@@ -1,7 +1,8 @@
 /* Element-wise ops: ReLU, GELU, bias (+ ReLU) after a convolution or linear layer, the SGD and
  * lookahead updates over flat parameter buffers, and the input pipeline (crop/flip +
- * normalisation of uint8 images). One thread per element, grid-stride loops, size_t indices
- * (batches of 512 x 64 x 32 x 32 pass 2^25; a grid may be capped). */
+ * normalisation of uint8 images). One thread per element, grid-stride loops (a grid may be
+ * capped); size_t indices, except where an element's channel is needed: there 32-bit indices
+ * and fastdiv.h's division (tensors of fewer than 2^31 elements, checked). */
 #include "cuda.h"
 
 __global__ static void relu_forward_kernel(const float *x, float *y, size_t n) {
@@ -41,10 +42,10 @@ __global__ static void from_bf16_kernel(const __nv_bfloat16 *src, float *dst, si
 }
 
 /* y[N][C][HW] += scale * b[C], then ReLU when relu != 0. */
-__global__ static void bias_act_kernel(float *y, const float *b, float scale, size_t n, int C, int HW,
-                                       int relu) {
-    GRID_STRIDE(i, n) {
-        float v = y[i] + scale * b[(i / HW) % C];
+__global__ static void bias_act_kernel(float *y, const float *b, float scale, uint32_t n,
+                                       struct channel_of ch, int relu) {
+    GRID_STRIDE32(i, n) {
+        float v = y[i] + scale * b[channel_at(i, ch)];
         y[i] = relu && !(v > 0.0f) ? 0.0f : v;
     }
 }
@@ -130,7 +131,8 @@ void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
 
 void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu) {
     size_t n = (size_t)N * C * HW;
-    bias_act_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, b, scale, n, C, HW, relu);
+    bias_act_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, b, scale, (uint32_t)n,
+                                                                        cuda_channel_of(N, C, HW), relu);
     LAUNCH_CHECK();
 }
 

@@ -7,16 +7,19 @@ int cuda_channel_splits(int N, int C) {
     return s < N ? s : N;
 }
 
+/* hw divides by HW; a[N][C][HW] has fewer than 2^31 elements (cuda_channel_of checks). */
 __global__ static void partials_kernel(enum channel_sum what, const float *a, const float *b,
                                        const float *mean, const float *invstd, double *part, int N, int C,
-                                       int HW) {
+                                       struct fastdiv hw) {
     int s = blockIdx.x, S = gridDim.x, c = blockIdx.y;
-    int n0 = (int)((long)N * s / S), n1 = (int)((long)N * (s + 1) / S);
-    size_t count = (size_t)(n1 - n0) * HW;
+    uint32_t HW = hw.d;
+    uint32_t n0 = (uint32_t)((long)N * s / S), n1 = (uint32_t)((long)N * (s + 1) / S);
+    uint32_t count = (n1 - n0) * HW;
     double s1 = 0.0, s2 = 0.0;
     float m = what == CHANNEL_SUM_XHAT ? mean[c] : 0.0f, is = what == CHANNEL_SUM_XHAT ? invstd[c] : 0.0f;
-    for (size_t t = threadIdx.x; t < count; t += blockDim.x) {
-        size_t at = ((size_t)(n0 + t / HW) * C + c) * HW + t % HW;
+    for (uint32_t t = threadIdx.x; t < count; t += blockDim.x) {
+        uint32_t image = fastdiv_div(t, hw);
+        uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
         float v = a[at];
         s1 += v;
         if (what == CHANNEL_SUM_SQUARE) s2 += (double)v * v;
@@ -39,7 +42,8 @@ __global__ static void partials_kernel(enum channel_sum what, const float *a, co
 int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
                           const float *invstd, double *part, int N, int C, int HW) {
     int S = cuda_channel_splits(N, C);
-    partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, b, mean, invstd, part, N, C, HW);
+    struct fastdiv hw = cuda_channel_of(N, C, HW).hw;
+    partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, b, mean, invstd, part, N, C, hw);
     LAUNCH_CHECK();
     return S;
 }
