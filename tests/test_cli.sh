@@ -119,6 +119,7 @@ expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"
 expect_out "bench lists the last layer" "^21 +linear 512->10"
 # Per-layer times from the timer marks: layer 2's convolution has both
 # passes timed (non-zero milliseconds); the methods say which code ran each pass.
+# shellcheck disable=SC2016 # awk's fields
 check "bench times layer 2's forward and backward" awk '$1 == 2 && $2 == "conv" && $5 > 0 && $8 > 0 { ok = 1 } END { exit !ok }' "$T/out"
 expect_out "bench names each convolution pass's method" "^0 +conv 3->32 32x32 +forward +im2col \+ GEMM, generic$"
 expect_out "bench names a Winograd pass" "^2 +conv 32->64 32x32 +backward-filter +Winograd F\(4x4\), generic$"
