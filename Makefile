@@ -160,7 +160,8 @@ LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench $(BUILD)/cifar10-predict
 TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
-             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump
+             $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump \
+             $(BUILD)/tests/allreduce_time
 
 .PHONY: all test check bench clean install sanitize sanitize-build fuzz fuzz-build format
 # The plugin's directory (kernels/cuda_load.c looks in lib/cifar10-dp beside or above the
@@ -209,6 +210,8 @@ $(BUILD)/cifar10-predict $(BUILD)/tests/image_dump: LDLIBS += -lpng -ljpeg
 $(BUILD)/cifar10-predict: $(BUILD)/app/predict.o $(LIB)
 	$(LINK)
 $(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/dist/dist.o $(LIB)
+	$(LINK)
+$(BUILD)/tests/allreduce_time: $(BUILD)/tests/allreduce_time.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/tests/test_staged: $(BUILD)/tests/test_staged.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)

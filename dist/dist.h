@@ -13,8 +13,13 @@ struct dist {
     int local_same_mask;        /* ranks on this node with the same CPU affinity mask as ours */
 };
 
-/* MPI_Init; fills d. mask_id identifies this process's CPU affinity mask (cpus.h). */
+/* MPI_Init, after dist_mpi_defaults; fills d. mask_id identifies this process's CPU affinity
+ * mask (cpus.h). */
 void dist_init(int *argc, char ***argv, uint64_t mask_id, struct dist *d);
+/* The MPI settings the gradient reduction wants, as defaults a user's own settings override:
+ * Open MPI's nonblocking allreduce as a ring (coll_libnbc_iallreduce_algorithm 1; see dist.c).
+ * dist_init applies them; a program that calls MPI_Init itself calls this first. */
+void dist_mpi_defaults(void);
 void dist_finalize(void);
 
 /* Agreement on errors found independently by every rank (bad flags, unreadable data): each

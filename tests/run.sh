@@ -173,7 +173,10 @@ suite get-data tests/test_get_data.sh
 # waiting ranks sleep between polls), and its bounds (90 s, 30 s) are far above what load
 # changes: it runs beside the training suites, which have no time bounds, and ends before the
 # faults suite, whose time windows assume the same load throughout.
-hosts_lane() { suite "rehearse on three hosts (network namespaces)" tests/test_rehearse_hosts.sh; }
+hosts_lane() {
+  suite "rehearse on three hosts (network namespaces)" tests/test_rehearse_hosts.sh
+  suite "scaling harness on three hosts (scripts/scaling.sh)" tests/test_scaling.sh
+}
 lane_start "rehearse on three hosts" hosts_lane
 suite train tests/test_train.sh
 tensorboard_ready
