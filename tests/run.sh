@@ -130,6 +130,7 @@ lane_join() {
 # run in a second lane beside the rest: CI has two cores, and the suites below leave one of them
 # idle much of the time.
 light_lane() {
+  suite cli tests/test_cli.sh
   suite lint tests/test_lint.sh
   suite dockerfile tests/test_dockerfile.sh
   suite "k8s manifests" "$PY" tests/test_k8s.py
@@ -167,7 +168,6 @@ dist_files() { # the files of a 2-rank test_dist through dist_grads, judged by t
 suite "dist files, mpirun -np 2, checked as on a GPU" dist_files
 suite "staged allreduce, 1 process" "$B/tests/test_staged"
 suite "staged allreduce, mpirun -np 2" mpirun -np 2 "$B/tests/test_staged"
-suite cli tests/test_cli.sh
 suite get-data tests/test_get_data.sh
 # The rehearsal on three hosts waits out a 60 s collective timeout with the cores idle (the
 # waiting ranks sleep between polls), and its bounds (90 s, 30 s) are far above what load
