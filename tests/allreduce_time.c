@@ -25,14 +25,18 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* One allreduce of n floats in buf, to completion; returns this rank's seconds. */
-static double one(float *buf, int n, int poll) {
+/* How a rank waits for the allreduce (the usage above), and the modes' names. */
+enum mode { MODE_BLOCK, MODE_POLL, MODE_SLEEP, MODES };
+static const char *const mode_names[MODES] = {"block", "poll", "sleep"};
+
+static double one(float *buf, int n, enum mode mode) {
     double t0 = MPI_Wtime();
-    if (poll) {
+    if (mode != MODE_BLOCK) {
         MPI_Request req;
         MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
         for (int done = 0; !done;) {
             MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-            if (!done && poll == 2) nanosleep(&(struct timespec){0, 20000}, NULL);
+            if (!done && mode == MODE_SLEEP) nanosleep(&(struct timespec){0, 20000}, NULL);
             else if (!done) sched_yield();
         }
     } else {
@@ -43,7 +47,7 @@ static double one(float *buf, int n, int poll) {
 
 /* Times reps allreduces of `bytes` (after warmup untimed ones); rank 0 prints the line. Every
  * rank contributes rank + 1 to every element, so the sum is known: returns 0 when it is right. */
-static int time_size(long bytes, int reps, int warmup, int poll, int rank, int world) {
+static int time_size(long bytes, int reps, int warmup, enum mode mode, int rank, int world) {
     int n = (int)(bytes / (long)sizeof(float));
     float *buf = XALLOC((size_t)(n > 0 ? n : 1) * sizeof(float));
     double *t = XALLOC((size_t)reps * sizeof(double));
@@ -51,7 +55,7 @@ static int time_size(long bytes, int reps, int warmup, int poll, int rank, int w
     for (int r = -warmup; r < reps; r++) {
         for (int i = 0; i < n; i++) buf[i] = (float)(rank + 1);
         MPI_Barrier(MPI_COMM_WORLD);
-        double mine = one(buf, n, poll), slowest;
+        double mine = one(buf, n, mode), slowest;
         MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (r >= 0) t[r] = slowest;
         for (int i = 0; i < n; i++) wrong += buf[i] != (float)world * (world + 1) / 2;
@@ -62,11 +66,7 @@ static int time_size(long bytes, int reps, int warmup, int poll, int rank, int w
         qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
         printf("allreduce: bytes=%ld ranks=%d mode=%s reps=%d median_s=%.6f min_s=%.6f max_s=%.6f\n", bytes,
-               world,
-               poll == 2 ? "sleep"
-               : poll    ? "poll"
-                         : "block",
-               reps, median, t[0], t[reps - 1]);
+               world, mode_names[mode], reps, median, t[0], t[reps - 1]);
         if (any) fprintf(stderr, "allreduce_time: %d elements of the %ld-byte sums are wrong\n", any, bytes);
         fflush(stdout);
     }
@@ -74,9 +74,11 @@ static int time_size(long bytes, int reps, int warmup, int poll, int rank, int w
     return any != 0;
 }
 
-/* The modes' numbers: block 0, poll 1, sleep 2; -1 for another word. */
+/* The mode named s, or -1. */
 static int mode_of(const char *s) {
-    return strcmp(s, "block") == 0 ? 0 : strcmp(s, "poll") == 0 ? 1 : strcmp(s, "sleep") == 0 ? 2 : -1;
+    for (int m = 0; m < MODES; m++)
+        if (strcmp(s, mode_names[m]) == 0) return m;
+    return -1;
 }
 
 static long parse_long(const char *what, const char *s, long lo, long hi) {
@@ -91,12 +93,14 @@ int main(int argc, char **argv) {
     err_set_progname("allreduce_time");
     dist_mpi_defaults(); /* the ring, as training has it */
     MPI_Init(&argc, &argv);
-    int rank, world, poll = 1, reps = 20, warmup = 3, a = 1;
+    int rank, world, reps = 20, warmup = 3, a = 1;
+    enum mode mode = MODE_POLL;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     for (; a < argc && strncmp(argv[a], "--", 2) == 0; a += 2) {
         if (a + 1 >= argc) err_die(2, "%s needs a value", argv[a]);
-        if (strcmp(argv[a], "--mode") == 0 && mode_of(argv[a + 1]) >= 0) poll = mode_of(argv[a + 1]);
+        if (strcmp(argv[a], "--mode") == 0 && mode_of(argv[a + 1]) >= 0)
+            mode = (enum mode)mode_of(argv[a + 1]);
         else if (strcmp(argv[a], "--reps") == 0) reps = (int)parse_long("--reps", argv[a + 1], 1, 100000);
         else if (strcmp(argv[a], "--warmup") == 0)
             warmup = (int)parse_long("--warmup", argv[a + 1], 0, 100000);
@@ -108,7 +112,7 @@ int main(int argc, char **argv) {
         err_die(2, "usage: allreduce_time [--mode poll|sleep|block] [--reps N] [--warmup N] BYTES...");
     int bad = 0;
     for (; a < argc; a++)
-        bad |= time_size(parse_long("BYTES", argv[a], 4, 1L << 30), reps, warmup, poll, rank, world);
+        bad |= time_size(parse_long("BYTES", argv[a], 4, 1L << 30), reps, warmup, mode, rank, world);
     MPI_Finalize();
     return bad;
 }

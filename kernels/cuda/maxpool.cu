@@ -29,11 +29,19 @@ static struct pool pool_shape(int N, int C, int H, int W, int k) {
     return p;
 }
 
-/* Output o = [plane][i][j] of the pool: the index in x of its window's top-left element. */
-__device__ static uint32_t window_at(uint32_t o, struct pool p) {
-    uint32_t row = fastdiv_div(o, p.wo), j = o - row * p.wo.d; /* row = plane * Ho + i */
-    uint32_t plane = fastdiv_div(row, p.ho), i = row - plane * p.ho.d;
-    return plane * p.H * p.W + i * p.k * p.W + j * p.k;
+/* Output o = [plane][i][j] of the pool: its window's row i and column j among the windows and
+ * the index in x of its top-left element. */
+struct window {
+    uint32_t i, j, at;
+};
+
+__device__ static struct window window_of(uint32_t o, struct pool p) {
+    struct window w;
+    uint32_t row = fastdiv_div(o, p.wo), plane = fastdiv_div(row, p.ho); /* row = plane * Ho + i */
+    w.j = o - row * p.wo.d;
+    w.i = row - plane * p.ho.d;
+    w.at = plane * p.H * p.W + w.i * p.k * p.W + w.j * p.k;
+    return w;
 }
 
 /* The maximum of the k x k window at x + at (rows W apart) and, in *best, the row-major offset
@@ -53,32 +61,31 @@ __device__ static float window_max(const float *x, uint32_t at, uint32_t W, int 
 __global__ static void maxpool_forward_kernel(const float *x, float *y, uint32_t total, struct pool p) {
     GRID_STRIDE32(o, total) {
         int best;
-        y[o] = window_max(x, window_at(o, p), p.W, (int)p.k, &best);
+        y[o] = window_max(x, window_of(o, p).at, p.W, (int)p.k, &best);
     }
 }
 
 /* The zeros of dx that no window covers, written by the windows of the last column (the
  * W % k columns to their right) and of the last row (the H % k rows below them, and below the
- * right-hand columns for the corner window). o: the window, at: its top-left element. */
-__device__ static void border_zero(float *dx, uint32_t o, uint32_t at, struct pool p) {
-    uint32_t row = fastdiv_div(o, p.wo), j = o - row * p.wo.d, i = row - fastdiv_div(row, p.ho) * p.ho.d;
-    uint32_t right = j + 1 == p.wo.d ? p.W - p.wo.d * p.k : 0; /* columns past this window's row */
-    uint32_t below = i + 1 == p.ho.d ? p.H - p.ho.d * p.k : 0; /* rows past this window's column */
+ * right-hand columns for the corner window). */
+__device__ static void border_zero(float *dx, struct window w, struct pool p) {
+    uint32_t right = w.j + 1 == p.wo.d ? p.W - p.wo.d * p.k : 0; /* columns past this window's row */
+    uint32_t below = w.i + 1 == p.ho.d ? p.H - p.ho.d * p.k : 0; /* rows past this window's column */
     for (uint32_t r = 0; r < p.k + below; r++)
-        for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++) dx[at + r * p.W + c] = 0.0f;
+        for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++) dx[w.at + r * p.W + c] = 0.0f;
 }
 
 __global__ static void maxpool_backward_kernel(const float *x, const float *dy, float *dx, uint32_t total,
                                                struct pool p, int relu) {
     int k = (int)p.k;
     GRID_STRIDE32(o, total) {
-        uint32_t at = window_at(o, p);
+        struct window w = window_of(o, p);
         int best;
-        float m = window_max(x, at, p.W, k, &best);
+        float m = window_max(x, w.at, p.W, k, &best);
         float v = relu && !(m > 0.0f) ? 0.0f : dy[o]; /* through the ReLU whose output x is */
         for (int r = 0; r < k; r++)
-            for (int c = 0; c < k; c++) dx[at + r * p.W + c] = r * k + c == best ? v : 0.0f;
-        border_zero(dx, o, at, p);
+            for (int c = 0; c < k; c++) dx[w.at + r * p.W + c] = r * k + c == best ? v : 0.0f;
+        border_zero(dx, w, p);
     }
 }
 
