@@ -316,15 +316,24 @@ static void print_peaks(const struct bench *b) {
     printf("\n\n");
 }
 
+/* Floats of layer i's trainable tensors: what its backward hands the gradient buckets. */
+static size_t layer_grad_floats(const struct model *m, int i) {
+    size_t n = 0;
+    for (int t = 0; t < m->ntensors; t++)
+        if (m->tensors[t].layer == i && m->tensors[t].home == HOME_PARAMS) n += m->tensors[t].numel;
+    return n;
+}
+
 /* Rank 0: per layer the mean forward and backward time per step, GFLOP/s and (CPU) share of
- * the per-rank peak; step: seconds of one step of the timed runs. */
+ * the per-rank peak, and the KiB of gradients it produces (scripts/scaling-model.py reads the
+ * table to place the gradient buckets); step: seconds of one step of the timed runs. */
 static void print_layers(const struct bench *b, double step) {
     const struct bench_config *c = &b->c;
     const struct model *m = &b->m;
     printf("per layer, rank 0, mean per step (%d x %d steps%s)\n", c->runs, c->steps,
            b->on_cpu ? "" : ", after the timed runs, one at a time");
-    printf("%-3s %-24s %9s %8s %6s %9s %8s %6s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
-           "GFLOP/s", "peak");
+    printf("%-3s %-24s %9s %8s %6s %9s %8s %6s %10s\n", "#", "layer", "fwd ms", "GFLOP/s", "peak", "bwd ms",
+           "GFLOP/s", "peak", "grads KiB");
     double nsteps = (double)c->runs * c->steps, total = 0.0;
     for (int i = 0; i < m->nlayers; i++) {
         char name[64];
@@ -339,7 +348,7 @@ static void print_layers(const struct bench *b, double step) {
             else if (f > 0) printf(" %9.2f %8.1f %6s", 1e3 * sec, f / sec * 1e-9, "");
             else printf(" %9.2f %8s %6s", 1e3 * sec, "", "");
         }
-        printf("\n");
+        printf(" %10.1f\n", (double)layer_grad_floats(m, i) * sizeof(float) / 1024.0);
     }
     if (b->on_cpu)
         printf("layers total %.1f ms; whole step %.1f ms (loss, allreduce, SGD update: %.1f ms)\n",

@@ -3,7 +3,8 @@
 # 100 Mbit/s run of the allreduce between the hosts, one rank each (exit 0: every sum right),
 # whose lines name 3 ranks and each size; the shaped 1 MiB allreduce takes at least the time
 # its ring's traffic needs at that rate (2 x 2/3 of 1 MiB, less tbf's 256 KiB burst: 0.09 s)
-# and longer than the unshaped one, so the shaping is in effect.
+# and longer than the unshaped one, so the shaping is in effect. Then --bench on two hosts:
+# training steps whose buckets go between them, and the report the cost model reads.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,9 @@ expect_err "--rate fast" "--rate: 'fast' is not none or a tc rate such as 1gbit 
 run "$SCALING" 12x
 expect_rc 2 "a bad size"
 expect_err "a bad size" "'12x' is not a size in bytes"
+run "$SCALING" --bench "--model airbench94" 4096
+expect_rc 2 "--bench with a size"
+expect_err "--bench with a size" "--bench times training steps, not sizes: drop '4096'"
 
 # median SIZE: the median seconds of the SIZE-byte line in $T/out.
 median() { sed -n "s/.* bytes=$1 .*median_s=\([0-9.]*\) .*/\1/p" "$T/out"; }
@@ -38,4 +42,11 @@ check "1 MiB at 100mbit takes at least 0.09 s ($shaped s)" awk -v t="$shaped" 'B
 check "1 MiB at 100mbit ($shaped s) is slower than unshaped ($unshaped s)" \
   awk -v s="$shaped" -v u="$unshaped" 'BEGIN { exit !(s > u) }'
 echo "scaling: 1 MiB among 3 hosts: $unshaped s unshaped, $shaped s at 100 Mbit/s"
+
+# --bench: whole training steps on 2 hosts, their gradients reduced between them.
+run env BUILD="$BIN" "$SCALING" --hosts 2 --rate 200mbit --bench "--model workshop-cnn --threads 1 --batch-size 8 --warmup 1 --steps 2 --runs 1"
+expect_rc 0 "--bench on 2 hosts"
+expect_out "--bench: the buckets go between the hosts" "^gradients: MPI_Iallreduce on host memory, [0-9]+ bucket\(s\) per step$"
+expect_out "--bench: the per-layer table with the gradient column" "^19 +linear 4096->512 .* 8194\.0$"
+expect_out "--bench: the result line" "^scaling: hosts=2 rate=200mbit bench: images_per_s=[0-9.]+ ranks=2 threads=1 batch=8 "
 summary scaling
