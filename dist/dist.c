@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h> /* MPIX_Query_cuda_support */
@@ -122,7 +123,8 @@ void dist_mpi_defaults(void) {
 
 void dist_init(int *argc, char ***argv, uint64_t mask_id, struct dist *d) {
     dist_mpi_defaults();
-    MPI_CHECK(MPI_Init(argc, argv));
+    int provided; /* below SERIALIZED: the gradient buckets go without their progress thread */
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &d->world));
     MPI_Comm node;
@@ -254,8 +256,25 @@ int dist_cuda_aware(void) {
 #define DEVICE_OPT_IN "CIFAR10_CUDA_AWARE_MPI"
 _Static_assert(MODEL_STATS == 4, "dist.h: (loss, correct, stop, checkpoint)");
 
+/* The progress thread of HOST mode. Open MPI moves a nonblocking collective only inside MPI
+ * calls, and each of a ring's 2 (ranks - 1) rounds waits for one; backward calls MPI only where
+ * a layer hands over its gradients, so a bucket moved about one round per layer (measured and
+ * modelled in docs/scaling.md). While backward runs with reductions in flight ("armed"), this
+ * thread calls MPI every DIST_PROGRESS_NS. MPI_THREAD_SERIALIZED and `lock` keep one thread in
+ * MPI at a time: the trainer's thread takes `lock` for its MPI calls while the thread exists,
+ * and the thread sleeps on `wake` when disarmed, so the collectives outside a backward never
+ * meet it. */
+struct progress {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int running, armed, quit;
+    int issued; /* the thread polls req[0, issued): set under lock once MPI_Iallreduce returned */
+};
+
 struct dist_grads {
     struct model *m;
+    struct progress p;
     enum dist_grads_mode mode;
     size_t bucket_floats, total; /* total = P + MODEL_STATS */
     float signals[2];            /* set by dist_grads_signal, for the next reduction */
@@ -272,6 +291,74 @@ struct dist_grads {
     MPI_Request req[MAX_BUCKETS]; /* bucket i's MPI_Iallreduce once started; MPI_REQUEST_NULL once
                                    * completed (DEVICE: always) */
 };
+
+static void grads_lock(struct dist_grads *g) {
+    if (g->p.running) CHECK(pthread_mutex_lock(&g->p.lock) == 0);
+}
+
+static void grads_unlock(struct dist_grads *g) {
+    if (g->p.running) CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
+}
+
+/* The thread: while armed, MPI_Request_get_status on the reductions issued (it runs MPI's
+ * progress engine and, unlike MPI_Test, leaves the requests to the trainer's thread); once all
+ * of them are complete it disarms itself until the next bucket starts, so that it does not
+ * wake for nothing (each wake-up takes a core from a compute thread). */
+static void *progress_main(void *arg) {
+    struct dist_grads *g = arg;
+    const struct timespec pause = {0, DIST_PROGRESS_NS};
+    CHECK(pthread_mutex_lock(&g->p.lock) == 0);
+    for (;;) {
+        while (!g->p.armed && !g->p.quit) CHECK(pthread_cond_wait(&g->p.wake, &g->p.lock) == 0);
+        if (g->p.quit) break;
+        int flag = 1;
+        for (int i = 0; i < g->p.issued && flag; i++)
+            if (g->req[i] != MPI_REQUEST_NULL)
+                MPI_CHECK(MPI_Request_get_status(g->req[i], &flag, MPI_STATUS_IGNORE));
+        if (flag) g->p.armed = 0;
+        CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
+        nanosleep(&pause, NULL);
+        CHECK(pthread_mutex_lock(&g->p.lock) == 0);
+    }
+    CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
+    return NULL;
+}
+
+/* HOST mode with more than one rank and an MPI that allows it (MPI_THREAD_SERIALIZED or
+ * above): starts the thread, disarmed. */
+static void progress_start(struct dist_grads *g) {
+    int level;
+    MPI_CHECK(MPI_Query_thread(&level));
+    if (g->mode != DIST_GRADS_HOST || level < MPI_THREAD_SERIALIZED) return;
+    CHECK(pthread_mutex_init(&g->p.lock, NULL) == 0);
+    CHECK(pthread_cond_init(&g->p.wake, NULL) == 0);
+    sigset_t all, old; /* the thread blocks every signal: the trainer's handlers run on its own thread */
+    sigfillset(&all);
+    CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
+    CHECK(pthread_create(&g->p.thread, NULL, progress_main, g) == 0);
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    g->p.running = 1;
+}
+
+static void progress_arm(struct dist_grads *g, int armed) {
+    if (!g->p.running) return;
+    CHECK(pthread_mutex_lock(&g->p.lock) == 0);
+    g->p.armed = armed;
+    if (armed) CHECK(pthread_cond_signal(&g->p.wake) == 0);
+    CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
+}
+
+static void progress_stop(struct dist_grads *g) {
+    if (!g->p.running) return;
+    CHECK(pthread_mutex_lock(&g->p.lock) == 0);
+    g->p.quit = 1;
+    CHECK(pthread_cond_signal(&g->p.wake) == 0);
+    CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
+    CHECK(pthread_join(g->p.thread, NULL) == 0);
+    pthread_cond_destroy(&g->p.wake);
+    pthread_mutex_destroy(&g->p.lock);
+    g->p.running = 0;
+}
 
 static float *bucket_buffer(struct dist_grads *g, const struct bucket *b) {
     return (g->mode == DIST_GRADS_STAGED ? g->host : g->m->grads) + b->begin;
@@ -308,8 +395,11 @@ static void bucket_start(struct dist_grads *g) {
         g->req[i] = MPI_REQUEST_NULL;
         bucket_reduced(g, i);
     } else {
+        grads_lock(g);
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket_buffer(g, b), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                                  &g->req[i]));
+        g->p.issued = i + 1;
+        grads_unlock(g);
     }
 }
 
@@ -325,14 +415,17 @@ static void bucket_check_wait(const struct dist_grads *g, double waited) {
     check_wait(what, waited);
 }
 
-/* Takes the reductions that have completed (block: at least one, waiting for it) and hands
- * each to bucket_reduced; MPI progresses the others meanwhile. */
+/* Takes the reductions that have completed (block: at least one, waiting for it, with the
+ * progress thread disarmed) and hands each to bucket_reduced; MPI progresses the others
+ * meanwhile. */
 static void buckets_complete(struct dist_grads *g, int block) {
     if (g->reduced == g->started) return; /* none in flight */
     int n, done[MAX_BUCKETS];
-    double start = MPI_Wtime();
+    double start = block ? MPI_Wtime() : 0.0;
     for (;;) {
+        grads_lock(g);
         MPI_CHECK(MPI_Testsome(g->started, g->req, &n, done, MPI_STATUSES_IGNORE));
+        grads_unlock(g);
         if (!block || (n != MPI_UNDEFINED && n > 0)) break;
         double waited = MPI_Wtime() - start;
         bucket_check_wait(g, waited);
@@ -369,6 +462,7 @@ static void grads_ready(void *ctx, size_t begin, size_t end) {
     g->open_begin = begin;
     if (begin == 0 || (g->bucket_floats && (g->open_end - begin) >= g->bucket_floats)) bucket_close(g);
     if (g->mode != DIST_GRADS_DEVICE) buckets_advance(g);
+    progress_arm(g, begin != 0 && g->reduced < g->started); /* until backward's last layer */
 }
 
 enum dist_grads_mode dist_grads_choose(int world, int gpu_memory, int device_opt_in, int cuda_aware) {
@@ -404,6 +498,7 @@ struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, 
     }
     m->grads_ready = grads_ready;
     m->grads_ready_ctx = g;
+    progress_start(g);
     return g;
 }
 
@@ -449,6 +544,7 @@ void dist_grads_finish(struct dist_grads *g, float stats[MODEL_STATS]) {
         return;
     }
     CHECK(g->open_begin == 0 && g->open_end == 0); /* a whole backward went by */
+    progress_arm(g, 0);
     buckets_finish(g);
     if (g->mode == DIST_GRADS_STAGED) {
         /* The SGD update must see every copy-back. kernels.h runs upload_async on one
@@ -464,11 +560,13 @@ void dist_grads_finish(struct dist_grads *g, float stats[MODEL_STATS]) {
     }
     g->last_buckets = g->nbuckets;
     g->nbuckets = g->started = g->reduced = 0;
+    g->p.issued = 0; /* disarmed: the thread reads it only once armed again, under lock */
     g->open_begin = g->open_end = g->total;
 }
 
 void dist_grads_free(struct dist_grads *g) {
     const struct kernels *k = g->m->k;
+    progress_stop(g);
     if (g->mode != DIST_GRADS_LOCAL) {
         for (int i = 0; i < MAX_BUCKETS; i++) {
             k->event_destroy(g->b[i].ready);

@@ -71,6 +71,9 @@ void dist_stop_flag(volatile sig_atomic_t *flag);
  * node, or beside the other ranks of its host). */
 #define DIST_SPIN_SECONDS  1.0
 #define DIST_POLL_SLEEP_NS 200000L
+/* HOST mode: while backward runs with gradient buckets in flight, a thread calls into MPI
+ * every DIST_PROGRESS_NS so that their rings move during long layers (dist_grads_attach). */
+#define DIST_PROGRESS_NS 200000L
 
 /* Largest x over all ranks. */
 double dist_max_double(double x);
@@ -90,7 +93,10 @@ int dist_cuda_aware(void);
  * the open bucket, and a bucket that reaches bucket_bytes (or holds the first layer) is closed.
  * Its reduction starts, in bucket order on every rank, once its gradients exist:
  *   LOCAL  one rank: nothing is reduced.
- *   HOST   host memory (CPU backend): MPI_Iallreduce on m->grads itself, at once.
+ *   HOST   host memory (CPU backend): MPI_Iallreduce on m->grads itself, at once; a
+ *          progress thread keeps the reductions moving while backward runs (Open MPI moves
+ *          them only inside MPI calls), where MPI grants MPI_THREAD_SERIALIZED (dist_init
+ *          asks for it).
  *   STAGED GPU memory (the default there): the bucket is copied to page-locked host memory on
  *          the transfer queue behind its kernels, MPI_Iallreduce'd there once that copy is
  *          done, and copied back on its own as soon as its reduction completes; the compute

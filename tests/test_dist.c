@@ -2,7 +2,9 @@
  *  - the shards of an epoch are disjoint across ranks and cover all but the dropped remainder;
  *  - gradients are averaged, not summed: every rank fed the same batch makes exactly the step
  *    one process makes (bit for bit: the sum of 2^k equal floats scaled by 2^-k is exact);
- *  - after steps on different shards every rank holds identical weights.
+ *  - after steps on different shards every rank holds identical weights;
+ *  - host memory, 2+ ranks: a gradient bucket started while backward goes on is summed while
+ *    the caller makes no MPI call for a while (the progress thread, dist.h: HOST).
  *
  * Usage: test_dist [--device cpu|cuda|auto] [--out DIR]. Without --device everything runs on the
  * CPU backend and the steps on different shards reduce with one blocking allreduce each. With
@@ -37,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
 #define LR           0.05f
@@ -230,6 +233,38 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     model_free(&dm), model_free(&lm);
 }
 
+/* HOST mode: the first of two buckets starts as a layer hands its gradients over, then the
+ * caller computes for 0.5 s without calling MPI, as a long layer's backward does. Open MPI moves
+ * a collective only inside MPI calls, and the ring's second round waits for one: the bucket's
+ * sums are in place at the end of those 0.5 s only if the progress thread drove it. */
+static void test_progress_thread(void) {
+    if (d.world < 2 || on_gpu) return;
+    struct model m;
+    model_init(&m, &net_workshop_cnn, K, 4, 5);
+    size_t P = m.nparams, total = P + MODEL_STATS, half = P / 2;
+    struct dist_grads *g = dist_grads_attach(&m, 1 << 20, 0);
+    for (size_t i = 0; i < total; i++) m.grads[i] = (float)(d.rank + 1);
+    m.grads_ready(m.grads_ready_ctx, half, total); /* 6 MB: a bucket, started at once */
+    const struct timespec compute = {0, 500000000L};
+    nanosleep(&compute, NULL);
+    float want = (float)(d.world * (d.world + 1) / 2);
+    size_t wrong = 0;
+    for (size_t i = half; i < P; i++) wrong += m.grads[i] != want;
+    EXPECT(wrong == 0,
+           "rank %d: %zu of the %zu sums of the bucket started before 0.5 s without MPI calls are "
+           "not there",
+           d.rank, wrong, P - half);
+    m.grads_ready(m.grads_ready_ctx, 0, half);
+    float stats[MODEL_STATS];
+    dist_grads_finish(g, stats);
+    size_t wrong_after = 0;
+    for (size_t i = 0; i < P; i++) wrong_after += m.grads[i] != want;
+    EXPECT(wrong_after == 0 && stats[0] == want, "rank %d: after finish, %zu sums wrong", d.rank,
+           wrong_after);
+    dist_grads_free(g);
+    model_free(&m);
+}
+
 /* --device and --out; the backend in K. Exits every rank with one message on a bad argument
  * or an unusable device. */
 static void parse_args(int argc, char **argv) {
@@ -260,6 +295,7 @@ int main(int argc, char **argv) {
     parse_args(argc, argv);
     omp_set_num_threads(1);
     test_shards();
+    test_progress_thread();
 
     /* A small in-memory dataset of random images. */
     int n = 64, B = 4;
