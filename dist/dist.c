@@ -270,6 +270,7 @@ struct progress {
     pthread_cond_t wake;
     int running, armed, quit;
     int issued; /* the thread polls req[0, issued): set under lock once MPI_Iallreduce returned */
+    int seen;   /* of them, the leading ones it last found complete (dist_grads_progress_seen) */
 };
 
 struct dist_grads {
@@ -311,10 +312,11 @@ static void *progress_main(void *arg) {
     for (;;) {
         while (!g->p.armed && !g->p.quit) CHECK(pthread_cond_wait(&g->p.wake, &g->p.lock) == 0);
         if (g->p.quit) break;
-        int flag = 1;
-        for (int i = 0; i < g->p.issued && flag; i++)
+        int flag = 1, i = 0;
+        for (; i < g->p.issued && flag; i += flag)
             if (g->req[i] != MPI_REQUEST_NULL)
                 MPI_CHECK(MPI_Request_get_status(g->req[i], &flag, MPI_STATUS_IGNORE));
+        g->p.seen = i;
         if (flag) g->p.armed = 0;
         CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
         nanosleep(&pause, NULL);
@@ -332,8 +334,11 @@ static void progress_start(struct dist_grads *g) {
     if (g->mode != DIST_GRADS_HOST || level < MPI_THREAD_SERIALIZED) return;
     CHECK(pthread_mutex_init(&g->p.lock, NULL) == 0);
     CHECK(pthread_cond_init(&g->p.wake, NULL) == 0);
-    sigset_t all, old; /* the thread blocks every signal: the trainer's handlers run on its own thread */
+    sigset_t all, old; /* the thread blocks the asynchronous signals: the trainer's handlers
+                        * run on its own thread; a fault in this one still reaches MPI's */
     sigfillset(&all);
+    const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&all, faults[i]);
     CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
     CHECK(pthread_create(&g->p.thread, NULL, progress_main, g) == 0);
     CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
@@ -513,6 +518,14 @@ const char *dist_grads_mode_name(enum dist_grads_mode mode) {
 
 int dist_grads_buckets(const struct dist_grads *g) { return g->last_buckets; }
 
+int dist_grads_progress_seen(struct dist_grads *g) {
+    if (!g->p.running) return 0;
+    CHECK(pthread_mutex_lock(&g->p.lock) == 0);
+    int seen = g->p.seen;
+    CHECK(pthread_mutex_unlock(&g->p.lock) == 0);
+    return seen;
+}
+
 void dist_grads_progress(struct dist_grads *g) {
     if (g->mode != DIST_GRADS_LOCAL) buckets_advance(g);
 }
@@ -560,7 +573,7 @@ void dist_grads_finish(struct dist_grads *g, float stats[MODEL_STATS]) {
     }
     g->last_buckets = g->nbuckets;
     g->nbuckets = g->started = g->reduced = 0;
-    g->p.issued = 0; /* disarmed: the thread reads it only once armed again, under lock */
+    g->p.issued = g->p.seen = 0; /* disarmed: the thread reads them only once armed again, under lock */
     g->open_begin = g->open_end = g->total;
 }
 

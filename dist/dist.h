@@ -124,6 +124,9 @@ struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, 
 enum dist_grads_mode dist_grads_mode(const struct dist_grads *g);
 const char *dist_grads_mode_name(enum dist_grads_mode mode);
 int dist_grads_buckets(const struct dist_grads *g); /* buckets of the last step */
+/* Tests: how many of this step's reductions, in order, the progress thread last found complete
+ * (0 without the thread). Once it counts a bucket, that bucket's sums may be read. */
+int dist_grads_progress_seen(struct dist_grads *g);
 /* Between model_forward_backward and dist_grads_finish (e.g. between chunks of the next batch's
  * gather): starts the reductions of the buckets whose gradients now exist, lets MPI progress
  * the started ones (it moves only inside MPI calls) and, STAGED, starts the copy-back of each
