@@ -40,11 +40,11 @@ usage() {
   echo "$ME: $* (usage: scripts/scaling.sh [--hosts N] [--rate RATE] [--mode poll|sleep|block] [--reps N] [BYTES... | --bench FLAGS])" >&2
   exit 2
 }
-hosts=2 rate=none mode=sleep reps=20 sizes=() bench=
+hosts=2 rate=none mode=sleep reps=20 sizes=() bench='' bench_given=''
 while (($#)); do
   case $1 in
     --hosts | --rate | --mode | --reps | --bench) (($# >= 2)) || usage "$1 needs a value" ;;&
-    --bench) bench=$2; shift 2 ;;
+    --bench) bench=$2 bench_given=1; shift 2 ;;
     --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
@@ -57,11 +57,11 @@ done
 [[ $rate == none || $rate =~ ^[1-9][0-9]*(k|m|g)?bit$ ]] || usage "--rate: '$rate' is not none or a tc rate such as 1gbit or 200mbit"
 [[ $mode == poll || $mode == block || $mode == sleep ]] || usage "--mode: '$mode' is not poll, sleep or block"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || usage "--reps: '$reps' is not a positive whole number"
-[[ -z $bench || ${#sizes[@]} -eq 0 ]] || usage "--bench times training steps, not sizes: drop '${sizes[0]}'"
+[[ -z $bench_given || ${#sizes[@]} -eq 0 ]] || usage "--bench times training steps, not sizes: drop '${sizes[0]}'"
 ((${#sizes[@]})) || sizes=(4096 65536 1048576 4194304 16777216)
 for s in "${sizes[@]}"; do [[ $s =~ ^[1-9][0-9]*$ ]] || usage "'$s' is not a size in bytes"; done
 read -r -a bench_flags <<<"$bench"
-if [[ -n $bench ]]; then
+if [[ -n $bench_given ]]; then
   ((${#bench_flags[@]})) || usage "--bench: no flags given"
   prog=("$BUILD/cifar10-bench" "${bench_flags[@]}") what="cifar10-bench"
 else

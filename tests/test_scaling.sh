@@ -19,6 +19,9 @@ expect_err "--rate fast" "--rate: 'fast' is not none or a tc rate such as 1gbit 
 run "$SCALING" 12x
 expect_rc 2 "a bad size"
 expect_err "a bad size" "'12x' is not a size in bytes"
+run "$SCALING" --bench ""
+expect_rc 2 "--bench without flags"
+expect_err "--bench without flags" "--bench: no flags given"
 run "$SCALING" --bench "--model airbench94" 4096
 expect_rc 2 "--bench with a size"
 expect_err "--bench with a size" "--bench times training steps, not sizes: drop '4096'"
@@ -46,7 +49,8 @@ echo "scaling: 1 MiB among 3 hosts: $unshaped s unshaped, $shaped s at 100 Mbit/
 # --bench: whole training steps on 2 hosts, their gradients reduced between them.
 run env BUILD="$BIN" "$SCALING" --hosts 2 --rate 200mbit --bench "--model workshop-cnn --threads 1 --batch-size 8 --warmup 1 --steps 2 --runs 1"
 expect_rc 0 "--bench on 2 hosts"
-expect_out "--bench: the buckets go between the hosts" "^gradients: MPI_Iallreduce on host memory, [0-9]+ bucket\(s\) per step$"
+expect_out "--bench: 2 ranks of 1 thread" "^cifar10-bench .*: workshop-cnn, 2 rank\\(s\\) x 1 thread\\(s\\), batch 8 per rank"
+expect_out "--bench: their buckets reduced between them" "^gradients: MPI_Iallreduce on host memory, [0-9]+ bucket\\(s\\) per step$"
 expect_out "--bench: the per-layer table with the gradient column" "^19 +linear 4096->512 .* 8194\.0$"
 expect_out "--bench: the result line" "^scaling: hosts=2 rate=200mbit bench: images_per_s=[0-9.]+ ranks=2 threads=1 batch=8 "
 summary scaling
