@@ -387,14 +387,11 @@ def layers_at(table, x):
     return mix, r_lo + w * (r_hi - r_lo)
 
 
-def cmd_overlap(args):
-    """Each measured step of a scaling.sh --bench log (reports separated by '# round' lines)
-    beside its prediction: that run's own layer times, the rest of the step (loss, SGD update)
-    from the unshaped run of its round and bucket size, and the reduction exposed after
-    backward under each progress rule."""
-    ring, _ = fit_ring(args.allreduce, args, report=False)
+def read_bench_runs(path):
+    """[(round, report)] of a scaling.sh --bench log whose reports are separated by '# round N'
+    lines; a run that did not finish (no result line) is left out."""
     chunks, cur = [], []
-    for line in read_lines(args.log):
+    for line in read_lines(path):
         if line.startswith("# round") and cur:
             chunks.append(cur)
             cur = []
@@ -402,36 +399,47 @@ def cmd_overlap(args):
     chunks.append(cur)
     runs = []
     for c in chunks:
-        if not any(BENCH_RE.match(l) for l in c):
-            continue  # the log's header, or a run that did not finish
-        rnd = next((int(l.split()[2]) for l in c if l.startswith("# round")), 0)
-        runs.append((rnd, read_bench(args.log, c)))
-    def key(rnd, r):
-        return rnd, r["bucket_mb"], r.get("variant", "")
+        if any(BENCH_RE.match(line) for line in c):
+            rnd = next((int(line.split()[2]) for line in c if line.startswith("# round")), 0)
+            runs.append((rnd, read_bench(path, c)))
+    return runs
 
-    rest = {key(rnd, r): r["step_s"] - sum(l[1] + l[2] for l in r["layers"]) for rnd, r in runs if r.get("rate") is None}
+
+def run_key(rnd, r):
+    """Runs that share an unshaped reference: same round, bucket size and build."""
+    return rnd, r["bucket_mb"], r.get("variant", "")
+
+
+def cmd_overlap(args):
+    """Each measured step of a scaling.sh --bench log beside its replay: that run's own layer
+    times, the rest of the step (loss, SGD update) from the unshaped run of its round, bucket
+    size and build, and the reduction exposed after backward under each progress rule; then
+    the median exposed reduction per rate, bucket size and rule."""
+    ring, _ = fit_ring(args.allreduce, args, report=False)
+    runs = read_bench_runs(args.log)
+    rest = {run_key(rnd, r): r["step_s"] - sum(l[1] + l[2] for l in r["layers"])
+            for rnd, r in runs if r.get("rate") is None}
     print(f"{'round':>5} {'variant':>8} {'rate':>8} {'bucket':>6} {'layers ms':>9} {'step ms':>8} {'exposed':>8} "
           f"{'calls':>8} {'thread':>8} {'overlap':>8} {'error':>8}")
     worst, groups = 0.0, {}
     for rnd, r in runs:
         if r.get("rate") is None:
             continue
-        layers_s = sum(l[1] + l[2] for l in r["layers"])
-        measured = r["step_s"] - layers_s - rest[key(rnd, r)]
-        bucket = r["bucket_mb"] * 1048576
-        pred = {rule: exposed_seconds(r["layers"], bucket, ring, r["ranks"], r["rate"], rule) for rule in RULES}
+        layers_s, rest_s = sum(l[1] + l[2] for l in r["layers"]), rest[run_key(rnd, r)]
+        measured = r["step_s"] - layers_s - rest_s
+        pred = {rule: exposed_seconds(r["layers"], r["bucket_mb"] * 1048576, ring, r["ranks"], r["rate"], rule)
+                for rule in RULES}
         rule = "thread" if r.get("variant") == "thread" else "calls"
-        err = (layers_s + rest[key(rnd, r)] + pred[rule]) / r["step_s"] - 1.0
+        err = (layers_s + rest_s + pred[rule]) / r["step_s"] - 1.0
         worst = max(worst, abs(err))
         groups.setdefault((r["rate"], r["bucket_mb"], rule), []).append((measured, pred[rule]))
         print(f"{rnd:5d} {r.get('variant', '-'):>8} {r['rate'] / 1e6:5.0f} Mb {r['bucket_mb']:6g} {1e3 * layers_s:9.1f} "
               f"{1e3 * r['step_s']:8.1f} {1e3 * measured:8.1f} {1e3 * pred['calls']:8.1f} {1e3 * pred['thread']:8.1f} "
-              f"{1e3 * pred['overlap']:8.1f} "
-              f"{100 * err:+7.1f}%")
+              f"{1e3 * pred['overlap']:8.1f} {100 * err:+7.1f}%")
     print(f"worst step-time error (runs with the progress thread against the 'thread' rule, the others "
           f"against 'calls'): {100 * worst:.1f}%")
-    # One run's exposed time scatters by +-100 ms here (the machine's drift lands in it), so the
-    # exposed reduction is judged by the median of each group of runs.
+    # One run's exposed time scatters by up to 100 ms here (the machine's drift lands in it),
+    # so the exposed reduction is compared by the median of each group of runs.
     print("exposed reduction, median of each rate, bucket size and rule (ms): measured, replay, difference")
     for (rate, mb, rule), v in sorted(groups.items(), key=lambda kv: (-kv[0][0], -kv[0][1], kv[0][2])):
         m, p = median([x[0] for x in v]), median([x[1] for x in v])
