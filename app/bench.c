@@ -316,12 +316,14 @@ static void print_peaks(const struct bench *b) {
     printf("\n\n");
 }
 
-/* Floats of layer i's trainable tensors: what its backward hands the gradient buckets. */
+/* Floats of m->grads that layer i's backward hands the gradient buckets (model_grads_ready_fn):
+ * from its grads_begin up to the next trained layer's, alignment padding included. */
 static size_t layer_grad_floats(const struct model *m, int i) {
-    size_t n = 0;
-    for (int t = 0; t < m->ntensors; t++)
-        if (m->tensors[t].layer == i && m->tensors[t].home == HOME_PARAMS) n += m->tensors[t].numel;
-    return n;
+    if (m->layers[i].grads_begin == SIZE_MAX) return 0;
+    size_t end = m->nparams;
+    for (int j = i + 1; j < m->nlayers && end == m->nparams; j++)
+        if (m->layers[j].grads_begin != SIZE_MAX) end = m->layers[j].grads_begin;
+    return end - m->layers[i].grads_begin;
 }
 
 /* Rank 0: per layer the mean forward and backward time per step, GFLOP/s and (CPU) share of
