@@ -137,7 +137,7 @@ PLUGIN_DIR := $(BUILD)/lib/cifar10-dp
 ifeq ($(USE_CUDA),1)
 CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
              kernels/cuda/reduce.cu kernels/cuda/batchnorm.cu kernels/cuda/softmax_xent.cu \
-             kernels/cuda/linear.cu kernels/cuda/conv.cu
+             kernels/cuda/linear.cu kernels/cuda/conv.cu kernels/cuda/layout.cu
 NEWEST_ARCH := $(lastword $(CUDA_ARCH))
 GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)

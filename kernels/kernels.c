@@ -17,7 +17,8 @@ static const struct {
     OP(download_async), OP(compute_wait), OP(event_done), OP(event_wait), OP(timer_create), OP(timer_mark), OP(timer_seconds), OP(input_prepare),
     OP(conv_workspace), OP(linear_workspace), OP(conv_describe), OP(conv_forward), OP(conv_backward),
     OP(relu_forward), OP(relu_backward), OP(gelu_forward), OP(gelu_backward),
-    OP(maxpool_forward), OP(maxpool_backward), OP(batchnorm_forward_train),
+    OP(maxpool_forward), OP(maxpool_backward), OP(flatten_forward), OP(flatten_backward),
+    OP(batchnorm_forward_train),
     OP(batchnorm_forward_eval), OP(batchnorm_backward), OP(linear_forward), OP(linear_backward),
     OP(softmax_xent), OP(sgd_update), OP(lookahead_update), OP(shutdown),
 };

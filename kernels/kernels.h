@@ -14,8 +14,13 @@
  * Lifetime: the table is usable from its constructor (kernels_cpu(), kernels_cuda()) until
  * shutdown(); afterwards it must not be used, and only the constructor may be called again.
  *
- * Layouts are PyTorch's: activations NCHW, conv weights [K][C][k][k], linear weights [O][I].
- * Backward functions overwrite (never accumulate into) their gradient outputs. */
+ * Layouts: weights are PyTorch's, conv [K][C][k][k] and linear [O][I], on every backend.
+ * Activations with a spatial shape, written [N][C][H][W] (or [N][C][HW]) below, are stored in
+ * the backend's layout (`nhwc`): PyTorch's NCHW, or NHWC, [N][H][W][C], where cuDNN's
+ * tensor-core convolutions read and write them without transposing. Only the flatten ops
+ * turn them into PyTorch's [N][C*H*W] order, so the linear layers, the logits and every
+ * parameter mean the same on every backend. Backward functions overwrite (never accumulate
+ * into) their gradient outputs. */
 #ifndef KERNELS_KERNELS_H
 #define KERNELS_KERNELS_H
 
@@ -43,6 +48,7 @@ int kernels_conv_out(int size, int k, int pad);
 struct kernels {
     const char *name; /* "cpu", "cpu-bf16", "cuda" */
     int host;         /* 1: the backend computes on the host in host memory (the CPU tables) */
+    int nhwc;         /* the activations' layout (top): 0 NCHW (the CPU), 1 NHWC */
 
     /* Memory: zero-filled, aligned allocation; exits with a message on failure. */
     void *(*alloc)(size_t bytes);
@@ -153,6 +159,12 @@ struct kernels {
      * backward (0 where x <= 0). */
     void (*maxpool_backward)(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
                              int relu);
+
+    /* Flatten, in place: x[N][C][HW] in the backend's layout becomes PyTorch's [N][C*HW]
+     * (nn.Flatten after NCHW), and back; nothing to do on an NCHW backend or when HW or C is 1.
+     * Both run on the compute queue. */
+    void (*flatten_forward)(float *x, int N, int C, int HW);
+    void (*flatten_backward)(float *x, int N, int C, int HW);
 
     /* Training-mode batch norm of x[N][C][HW] over N and HW: y = (x - mean) * invstd * gamma[C]
      * + beta[C], invstd = 1/sqrt(biased var + eps). Saves mean[C] and invstd[C] for backward and

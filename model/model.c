@@ -331,7 +331,7 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
         else k->batchnorm_forward_eval(x, w, b, rm, rv, d->eps, y, n, L->in_c, HW);
         break;
     }
-    case LAYER_FLATTEN:
+    case LAYER_FLATTEN: k->flatten_forward(y, n, L->in_c, L->in_h * L->in_w); break;
     case LAYER_KINDS: break;
     case LAYER_LINEAR:
         k->linear_forward(x, w, b, y, n, L->in_c, L->out_c, linear_scale(d), m->ws, m->ws_bytes);
@@ -386,7 +386,12 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
     case LAYER_LINEAR:
         k->linear_backward(x, w, dy, dx, dw, db, n, L->in_c, L->out_c, linear_scale(def), m->ws, m->ws_bytes);
         break;
-    case LAYER_FLATTEN:
+    case LAYER_FLATTEN: /* its forward reordered the layer below's output in place (on an NHWC
+                         * backend; a forward alone leaves it so): undone for a backward that
+                         * reads it (a ReLU's) */
+        k->flatten_backward(dy, n, L->in_c, L->in_h * L->in_w);
+        k->flatten_backward(L->act, n, L->in_c, L->in_h * L->in_w);
+        break;
     case LAYER_KINDS: break;
     }
 }

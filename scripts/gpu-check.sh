@@ -13,7 +13,8 @@
 #                                  versions
 #   scripts/gpu-check.sh test      build; tests/test_ops (every op case on the GPU, and on every
 #                                  CPU path that machine has, AMX tiles included, against double
-#                                  precision); tests/test_cuda with TF32 off and on (for every
+#                                  precision, activations in NHWC and NCHW); tests/test_cuda
+#                                  with TF32 off and on, and in NCHW (for every
 #                                  network against the CPU: steps at batch 1, 32, 127 and 512,
 #                                  200 steps, the input pipeline overlapping compute, partial
 #                                  batches, cross-device checkpoints, GPU 1 when there is one);
@@ -29,7 +30,8 @@
 #   scripts/gpu-check.sh bench     images/s at batch 128 and 512: cifar10-bench --device=cuda
 #                                  against PyTorch eager and torch.compile on the same GPU; and
 #                                  airbench94 at batch 1024 against PyTorch eager, in fp32 and
-#                                  in bf16 (--precision bf16 against bf16 autocast)
+#                                  in bf16 (--precision bf16 against bf16 autocast), ours also
+#                                  with CIFAR10_CUDA_LAYOUT=nchw
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
 #                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
 #                                  ncu's per-kernel summary of cifar10-bench's last timed run
@@ -236,6 +238,7 @@ check_test() {
   check test_ops on_gpu build/tests/test_ops
   check "test_cuda tf32=off" on_gpu build/tests/test_cuda
   check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
+  check "test_cuda nchw tf32=off" on_gpu env CIFAR10_CUDA_LAYOUT=nchw build/tests/test_cuda
   local np tf32
   for np in 1 2; do
     for tf32 in off on; do check "test_dist np=$np tf32=$tf32" dist_gpu "$np" "$tf32"; done
@@ -288,11 +291,15 @@ check_bench() {
   done
   echo "== airbench94, batch 1024"
   build/cifar10-bench --device=cuda --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 | tee "$out/ours-airbench94.log"
+  CIFAR10_CUDA_LAYOUT=nchw build/cifar10-bench --device=cuda --model airbench94 --batch-size 1024 --warmup 10 \
+    --steps 20 --runs 5 | tee "$out/ours-nchw-airbench94.log"
   $py scripts/bench_torch.py --device cuda --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 |
     tee "$out/torch-eager-airbench94.log"
   echo "== airbench94, batch 1024, bf16: ours --precision bf16 against PyTorch's bf16 autocast"
   build/cifar10-bench --device=cuda --precision bf16 --model airbench94 --batch-size 1024 --warmup 10 --steps 20 \
     --runs 5 | tee "$out/ours-airbench94-bf16.log"
+  CIFAR10_CUDA_LAYOUT=nchw build/cifar10-bench --device=cuda --precision bf16 --model airbench94 --batch-size 1024 \
+    --warmup 10 --steps 20 --runs 5 | tee "$out/ours-nchw-airbench94-bf16.log"
   $py scripts/bench_torch.py --device cuda --bf16 --model airbench94 --batch-size 1024 --warmup 10 --steps 20 --runs 5 |
     tee "$out/torch-eager-airbench94-bf16.log"
   {
@@ -302,6 +309,7 @@ check_bench() {
     done
     echo "airbench94, batch 1024: $(images_per_s "$out/ours-airbench94.log") / $(images_per_s "$out/torch-eager-airbench94.log") / -"
     echo "airbench94, batch 1024, bf16: $(images_per_s "$out/ours-airbench94-bf16.log") / $(images_per_s "$out/torch-eager-airbench94-bf16.log") / -"
+    echo "ours in NCHW (CIFAR10_CUDA_LAYOUT=nchw), airbench94 at 1024: $(images_per_s "$out/ours-nchw-airbench94.log"), bf16: $(images_per_s "$out/ours-nchw-airbench94-bf16.log")"
   } | tee "$out/summary.txt"
 }
 

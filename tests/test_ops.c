@@ -15,16 +15,19 @@
  *         where it has AVX512_BF16, avx2 where it has AVX2; the plain-C path and the tile
  *         path's plain-C twin, amx-emulated, always), 2 threads;
  *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
- *         (TF32 off, so the GPU computes in FP32 like the CPU); then shutdown() and the whole
- *         table again on the backend kernels_cuda() makes afresh after it; then the conv and
- *         linear cases on kernels_cuda_bf16() (cuda-bf16) where the GPU has bf16 tensor cores.
+ *         (TF32 off, so the GPU computes in FP32 like the CPU), in the layout the environment
+ *         gives (NHWC by default); then shutdown() and the whole table again in NCHW
+ *         (CIFAR10_CUDA_LAYOUT=nchw) on the backend kernels_cuda() makes afresh after it; then
+ *         the conv and linear cases on kernels_cuda_bf16() (cuda-bf16), in both layouts, where
+ *         the GPU has bf16 tensor cores. Activations go up and come down through dev_act and
+ *         host_act, which reorder them for an NHWC backend, so every reference is NCHW.
  *
  * Tolerances, backend result against the double reference:
  *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
  *       gradients), GELU: float arithmetic that differs only in summation order and rounding;
  *   relative L2 error <= 1e-6: softmax cross-entropy (loss, dlogits), SGD (3 steps),
  *       lookahead;
- *   exact (==): ReLU, max pool (values, and the gradient's routing to the first maximum on
+ *   exact (==): ReLU, flatten, max pool (values, and the gradient's routing to the first maximum on
  *       ties), the argmax count of softmax cross-entropy, the asynchronous copies, lookahead
  *       with decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema;
  *   relative L2 error <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a float sum and
@@ -78,12 +81,13 @@ enum op {
     OP_SGD,
     OP_LOOKAHEAD,
     OP_COPY,
+    OP_FLATTEN,
     OP_COUNT
 };
 static const char *const op_names[OP_COUNT] = {
     "input_prepare", "conv",   "relu",         "gelu",       "maxpool",
     "batchnorm",     "linear", "softmax_xent", "sgd_update", "lookahead_update",
-    "async copies"};
+    "async copies",  "flatten"};
 
 enum {
     F_BIAS = 1 << 0,      /* conv, linear: with a bias */
@@ -134,6 +138,9 @@ struct op_case {
             int n;
             float weight;
         } lookahead;
+        struct {
+            int N, C, HW;
+        } flat;
         int n; /* relu, gelu, async copies */
     };
 };
@@ -272,6 +279,12 @@ static const struct op_case cases[] = {
     /* the asynchronous copies around an op */
     {OP_COPY, 0, .n = 1001},
     {OP_COPY, 0, .n = 1 << 20},
+
+    /* flatten: the workshop CNN's 256x4x4, odd sizes, and the shapes with nothing to reorder */
+    {OP_FLATTEN, 0, .flat = {3, 256, 16}},
+    {OP_FLATTEN, 0, .flat = {2, 5, 12}},
+    {OP_FLATTEN, 0, .flat = {2, 1, 9}},
+    {OP_FLATTEN, 0, .flat = {2, 7, 1}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -320,6 +333,23 @@ static float *host_of(const float *d, size_t n) {
     float *h = hnew(n * sizeof(float));
     B->download(h, d, n * sizeof(float));
     return h;
+}
+/* dst[n][b][a] = src[n][a][b]. */
+static float *host_transposed(const float *src, int N, int A, int Bd) {
+    float *dst = hnew((size_t)N * A * Bd * sizeof(float));
+    for (size_t n = 0; n < (size_t)N; n++)
+        for (size_t a = 0; a < (size_t)A; a++)
+            for (size_t b = 0; b < (size_t)Bd; b++) dst[(n * Bd + b) * A + a] = src[(n * A + a) * Bd + b];
+    return dst;
+}
+/* An activation x[N][C][HW] (the host's, NCHW) on the backend in its layout (kernels.h), and
+ * a backend activation back as NCHW: the references stay NCHW on every backend. */
+static float *dev_act(const float *host, int N, int C, int HW) {
+    return dev_of(B->nhwc ? host_transposed(host, N, C, HW) : host, (size_t)N * C * HW);
+}
+static float *host_act(const float *d, int N, int C, int HW) {
+    float *h = host_of(d, (size_t)N * C * HW);
+    return B->nhwc ? host_transposed(h, N, HW, C) : h;
 }
 static void release_case(void) {
     while (n_dev) B->free(dev_bufs[--n_dev]);
@@ -410,7 +440,7 @@ static void run_input(const struct op_case *c) {
     float *x = dev_nan(n);
     B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift,
                      c->input.reflect);
-    expect_abs("x", host_of(x, n), ref, n, TOL_INPUT);
+    expect_abs("x", host_act(x, N, 3, 1024), ref, n, TOL_INPUT);
 }
 
 /* ---- conv ---- */
@@ -478,15 +508,17 @@ static void run_conv(const struct op_case *c) {
     for (size_t i = 0; i < ny && c->flags & F_RELU; i++) ry[i] = ry[i] > 0 ? ry[i] : 0.0;
     for (size_t i = 0; i < nx && c->flags & F_MASK; i++) rdx[i] = x[i] > 0 ? rdx[i] : 0.0;
 
-    float *gx = dev_of(x, nx), *gw = dev_of(w, nw), *gdy = dev_of(dy, ny), *gb = b ? dev_of(b, s->K) : NULL;
+    int HW = s->H * s->W, HWo = (int)(ny / ((size_t)s->N * s->K));
+    float *gx = dev_act(x, s->N, s->C, HW), *gw = dev_of(w, nw), *gdy = dev_act(dy, s->N, s->K, HWo);
+    float *gb = b ? dev_of(b, s->K) : NULL;
     const float *mask = c->flags & F_MASK ? gx : NULL;
     size_t ws_bytes = B->conv_workspace(s, CONV_FORWARD | CONV_BACKWARD_DATA | CONV_BACKWARD_FILTER);
     void *ws = dev_alloc(ws_bytes);
     float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
     B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws, ws_bytes);
-    expect_products("y", host_of(gy, ny), ry, ny);
+    expect_products("y", host_act(gy, s->N, s->K, HWo), ry, ny);
     B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws, ws_bytes);
-    expect_products("dx", host_of(gdx, nx), rdx, nx);
+    expect_products("dx", host_act(gdx, s->N, s->C, HW), rdx, nx);
     expect_products("dw", host_of(gdw, nw), rdw, nw);
     expect_rel("db", host_of(gdb, s->K), rdb, s->K, TOL);
     conv_skipped(c, gx, gw, gdy, mask, ws, ws_bytes, gdx, gdw, gdb);
@@ -572,13 +604,14 @@ static void run_maxpool(const struct op_case *c) {
     double *ry = dnew(ny), *rdx[2] = {dnew(nx), dnew(nx)};
     int ties = maxpool_reference(x, dy, ry, rdx, N * C, H, W, k);
     EXPECT(!(c->flags & F_TIES) || ties > 0, "%s: %s: no tied window", where, what);
-    float *gx = dev_of(x, nx), *gdy = dev_of(dy, ny), *gy = dev_nan(ny);
+    int HWo = (H / k) * (W / k);
+    float *gx = dev_act(x, N, C, H * W), *gdy = dev_act(dy, N, C, HWo), *gy = dev_nan(ny);
     B->maxpool_forward(gx, gy, N, C, H, W, k);
-    expect_abs("y", host_of(gy, ny), ry, ny, 0);
+    expect_abs("y", host_act(gy, N, C, HWo), ry, ny, 0);
     for (int relu = 0; relu < 2; relu++) {
         float *gdx = dev_nan(nx);
         B->maxpool_backward(gx, gdy, gdx, N, C, H, W, k, relu);
-        expect_abs(relu ? "dx through ReLU" : "dx", host_of(gdx, nx), rdx[relu], nx, 0);
+        expect_abs(relu ? "dx through ReLU" : "dx", host_act(gdx, N, C, H * W), rdx[relu], nx, 0);
     }
 }
 
@@ -633,9 +666,9 @@ static void bn_backward(const struct op_case *c, const struct bn_data *d, const 
                         const float *ggamma, const float *gmean, const float *ginvstd) {
     int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
     size_t n = (size_t)N * C * HW;
-    float *gdy = dev_of(d->dy, n), *gdx = dev_nan(n), *gdg = dev_nan(C), *gdb = dev_nan(C);
+    float *gdy = dev_act(d->dy, N, C, HW), *gdx = dev_nan(n), *gdg = dev_nan(C), *gdb = dev_nan(C);
     B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb, N, C, HW);
-    expect_rel("dx", host_of(gdx, n), d->dx, n, TOL);
+    expect_rel("dx", host_act(gdx, N, C, HW), d->dx, n, TOL);
     expect_rel("dgamma", host_of(gdg, C), d->dgamma, C, TOL);
     expect_rel("dbeta", host_of(gdb, C), d->dbeta, C, TOL);
     if (c->flags & F_NO_DGAMMA) {
@@ -659,11 +692,11 @@ static void run_batchnorm(const struct op_case *c) {
               c->bn.offset);
     struct bn_data d;
     bn_inputs(c, &d);
-    float *gx = dev_of(d.x, n), *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
+    float *gx = dev_act(d.x, N, C, HW), *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
     float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gy = dev_nan(n), *gm = dev_nan(C),
           *gi = dev_nan(C);
     B->batchnorm_forward_train(gx, gg, gb, gy, gm, gi, grm, grv, c->bn.momentum, c->bn.eps, N, C, HW);
-    expect_rel("y (train)", host_of(gy, n), d.y, n, TOL);
+    expect_rel("y (train)", host_act(gy, N, C, HW), d.y, n, TOL);
     expect_rel("save_mean", host_of(gm, C), d.mean, C, TOL);
     expect_rel("save_invstd", host_of(gi, C), d.invstd, C, TOL);
     expect_rel("running_mean", host_of(grm, C), d.rm_new, C, TOL);
@@ -671,7 +704,7 @@ static void run_batchnorm(const struct op_case *c) {
     bn_backward(c, &d, gx, gg, gm, gi);
     float *erm = dev_of(d.rm, C), *erv = dev_of(d.rv, C), *gye = dev_nan(n);
     B->batchnorm_forward_eval(gx, gg, gb, erm, erv, c->bn.eps, gye, N, C, HW);
-    expect_rel("y (eval)", host_of(gye, n), d.y_eval, n, TOL);
+    expect_rel("y (eval)", host_act(gye, N, C, HW), d.y_eval, n, TOL);
 }
 
 /* ---- linear ---- */
@@ -866,6 +899,24 @@ static void run_copy(const struct op_case *c) {
     B->host_free(hin), B->host_free(hout);
 }
 
+/* ---- flatten ---- */
+
+/* flatten_forward turns the backend's layout into PyTorch's [N][C*HW] order (the NCHW order),
+ * and flatten_backward back: exact. */
+static void run_flatten(const struct op_case *c) {
+    int N = c->flat.N, C = c->flat.C, HW = c->flat.HW;
+    size_t n = (size_t)N * C * HW;
+    name_case(c, "flatten N%d C%d HW%d", N, C, HW);
+    float *x = hfill(n, -1, 1);
+    double *ref = dnew(n);
+    for (size_t i = 0; i < n; i++) ref[i] = x[i];
+    float *gx = dev_act(x, N, C, HW);
+    B->flatten_forward(gx, N, C, HW);
+    expect_abs("flattened", host_of(gx, n), ref, n, 0);
+    B->flatten_backward(gx, N, C, HW);
+    expect_abs("unflattened", host_act(gx, N, C, HW), ref, n, 0);
+}
+
 /* ---- The runner ---- */
 
 typedef void run_fn(const struct op_case *c);
@@ -873,7 +924,7 @@ static run_fn *const runners[] = {
     [OP_INPUT] = run_input,         [OP_CONV] = run_conv,       [OP_RELU] = run_relu,
     [OP_GELU] = run_gelu,           [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm,
     [OP_LINEAR] = run_linear,       [OP_XENT] = run_xent,       [OP_SGD] = run_sgd,
-    [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,
+    [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,       [OP_FLATTEN] = run_flatten,
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 
@@ -1058,25 +1109,41 @@ static void cuda_column(void) {
     kernels_cuda_describe(name, sizeof name);
     printf("test_ops: cuda: GPU 0: %s\n", name);
     expect_complete(B);
-    snprintf(where, sizeof where, "cuda");
+    snprintf(where, sizeof where, "cuda %s", B->nhwc ? "nhwc" : "nchw");
     run_cases(0);
+    /* The environment's layout (unset or empty: NHWC), then, after shutdown, the other one on
+     * the backend made afresh, and bf16 in both layouts; the environment as it was after. */
+    const char *env = getenv("CIFAR10_CUDA_LAYOUT");
+    char saved[16] = "";
+    if (env) snprintf(saved, sizeof saved, "%s", env);
+    int first = !(env && strcmp(env, "nchw") == 0);
+    EXPECT(B->nhwc == first, "cuda: CIFAR10_CUDA_LAYOUT=%s gave nhwc %d", env ? env : "(unset)", B->nhwc);
     B->shutdown();
-    B = kernels_cuda(0);
-    snprintf(where, sizeof where, "cuda after shutdown and kernels_cuda(0) again");
-    run_cases(0);
-    if (kernels_cuda_bf16_native()) {
+    const char *layouts[2] = {"nchw", "nhwc"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(setenv("CIFAR10_CUDA_LAYOUT", layouts[i], 1) == 0);
+        B = kernels_cuda(0);
+        EXPECT(B->nhwc == i, "cuda: CIFAR10_CUDA_LAYOUT=%s gave nhwc %d", layouts[i], B->nhwc);
+        if (i != first) {
+            snprintf(where, sizeof where, "cuda %s, after shutdown and kernels_cuda(0) again", layouts[i]);
+            run_cases(0);
+        }
+        if (!kernels_cuda_bf16_native()) {
+            printf("test_ops: cuda-bf16: skipped: GPU 0 has no bf16 tensor cores\n");
+            B->shutdown();
+            continue;
+        }
         B = kernels_cuda_bf16(0);
         expect_complete(B);
-        snprintf(where, sizeof where, "cuda-bf16, conv and linear");
+        snprintf(where, sizeof where, "cuda-bf16 %s, conv and linear", layouts[i]);
         tol_products = TOL_BF16, worst_products = 0.0;
         run_cases(2);
         printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products,
                TOL_BF16);
         tol_products = TOL;
-    } else {
-        printf("test_ops: cuda-bf16: skipped: GPU 0 has no bf16 tensor cores\n");
+        B->shutdown();
     }
-    B->shutdown();
+    CHECK((env ? setenv("CIFAR10_CUDA_LAYOUT", saved, 1) : unsetenv("CIFAR10_CUDA_LAYOUT")) == 0);
 #else
     printf("test_ops: cuda: skipped: this build has no CUDA backend\n");
 #endif

@@ -29,6 +29,8 @@ static void cpu_timer_mark(struct kernels_event *e) { e->seconds = clock_seconds
 static double cpu_timer_seconds(struct kernels_event *from, struct kernels_event *to) {
     return to->seconds - from->seconds;
 }
+/* NCHW is already PyTorch's flatten order. */
+static void cpu_flatten(float *x, int N, int C, int HW) { (void)x, (void)N, (void)C, (void)HW; }
 /* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
 static void cpu_shutdown(void) {}
 
@@ -64,6 +66,8 @@ static const struct kernels cpu_kernels = {
     .gelu_backward = cpu_gelu_backward,
     .maxpool_forward = cpu_maxpool_forward,
     .maxpool_backward = cpu_maxpool_backward,
+    .flatten_forward = cpu_flatten,
+    .flatten_backward = cpu_flatten,
     .batchnorm_forward_train = cpu_batchnorm_forward_train,
     .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
     .batchnorm_backward = cpu_batchnorm_backward,

@@ -23,6 +23,7 @@ static cudnnHandle_t cudnn;
 static cublasHandle_t cublas;
 static void *scratch;
 static size_t scratch_bytes;
+static int nhwc = 1; /* the activations' layout, set when the backend starts (cuda_table) */
 
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
     fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d\n", err_progname(), api, expr, what, file, line);
@@ -46,6 +47,16 @@ const char *cuda_cublas_error(cublasStatus_t s) {
 int cuda_tf32(void) {
     const char *v = getenv("NVIDIA_TF32_OVERRIDE");
     return !(v && strcmp(v, "0") == 0);
+}
+
+int cuda_nhwc(void) { return nhwc; }
+
+/* CIFAR10_CUDA_LAYOUT: nhwc (the default) or nchw; anything else is an error. */
+static int layout_from_env(void) {
+    const char *v = getenv("CIFAR10_CUDA_LAYOUT");
+    if (!v || !*v || strcmp(v, "nhwc") == 0) return 1;
+    if (strcmp(v, "nchw") == 0) return 0;
+    err_die(1, "CIFAR10_CUDA_LAYOUT=%s: expected nhwc or nchw", v);
 }
 
 cudaStream_t cuda_stream(void) { return compute_stream; }
@@ -245,7 +256,9 @@ static const struct kernels *cuda_table(int device) {
     /* FP32 GEMMs, as PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False). */
     CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
     selected = device;
+    nhwc = layout_from_env();
     table.name = "cuda";
+    table.nhwc = nhwc;
     table.alloc = cuda_alloc;
     table.free = cuda_free;
     table.upload = cuda_upload;
@@ -275,6 +288,8 @@ static const struct kernels *cuda_table(int device) {
     table.gelu_backward = cuda_gelu_backward;
     table.maxpool_forward = cuda_maxpool_forward;
     table.maxpool_backward = cuda_maxpool_backward;
+    table.flatten_forward = cuda_flatten_forward;
+    table.flatten_backward = cuda_flatten_backward;
     table.batchnorm_forward_train = cuda_batchnorm_forward_train;
     table.batchnorm_forward_eval = cuda_batchnorm_forward_eval;
     table.batchnorm_backward = cuda_batchnorm_backward;
@@ -324,12 +339,14 @@ static void describe(char *buf, size_t size) {
     int driver = 0;
     CUDA_CHECK(cudaDriverGetVersion(&driver));
     snprintf(buf, size,
-             "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s)",
+             "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s; "
+             "activations %s)",
              p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000,
              driver % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100,
              p.major < 8   ? "FP32"
              : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)"
-                           : "FP32 (NVIDIA_TF32_OVERRIDE=0)");
+                           : "FP32 (NVIDIA_TF32_OVERRIDE=0)",
+             nhwc ? "NHWC (CIFAR10_CUDA_LAYOUT=nchw: NCHW)" : "NCHW (CIFAR10_CUDA_LAYOUT=nchw)");
 }
 
 /* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */

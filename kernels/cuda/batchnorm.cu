@@ -1,5 +1,6 @@
 /* Batch norm over N and HW of x[N][C][HW]: channel statistics from deterministic double
- * partial sums (reduce.cu), a per-channel finishing kernel, then one element-wise kernel. */
+ * partial sums (reduce.cu), a per-channel finishing kernel, then one element-wise kernel. In
+ * NHWC the same kernels see x as [N * HW][C][1] (cuda_act_rows). */
 #include "cuda.h"
 
 /* y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order. */
@@ -62,10 +63,12 @@ __global__ static void backward_dx_kernel(const float *x, const float *dy, const
 void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                   float *save_mean, float *save_invstd, float *running_mean,
                                   float *running_var, float momentum, float eps, int N, int C, int HW) {
-    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C) * C * sizeof(double));
+    double count = (double)N * HW;
+    cuda_act_rows(cuda_nhwc(), &N, &HW);
+    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C, HW) * C * sizeof(double));
     int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, NULL, NULL, NULL, part, N, C, HW);
     stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(
-        part, S, C, (double)N * HW, momentum, eps, save_mean, save_invstd, running_mean, running_var);
+        part, S, C, count, momentum, eps, save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
     normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
@@ -76,6 +79,7 @@ void cuda_batchnorm_forward_train(const float *x, const float *gamma, const floa
 void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
                                  const float *running_mean, const float *running_var, float eps, float *y,
                                  int N, int C, int HW) {
+    cuda_act_rows(cuda_nhwc(), &N, &HW);
     float *invstd = (float *)cuda_scratch((size_t)C * sizeof(float));
     eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd,
                                                                                   C);
@@ -89,14 +93,16 @@ void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float
 void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
                              const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
                              int HW) {
-    int S = cuda_channel_splits(N, C);
+    double count = (double)N * HW;
+    cuda_act_rows(cuda_nhwc(), &N, &HW);
+    int S = cuda_channel_splits(N, C, HW);
     size_t part_bytes = 2 * (size_t)S * C * sizeof(double);
     char *scratch = (char *)cuda_scratch(part_bytes + 2 * (size_t)C * sizeof(float));
     double *part = (double *)scratch;
     float *coef = (float *)(scratch + part_bytes);
     cuda_channel_partials(CHANNEL_SUM_XHAT, dy, x, save_mean, save_invstd, part, N, C, HW);
-    backward_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(
-        part, S, C, (double)N * HW, dgamma, dbeta, coef);
+    backward_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(part, S, C, count,
+                                                                                      dgamma, dbeta, coef);
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;

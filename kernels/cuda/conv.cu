@@ -30,7 +30,13 @@
  * tensor-core math), and its bf16 output (y, dw or dx) is widened back into the float tensor.
  * That is PyTorch's autocast: bf16 operands and a bf16-rounded result (the CPU's cpu-bf16 keeps
  * the float result). The copies live at the front of the workspace (conversion_bytes), which
- * conv_workspace adds to cuDNN's need; the biases and their gradient stay float. */
+ * conv_workspace adds to cuDNN's need; the biases and their gradient stay float.
+ *
+ * Layout: the activations are the backend's (cuda_nhwc()). In NHWC, cuDNN's tensor-core
+ * kernels read and write them as they are (in NCHW it transposes each operand to NHWC and the
+ * result back, which took 17 % of an airbench94 step on an H200), and the filter is handed to
+ * it as [K][k][k][C] (KRSC): a copy made per call in the same workspace, and the filter
+ * gradient comes back through one. Those are small: at most 256 x 256 x 25 floats. */
 extern "C" {
 #include "../../common/err.h"
 }
@@ -70,9 +76,10 @@ struct algo {
 struct plan {
     struct conv_shape s;
     int bf16;                     /* bf16 tensors (see the top), else float */
+    int nhwc;                     /* the activations' layout (top) */
     int Ho, Wo;                   /* kernels_conv_out of H, W; cuDNN agrees (checked) */
-    cudnnTensorDescriptor_t x, y; /* [N][C][H][W], [N][K][Ho][Wo] */
-    cudnnFilterDescriptor_t w;    /* [K][C][k][k] */
+    cudnnTensorDescriptor_t x, y; /* [N][C][H][W], [N][K][Ho][Wo] (or NHWC) */
+    cudnnFilterDescriptor_t w;    /* [K][C][k][k] (or [K][k][k][C] with NHWC) */
     cudnnConvolutionDescriptor_t conv;
     cudnnMathType_t math; /* what cudnnFind* may use: default, or FMA only */
     struct {
@@ -169,23 +176,26 @@ static int same_shape(const struct conv_shape *a, const struct conv_shape *b) {
  * yet. */
 static struct plan *plan_get(const struct conv_shape *s, int bf16) {
     for (int i = 0; i < nplans; i++)
-        if (same_shape(&plans[i].s, s) && plans[i].bf16 == bf16) return &plans[i];
+        if (same_shape(&plans[i].s, s) && plans[i].bf16 == bf16 && plans[i].nhwc == cuda_nhwc())
+            return &plans[i];
     CHECK(nplans < MAX_PLANS);
     CHECK(s->k >= 1 && s->k <= 5 && s->pad >= 0 && s->pad < s->k); /* the contract's range */
     struct plan *p = &plans[nplans++];
     memset(p, 0, sizeof *p); /* a slot reused after cuda_conv_release() has nothing timed */
     p->s = *s;
     p->bf16 = bf16;
+    p->nhwc = cuda_nhwc();
     p->Ho = kernels_conv_out(s->H, s->k, s->pad);
     p->Wo = kernels_conv_out(s->W, s->k, s->pad);
     p->math = bf16 ? CUDNN_TENSOR_OP_MATH : cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    cudnnTensorFormat_t format = p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, type, s->N, s->C, s->H, s->W));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, s->K, s->C, s->k, s->k));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, format, type, s->N, s->C, s->H, s->W));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, type, format, s->K, s->C, s->k, s->k));
     /* pad_h, pad_w, stride u, v = 1, dilation 1: PyTorch's Conv2d is a cross-correlation; the
      * compute type is float in both precisions (float accumulation). */
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
@@ -195,40 +205,62 @@ static struct plan *plan_get(const struct conv_shape *s, int bf16) {
     int on, oc, oh, ow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
     CHECK(on == s->N && oc == s->K && oh == p->Ho && ow == p->Wo);
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, type, s->N, s->K, p->Ho, p->Wo));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, format, type, s->N, s->K, p->Ho, p->Wo));
     return p;
 }
 
-/* The bf16 copies at the front of a bf16 plan's workspace, each on a 256-byte boundary:
- * x, w and y (or dy) converted, then the bf16 results dw and dx of the backward. Float plans
- * need none. */
+/* The operands cuDNN sees where they differ from ours, at the front of the workspace, each on a
+ * 256-byte boundary: in bf16, copies of x and y (or dy) and the bf16 result dx; the filter w and
+ * the filter gradient dw in cuDNN's form whenever that differs (bf16, or KRSC for NHWC). A
+ * float NCHW plan needs none. Elements are bf16 or float as the plan. */
 struct copies {
-    __nv_bfloat16 *x, *w, *y, *dw, *dx;
+    void *x, *w, *y, *dw, *dx;
 };
 
 static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-static size_t conversion_bytes(const struct plan *p) {
-    if (!p->bf16) return 0;
+static int filter_copied(const struct plan *p) { return p->bf16 || p->nhwc; }
+
+/* The bytes of each copy (0: none), in the order of struct copies. */
+static void copy_bytes(const struct plan *p, size_t bytes[5]) {
     const struct conv_shape *s = &p->s;
-    size_t x = (size_t)s->N * s->C * s->H * s->W, w = (size_t)s->K * s->C * s->k * s->k;
-    size_t y = (size_t)s->N * s->K * p->Ho * p->Wo, b = sizeof(__nv_bfloat16);
-    return 2 * round256(x * b) + 2 * round256(w * b) + round256(y * b);
+    size_t e = p->bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+    size_t x = p->bf16 ? round256((size_t)s->N * s->C * s->H * s->W * e) : 0;
+    size_t w = filter_copied(p) ? round256((size_t)s->K * s->C * s->k * s->k * e) : 0;
+    size_t y = p->bf16 ? round256((size_t)s->N * s->K * p->Ho * p->Wo * e) : 0;
+    bytes[0] = x, bytes[1] = w, bytes[2] = y, bytes[3] = w, bytes[4] = x;
+}
+
+static size_t conversion_bytes(const struct plan *p) {
+    size_t b[5];
+    copy_bytes(p, b);
+    return b[0] + b[1] + b[2] + b[3] + b[4];
 }
 
 static struct copies copies_in(const struct plan *p, void *ws) {
-    const struct conv_shape *s = &p->s;
-    size_t b = sizeof(__nv_bfloat16), x = round256((size_t)s->N * s->C * s->H * s->W * b);
-    size_t w = round256((size_t)s->K * s->C * s->k * s->k * b);
-    size_t y = round256((size_t)s->N * s->K * p->Ho * p->Wo * b);
+    size_t b[5];
+    copy_bytes(p, b);
     char *at = (char *)ws;
     struct copies c;
-    c.x = (__nv_bfloat16 *)at, at += x;
-    c.w = (__nv_bfloat16 *)at, at += w;
-    c.y = (__nv_bfloat16 *)at, at += y;
-    c.dw = (__nv_bfloat16 *)at, at += w;
-    c.dx = (__nv_bfloat16 *)at;
+    c.x = at, at += b[0];
+    c.w = at, at += b[1];
+    c.y = at, at += b[2];
+    c.dw = at, at += b[3];
+    c.dx = at;
     return c;
+}
+
+/* w as cuDNN reads it (filter_copied), and a filter gradient back from that form. */
+static void filter_pack(const struct plan *p, const float *w, void *dst) {
+    const struct conv_shape *s = &p->s;
+    if (p->bf16) cuda_filter_pack(w, (__nv_bfloat16 *)dst, s->K, s->C, s->k * s->k, p->nhwc);
+    else cuda_filter_pack(w, (float *)dst, s->K, s->C, s->k * s->k, p->nhwc);
+}
+
+static void filter_unpack(const struct plan *p, const void *src, float *dw) {
+    const struct conv_shape *s = &p->s;
+    if (p->bf16) cuda_filter_unpack((const __nv_bfloat16 *)src, dw, s->K, s->C, s->k * s->k, p->nhwc);
+    else cuda_filter_unpack((const float *)src, dw, s->K, s->C, s->k * s->k, p->nhwc);
 }
 
 /* The workspace an op hands to cuDNN: what follows the bf16 copies. Exits naming the layer
@@ -238,8 +270,8 @@ static size_t cudnn_bytes(const struct plan *p, size_t ws_bytes) {
     if (ws_bytes < need) {
         const struct conv_shape *s = &p->s;
         fprintf(stderr,
-                "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d, bf16: %zu bytes of workspace cannot hold "
-                "the bf16 copies of the operands (%zu bytes)\n",
+                "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d: %zu bytes of workspace cannot hold "
+                "the copies of the operands (%zu bytes)\n",
                 err_progname(), s->C, s->K, s->H, s->W, s->k, s->pad, s->N, ws_bytes, need);
         exit(1);
     }
@@ -268,6 +300,15 @@ void cuda_conv_release(void) {
     nplans = 0;
 }
 
+/* y's bias (+ ReLU) or ReLU alone, in the plan's layout. */
+static void bias_act(const struct plan *p, float *y, const float *b, int relu) {
+    int rows = p->s.N, hw = p->Ho * p->Wo;
+    if (b) {
+        cuda_act_rows(p->nhwc, &rows, &hw);
+        cuda_bias_act(y, b, 1.0f, rows, p->s.K, hw, relu);
+    } else if (relu) cuda_relu_forward(y, y, (size_t)rows * p->s.K * hw);
+}
+
 static void conv_forward(int bf16, const struct conv_shape *s, const float *x, const float *w, const float *b,
                          float *y, int relu, void *ws, size_t ws_bytes) {
     struct plan *p = plan_get(s, bf16);
@@ -277,20 +318,27 @@ static void conv_forward(int bf16, const struct conv_shape *s, const float *x, c
     const float one = 1.0f, zero = 0.0f;
     const void *xo = x, *wo = w;
     void *yo = y;
-    struct copies c = {};
+    struct copies c = copies_in(p, ws);
     if (bf16) {
-        c = copies_in(p, ws);
-        cuda_to_bf16(x, c.x, (size_t)s->N * s->C * s->H * s->W);
-        cuda_to_bf16(w, c.w, (size_t)s->K * s->C * s->k * s->k);
-        xo = c.x, wo = c.w, yo = c.y;
+        cuda_to_bf16(x, (__nv_bfloat16 *)c.x, (size_t)s->N * s->C * s->H * s->W);
+        xo = c.x, yo = c.y;
     }
+    if (filter_copied(p)) filter_pack(p, w, c.w), wo = c.w;
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
     CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, p->conv,
                                         (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
                                         p->y, yo));
-    if (bf16) cuda_from_bf16(c.y, y, ny);
-    if (b) cuda_bias_act(y, b, 1.0f, s->N, s->K, p->Ho * p->Wo, relu);
-    else if (relu) cuda_relu_forward(y, y, ny);
+    if (bf16) cuda_from_bf16((const __nv_bfloat16 *)c.y, y, ny);
+    bias_act(p, y, b, relu);
+}
+
+/* db[K] = the sum of dy over n, y, x (float in both precisions). */
+static void bias_grad(const struct plan *p, const float *dy, float *db) {
+    int rows = p->s.N, hw = p->Ho * p->Wo, K = p->s.K;
+    cuda_act_rows(p->nhwc, &rows, &hw);
+    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(rows, K, hw) * K * sizeof(double));
+    int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, rows, K, hw);
+    cuda_channel_reduce(part, db, S, K, 1.0f);
 }
 
 static void conv_backward(int bf16, const struct conv_shape *s, const float *x, const float *w,
@@ -299,24 +347,21 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
     struct plan *p = plan_get(s, bf16);
     size_t cudnn_ws_bytes = cudnn_bytes(p, ws_bytes);
     void *cudnn_ws = (char *)ws + conversion_bytes(p);
-    size_t nx = (size_t)s->N * s->C * s->H * s->W, nw = (size_t)s->K * s->C * s->k * s->k;
+    size_t nx = (size_t)s->N * s->C * s->H * s->W;
     const float one = 1.0f, zero = 0.0f;
-    if (db) { /* db[K] = the sum of dy[N][K][Ho][Wo] over n, y, x (float in both precisions) */
-        double *part =
-            (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(s->N, s->K) * s->K * sizeof(double));
-        int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, s->N, s->K, p->Ho * p->Wo);
-        cuda_channel_reduce(part, db, S, s->K, 1.0f);
-    }
-    /* The operands cuDNN reads and the results it writes: the float tensors, or bf16 copies. */
+    if (db) bias_grad(p, dy, db);
+    /* The operands cuDNN reads and the results it writes: ours, or copies (struct copies). */
     const void *xo = x, *wo = w, *dyo = dy;
     void *dwo = dw, *dxo = dx;
-    struct copies c = {};
+    struct copies c = copies_in(p, ws);
     if (bf16 && (dw || dx)) {
-        c = copies_in(p, ws);
-        cuda_to_bf16(dy, c.y, (size_t)s->N * s->K * p->Ho * p->Wo);
-        if (dw) cuda_to_bf16(x, c.x, nx);
-        if (dx) cuda_to_bf16(w, c.w, nw);
-        xo = c.x, wo = c.w, dyo = c.y, dwo = c.dw, dxo = c.dx;
+        cuda_to_bf16(dy, (__nv_bfloat16 *)c.y, (size_t)s->N * s->K * p->Ho * p->Wo);
+        if (dw) cuda_to_bf16(x, (__nv_bfloat16 *)c.x, nx);
+        xo = c.x, dyo = c.y, dxo = c.dx;
+    }
+    if (filter_copied(p)) {
+        if (dx) filter_pack(p, w, c.w);
+        wo = c.w, dwo = c.dw;
     }
     if (dw) {
         const struct algo *a = choose(p, BACKWARD_FILTER, cudnn_ws_bytes);
@@ -324,7 +369,7 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
         CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda_cudnn(), &one, p->x, xo, p->y, dyo, p->conv,
                                                    (cudnnConvolutionBwdFilterAlgo_t)a->algo, cudnn_ws,
                                                    cudnn_ws_bytes, &zero, p->w, dwo));
-        if (bf16) cuda_from_bf16(c.dw, dw, nw);
+        if (filter_copied(p)) filter_unpack(p, c.dw, dw);
     }
     if (!dx) return;
     const struct algo *a = choose(p, BACKWARD_DATA, cudnn_ws_bytes);
@@ -332,7 +377,7 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
     CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, wo, p->y, dyo, p->conv,
                                              (cudnnConvolutionBwdDataAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes,
                                              &zero, p->x, dxo));
-    if (bf16) cuda_from_bf16(c.dx, dx, nx);
+    if (bf16) cuda_from_bf16((const __nv_bfloat16 *)c.dx, dx, nx);
     if (dx_mask) cuda_relu_backward(dx_mask, dx, dx, nx);
 }
 
@@ -373,8 +418,8 @@ static void conv_describe(int bf16, const struct conv_shape *s, enum conv_pass p
     int i = pass == CONV_FORWARD ? FORWARD : pass == CONV_BACKWARD_DATA ? BACKWARD_DATA : BACKWARD_FILTER;
     struct plan *p = plan_get(s, bf16);
     const struct algo *a = choose(p, i, cudnn_bytes(p, ws_bytes));
-    snprintf(buf, size, "%s, %s, %.1f MiB%s", algo_name(i, a->algo), math_name(a->math),
-             (double)a->memory / (1 << 20), bf16 ? ", bf16 copies" : "");
+    snprintf(buf, size, "%s, %s, %.1f MiB%s%s", algo_name(i, a->algo), math_name(a->math),
+             (double)a->memory / (1 << 20), bf16 ? ", bf16 copies" : "", p->nhwc ? ", NHWC" : "");
 }
 
 /* The tables' entries: float (cuda) and bf16 (cuda-bf16). */

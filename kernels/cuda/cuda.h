@@ -87,16 +87,26 @@ __device__ static inline uint32_t channel_at(uint32_t i, struct channel_of k) {
     return fastdiv_mod(fastdiv_div(i, k.hw), k.c);
 }
 
+/* The activations' layout (kernels.h), chosen when the backend starts: NHWC (1), unless
+ * CIFAR10_CUDA_LAYOUT=nchw (0; for comparisons). */
+int cuda_nhwc(void);
+/* An activation [N][C][HW] in the backend's layout as the a[rows][C][hw] that channel_of and
+ * the channel partials index: itself in NCHW, [N * HW][C][1] in NHWC (a pixel per row). */
+static inline void cuda_act_rows(int nhwc, int *N, int *HW) {
+    if (nhwc) *N *= *HW, *HW = 1;
+}
+
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
- * shape): each channel is split into S fixed runs of images and every (run, channel) sum is
- * taken in double, so the result is deterministic and does not depend on the GPU. Writes
+ * shape): each channel is split into S fixed runs of images (rows when HW is 1) and every
+ * (run, channel) sum is taken in double, so the result is deterministic and does not depend
+ * on the GPU. Writes
  * part[0][S][C] = sum of a and part[1][S][C] = sum of the second quantity:
  *   CHANNEL_SUM:        nothing (part[1] untouched)
  *   CHANNEL_SUM_SQUARE: a * a
  *   CHANNEL_SUM_XHAT:   a * (b - mean[c]) * invstd[c]   (batch norm backward: a = dy, b = x)
- * part must hold 2 * cuda_channel_splits(N, C) * C doubles. Returns S. */
+ * part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
 enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT };
-int cuda_channel_splits(int N, int C);
+int cuda_channel_splits(int N, int C, int HW);
 int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
                           const float *invstd, double *part, int N, int C, int HW);
 /* out[c] = scale * sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM
@@ -129,14 +139,22 @@ void cuda_linear_forward_bf16(const float *x, const float *w, const float *b, fl
 void cuda_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
                                float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n);
+/* layout.cu. Flatten (kernels.h) in place through the scratch buffer. A filter for cuDNN:
+ * dst = w[K][C][kk] as T (float, or bf16 rounded to nearest even), reordered to [K][kk][C]
+ * when krsc (NHWC convolutions); and a filter gradient back from that form to dw[K][C][kk]. */
+void cuda_flatten_forward(float *x, int N, int C, int HW);
+void cuda_flatten_backward(float *x, int N, int C, int HW);
+template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc);
+template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc);
 void cuda_from_bf16(const __nv_bfloat16 *src, float *dst, size_t n);
 void cuda_relu_forward(const float *x, float *y, size_t n);
 void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n);
 void cuda_gelu_forward(const float *x, float *y, size_t n);
 void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
 /* y[N][C][HW] += scale * b[C], then ReLU when relu != 0 (b not NULL: without a bias, call
- * cuda_relu_forward or nothing). */
+ * cuda_relu_forward or nothing). NCHW indexing: an NHWC map is [N * HW][C][1]. */
 void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu);
+/* Max pool in the backend's layout (cuda_nhwc()). */
 void cuda_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
 void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
                            int relu);

@@ -83,11 +83,14 @@ __device__ static int input_source(int i, int reflect) {
     return i < 0 ? -i : 62 - i;
 }
 
-/* x[n][c][y][x]: one thread per output pixel; see data/augment.c for the geometry. */
+/* x[n][c][y][x] (x[n][y][x][c] with nhwc): one thread per output element; see data/augment.c
+ * for the geometry. */
 __global__ static void input_kernel(const unsigned char *img, const int *geom, float *x, size_t total,
-                                    struct norm3 nm, int reflect) {
+                                    struct norm3 nm, int reflect, int nhwc) {
     GRID_STRIDE(i, total) {
-        int px = (int)(i % 32), py = (int)(i / 32 % 32), c = (int)(i / 1024 % 3);
+        int px, py, c;
+        if (nhwc) c = (int)(i % 3), px = (int)(i / 3 % 32), py = (int)(i / 96 % 32);
+        else px = (int)(i % 32), py = (int)(i / 32 % 32), c = (int)(i / 1024 % 3);
         size_t n = i / 3072;
         const int *g = geom + 3 * n;
         int sy = input_source(py + g[1] - 4, reflect);
@@ -153,6 +156,7 @@ void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int
     struct norm3 nm;
     for (int c = 0; c < 3; c++) nm.scale[c] = scale[c], nm.shift[c] = shift[c];
     size_t total = (size_t)N * 3072;
-    input_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(img, geom, x, total, nm, reflect);
+    input_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(img, geom, x, total, nm, reflect,
+                                                                         cuda_nhwc());
     LAUNCH_CHECK();
 }

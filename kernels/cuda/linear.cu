@@ -39,7 +39,7 @@ static void linear_backward(int bf16, const float *x, const float *w, const floa
     if (dx) gemm(bf16, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &scale, w, I, dy, O, dx, I);
     if (!db) return;
     /* db[O] = scale * the sum over n of dy[n][O]: the channel sum with HW = 1. */
-    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, O) * O * sizeof(double));
+    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, O, 1) * O * sizeof(double));
     int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, N, O, 1);
     cuda_channel_reduce(part, db, S, O, scale);
 }

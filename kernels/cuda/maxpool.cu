@@ -1,6 +1,7 @@
-/* k x k max pool with stride k (nn.MaxPool2d(k), floor): y[N][C][H/k][W/k] from x[N][C][H][W],
- * one thread per output element. dy goes to the first maximum of each window in row-major order
- * (strict '>'), as cpu/maxpool.c and PyTorch do.
+/* k x k max pool with stride k (nn.MaxPool2d(k), floor): y[N][C][H/k][W/k] from x[N][C][H][W]
+ * in the backend's layout (NCHW, or NHWC: y[N][H/k][W/k][C]), one thread per output element,
+ * so in NHWC a warp reads 32 adjacent channels. dy goes to the first maximum of each window in
+ * row-major order (strict '>'), as cpu/maxpool.c and PyTorch do.
  *
  * Backward: windows do not overlap (stride = k), so the thread of a window writes all k*k of
  * its dx elements, dy at the maximum and 0 elsewhere, with no atomics. Rows and columns past
@@ -13,45 +14,53 @@
  * Indices are 32-bit, divided by fastdiv.h's dividers (x has fewer than 2^31 elements). */
 #include "cuda.h"
 
-/* The pool's shape for the kernels: x[planes][H][W], windows k x k, dividers by Wo = W / k and
- * Ho = H / k; x has fewer than 2^31 elements (checked by pool_shape). */
+/* The pool's shape for the kernels: x[planes][H][W] (NCHW; a plane per image and channel) or
+ * x[N][H][W][C] (NHWC; a plane per image, its elements C apart), windows k x k; dividers by
+ * Wo = W / k, Ho = H / k and, in NHWC, C; x has fewer than 2^31 elements (checked). */
 struct pool {
-    uint32_t H, W, k;
-    struct fastdiv wo, ho;
+    uint32_t H, W, k, C, step; /* step: 1 in NCHW, C in NHWC (the distance of two columns) */
+    int nhwc;
+    struct fastdiv wo, ho, c;
 };
 
 static struct pool pool_shape(int N, int C, int H, int W, int k) {
-    CHECK(k >= 1 && H >= k && W >= k && (uint64_t)N * C * H * W < (uint64_t)1 << 31); /* a window at least */
+    CHECK(k >= 1 && C >= 1 && H >= k && W >= k &&
+          (uint64_t)N * C * H * W < (uint64_t)1 << 31); /* a window at least */
     struct pool p;
-    p.H = (uint32_t)H, p.W = (uint32_t)W, p.k = (uint32_t)k;
+    p.H = (uint32_t)H, p.W = (uint32_t)W, p.k = (uint32_t)k, p.C = (uint32_t)C;
+    p.nhwc = cuda_nhwc();
+    p.step = p.nhwc ? p.C : 1;
     p.wo = fastdiv_make((uint32_t)(W / k));
     p.ho = fastdiv_make((uint32_t)(H / k));
+    p.c = fastdiv_make((uint32_t)C);
     return p;
 }
 
-/* Output o = [plane][i][j] of the pool: its window's row i and column j among the windows and
- * the index in x of its top-left element. */
+/* Output o of the pool ([plane][i][j] in NCHW, [n][i][j][c] in NHWC): its window's row i and
+ * column j among the windows and the index in x of its top-left element. */
 struct window {
     uint32_t i, j, at;
 };
 
 __device__ static struct window window_of(uint32_t o, struct pool p) {
     struct window w;
-    uint32_t row = fastdiv_div(o, p.wo), plane = fastdiv_div(row, p.ho); /* row = plane * Ho + i */
-    w.j = o - row * p.wo.d;
+    uint32_t q = o, c = 0; /* q: the output's place among its plane's outputs and the planes */
+    if (p.nhwc) q = fastdiv_div(o, p.c), c = o - q * p.C;
+    uint32_t row = fastdiv_div(q, p.wo), plane = fastdiv_div(row, p.ho); /* row = plane * Ho + i */
+    w.j = q - row * p.wo.d;
     w.i = row - plane * p.ho.d;
-    w.at = plane * p.H * p.W + w.i * p.k * p.W + w.j * p.k;
+    w.at = (plane * p.H * p.W + w.i * p.k * p.W + w.j * p.k) * p.step + c;
     return w;
 }
 
-/* The maximum of the k x k window at x + at (rows W apart) and, in *best, the row-major offset
- * r * k + c of its first occurrence. */
-__device__ static float window_max(const float *x, uint32_t at, uint32_t W, int k, int *best) {
+/* The maximum of the k x k window at x + at (rows W * step apart, columns step apart) and, in
+ * *best, the row-major offset r * k + c of its first occurrence. */
+__device__ static float window_max(const float *x, uint32_t at, struct pool p, int *best) {
     float m = x[at];
-    int b = 0;
+    int b = 0, k = (int)p.k;
     for (int r = 0; r < k; r++)
         for (int c = 0; c < k; c++) {
-            float v = x[at + r * W + c];
+            float v = x[at + (r * p.W + c) * p.step];
             if (v > m) m = v, b = r * k + c;
         }
     *best = b;
@@ -61,7 +70,7 @@ __device__ static float window_max(const float *x, uint32_t at, uint32_t W, int 
 __global__ static void maxpool_forward_kernel(const float *x, float *y, uint32_t total, struct pool p) {
     GRID_STRIDE32(o, total) {
         int best;
-        y[o] = window_max(x, window_of(o, p).at, p.W, (int)p.k, &best);
+        y[o] = window_max(x, window_of(o, p).at, p, &best);
     }
 }
 
@@ -72,7 +81,7 @@ __device__ static void border_zero(float *dx, struct window w, struct pool p) {
     uint32_t right = w.j + 1 == p.wo.d ? p.W - p.wo.d * p.k : 0; /* columns past this window's row */
     uint32_t below = w.i + 1 == p.ho.d ? p.H - p.ho.d * p.k : 0; /* rows past this window's column */
     for (uint32_t r = 0; r < p.k + below; r++)
-        for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++) dx[w.at + r * p.W + c] = 0.0f;
+        for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++) dx[w.at + (r * p.W + c) * p.step] = 0.0f;
 }
 
 __global__ static void maxpool_backward_kernel(const float *x, const float *dy, float *dx, uint32_t total,
@@ -81,10 +90,10 @@ __global__ static void maxpool_backward_kernel(const float *x, const float *dy, 
     GRID_STRIDE32(o, total) {
         struct window w = window_of(o, p);
         int best;
-        float m = window_max(x, w.at, p.W, k, &best);
+        float m = window_max(x, w.at, p, &best);
         float v = relu && !(m > 0.0f) ? 0.0f : dy[o]; /* through the ReLU whose output x is */
         for (int r = 0; r < k; r++)
-            for (int c = 0; c < k; c++) dx[w.at + r * p.W + c] = r * k + c == best ? v : 0.0f;
+            for (int c = 0; c < k; c++) dx[w.at + (r * p.W + c) * p.step] = r * k + c == best ? v : 0.0f;
         border_zero(dx, w, p);
     }
 }

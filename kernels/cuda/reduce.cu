@@ -1,9 +1,17 @@
-/* Per-channel partial sums (see cuda.h): grid (S, C), one block per (run of images, channel),
- * double accumulators, a shared-memory tree reduction in a fixed order. */
+/* Per-channel partial sums (see cuda.h), double accumulators, reduced in a fixed order:
+ *   HW > 1 (NCHW maps): grid (S, C), one block per (run of images, channel), the block's
+ *     threads along the run's elements, then a shared-memory tree;
+ *   HW == 1 (rows: NHWC maps as [N*HW][C], linear outputs): grid (S, C / 32), a block of 32
+ *     channels x ROW_LANES rows, so a warp reads 32 adjacent channels of one row; each
+ *     thread sums every ROW_LANES-th row of the run, then the lanes are added in order.
+ * Either way about 1024 blocks, enough to fill any GPU. */
 #include "cuda.h"
 
-int cuda_channel_splits(int N, int C) {
-    int s = (1024 + C - 1) / C; /* about 1024 blocks in all: enough to fill any GPU */
+#define ROW_LANES 8
+
+int cuda_channel_splits(int N, int C, int HW) {
+    int s = HW > 1 ? (1024 + C - 1) / C : 1024 / ((C + 31) / 32);
+    s = s < 1 ? 1 : s;
     return s < N ? s : N;
 }
 
@@ -39,11 +47,43 @@ __global__ static void partials_kernel(enum channel_sum what, const float *a, co
     }
 }
 
+/* a[N][C] (rows); block (32, ROW_LANES): threadIdx.x the channel within the block's 32. */
+__global__ static void row_partials_kernel(enum channel_sum what, const float *a, const float *b,
+                                           const float *mean, const float *invstd, double *part, int N,
+                                           int C) {
+    int s = blockIdx.x, S = gridDim.x, c = blockIdx.y * 32 + threadIdx.x, lane = threadIdx.y;
+    uint32_t n0 = (uint32_t)((long)N * s / S), n1 = (uint32_t)((long)N * (s + 1) / S);
+    double s1 = 0.0, s2 = 0.0;
+    if (c < C) {
+        float m = what == CHANNEL_SUM_XHAT ? mean[c] : 0.0f, is = what == CHANNEL_SUM_XHAT ? invstd[c] : 0.0f;
+        for (uint32_t n = n0 + lane; n < n1; n += ROW_LANES) {
+            uint32_t at = n * (uint32_t)C + (uint32_t)c;
+            float v = a[at];
+            s1 += v;
+            if (what == CHANNEL_SUM_SQUARE) s2 += (double)v * v;
+            else if (what == CHANNEL_SUM_XHAT) s2 += (double)v * ((b[at] - m) * is);
+        }
+    }
+    __shared__ double r1[ROW_LANES][32], r2[ROW_LANES][32];
+    r1[lane][threadIdx.x] = s1, r2[lane][threadIdx.x] = s2;
+    __syncthreads();
+    if (lane == 0 && c < C) {
+        for (int l = 1; l < ROW_LANES; l++) s1 += r1[l][threadIdx.x], s2 += r2[l][threadIdx.x];
+        part[(size_t)s * C + c] = s1;
+        if (what != CHANNEL_SUM) part[(size_t)(S + s) * C + c] = s2;
+    }
+}
+
 int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
                           const float *invstd, double *part, int N, int C, int HW) {
-    int S = cuda_channel_splits(N, C);
-    struct fastdiv hw = cuda_channel_of(N, C, HW).hw;
-    partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, b, mean, invstd, part, N, C, hw);
+    int S = cuda_channel_splits(N, C, HW);
+    struct fastdiv hw = cuda_channel_of(N, C, HW).hw; /* (also checks the size) */
+    if (HW == 1)
+        row_partials_kernel<<<dim3(S, (C + 31) / 32), dim3(32, ROW_LANES), 0, cuda_stream()>>>(
+            what, a, b, mean, invstd, part, N, C);
+    else
+        partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, b, mean, invstd, part, N, C,
+                                                                        hw);
     LAUNCH_CHECK();
     return S;
 }

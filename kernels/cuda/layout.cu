@@ -1,0 +1,80 @@
+/* The layout conversions of the NHWC backend (cuda.h): flatten's reordering of an activation
+ * and the filters' [K][C][kk] <-> [K][kk][C] for cuDNN's NHWC convolutions. All of them are
+ * small (a flatten input of a few thousand floats per image, a filter of at most
+ * 256 x 256 x 25), so they are plain one-thread-per-element gathers. */
+#include "cuda.h"
+
+/* dst[n][b][a] = src[n][a][b] for n < total / (A * B). */
+__global__ static void transpose_kernel(const float *src, float *dst, size_t total, size_t A, size_t B) {
+    GRID_STRIDE(i, total) {
+        size_t n = i / (A * B), r = i - n * A * B, b = r / A, a = r - b * A;
+        dst[i] = src[n * A * B + a * B + b];
+    }
+}
+
+/* x[N][A][B] becomes x[N][B][A], through the scratch buffer. */
+static void transpose_in_place(float *x, int N, int A, int B) {
+    size_t total = (size_t)N * A * B;
+    float *copy = (float *)cuda_scratch(total * sizeof(float));
+    CUDA_CHECK(cudaMemcpyAsync(copy, x, total * sizeof(float), cudaMemcpyDeviceToDevice, cuda_stream()));
+    transpose_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(copy, x, total, (size_t)A,
+                                                                             (size_t)B);
+    LAUNCH_CHECK();
+}
+
+void cuda_flatten_forward(float *x, int N, int C, int HW) {
+    if (cuda_nhwc() && HW > 1 && C > 1) transpose_in_place(x, N, HW, C); /* [HW][C] -> [C][HW] */
+}
+
+void cuda_flatten_backward(float *x, int N, int C, int HW) {
+    if (cuda_nhwc() && HW > 1 && C > 1) transpose_in_place(x, N, C, HW);
+}
+
+__device__ static void store(float *p, float v) { *p = v; }
+__device__ static void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ static float load(const float *p) { return *p; }
+__device__ static float load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+
+/* dst[k][s][c] = w[k][c][s] (krsc) or dst = w, converted to T; i indexes dst. */
+template <typename T>
+__global__ static void filter_pack_kernel(const float *w, T *dst, size_t total, int C, int kk, int krsc) {
+    GRID_STRIDE(i, total) {
+        size_t from = i;
+        if (krsc) {
+            size_t k = i / ((size_t)kk * C), r = i - k * kk * C, s = r / C, c = r - s * C;
+            from = (k * C + c) * kk + s;
+        }
+        store(&dst[i], w[from]);
+    }
+}
+
+/* dw[k][c][s] = src[k][s][c] (krsc) or dw = src, widened to float; j indexes dw. */
+template <typename T>
+__global__ static void filter_unpack_kernel(const T *src, float *dw, size_t total, int C, int kk, int krsc) {
+    GRID_STRIDE(j, total) {
+        size_t from = j;
+        if (krsc) {
+            size_t k = j / ((size_t)C * kk), r = j - k * C * kk, c = r / kk, s = r - c * kk;
+            from = (k * kk + s) * C + c;
+        }
+        dw[j] = load(&src[from]);
+    }
+}
+
+template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc) {
+    size_t total = (size_t)K * C * kk;
+    filter_pack_kernel<T><<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(w, dst, total, C, kk, krsc);
+    LAUNCH_CHECK();
+}
+
+template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc) {
+    size_t total = (size_t)K * C * kk;
+    filter_unpack_kernel<T>
+        <<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(src, dw, total, C, kk, krsc);
+    LAUNCH_CHECK();
+}
+
+template void cuda_filter_pack<float>(const float *, float *, int, int, int, int);
+template void cuda_filter_pack<__nv_bfloat16>(const float *, __nv_bfloat16 *, int, int, int, int);
+template void cuda_filter_unpack<float>(const float *, float *, int, int, int, int);
+template void cuda_filter_unpack<__nv_bfloat16>(const __nv_bfloat16 *, float *, int, int, int, int);
