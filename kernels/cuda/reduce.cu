@@ -88,16 +88,15 @@ int cuda_channel_partials(enum channel_sum what, const float *a, const float *b,
     return S;
 }
 
-/* out[c] = scale * the sum, scaled in double before the one rounding to float. */
+/* out[c] = scale * the sum, scaled in double before the one rounding to float; a block per
+ * channel. */
 __global__ static void reduce_kernel(const double *part, float *out, int S, int C, float scale) {
-    GRID_STRIDE(c, (size_t)C) {
-        double sum = 0.0;
-        for (int s = 0; s < S; s++) sum += part[(size_t)s * C + c];
-        out[c] = (float)(sum * scale);
-    }
+    double sum, unused;
+    channel_totals(part, S, C, blockIdx.x, 0, &sum, &unused);
+    if (threadIdx.x == 0) out[blockIdx.x] = (float)(sum * scale);
 }
 
 void cuda_channel_reduce(const double *part, float *out, int S, int C, float scale) {
-    reduce_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(part, out, S, C, scale);
+    reduce_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, out, S, C, scale);
     LAUNCH_CHECK();
 }
