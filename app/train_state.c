@@ -179,7 +179,9 @@ void train_state_start(struct trainer *t) {
     if (t->d.rank == 0) {
         resumed = try_resume(t, &e);
         if (resumed < 0) status = 1;
+        double t0 = dist_time();
         if (resumed == 0 && t->c.whiten_images > 0 && whiten_first_layer(t, &e) != 0) status = 1;
+        t->whiten_s = resumed == 0 && t->c.whiten_images > 0 ? dist_time() - t0 : 0.0;
         if (resumed == 0 && t->c.lookahead) model_lookahead_init(&t->m); /* averages start at the weights */
         if (resumed <= 0) new_run_id(t->info.run_id, sizeof t->info.run_id);
     }

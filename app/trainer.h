@@ -25,6 +25,7 @@ struct trainer {
     struct metrics metrics; /* rank 0 */
     struct tensorboard tb;  /* rank 0, with --tensorboard-dir */
     double run_start;       /* dist_time() when training began in this process */
+    double whiten_s;        /* rank 0: seconds computing the whitening filter (0: none, resumed) */
     double logged_at;       /* dist_time() of the last printed loss (or the epoch's start) */
     double lr;              /* the base lr of the last step (SGD's, non-batch-norm group) */
     double checkpoint_at;   /* dist_time() of the last checkpoint (or the run's start) */

@@ -32,6 +32,15 @@
 #                                  airbench94 at batch 1024 against PyTorch eager, in fp32 and
 #                                  in bf16 (--precision bf16 against bf16 autocast), ours also
 #                                  with CIFAR10_CUDA_LAYOUT=nchw
+#   scripts/gpu-check.sh perf      the GPU issue's step, about 5 minutes: test_ops and test_cuda
+#                                  as a gate; ours with each switch (CIFAR10_CUDA_LAYOUT
+#                                  nhwc/nchw, CIFAR10_CUDA_ALGOS deterministic/fastest) against
+#                                  PyTorch eager (scripts/bench_torch.py as at commit 0cefd96,
+#                                  carried by prepare), 100 timed steps x 3 runs: airbench94 at
+#                                  1024 in fp32 and bf16 (and its steps after the first bias
+#                                  stops), the workshop CNN at 512; then airbench94's time to
+#                                  accuracy on the real images, 5 bf16 seeds and 1 fp32; the
+#                                  lines in perf.txt (and summary.txt) as they come
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
 #                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
 #                                  ncu's per-kernel summary of cifar10-bench's last timed run
@@ -89,6 +98,10 @@ prepare() {
   mkdir -p "$carry/devdebs"
   (cd "$carry/devdebs" && apt-get download zlib1g zlib1g-dev libpng16-16 libpng-dev libjpeg62-turbo \
     libjpeg62-turbo-dev >/dev/null 2>&1)
+  # The GPU issue's baseline: PyTorch's benchmark script as it was at commit 0cefd96 (and the
+  # airbench94 model it imports from beside itself), so a change of the harness cannot move it.
+  git show 0cefd96:scripts/bench_torch.py >"$carry/bench_torch_0cefd96.py"
+  git show 0cefd96:scripts/airbench_torch.py >"$carry/airbench_torch.py"
   du -sh "$carry"
 }
 
@@ -345,6 +358,77 @@ check_profile() {
   } | tee "$out/summary.txt"
 }
 
+# real_data: the real images in the official layout at /tmp/cifar10-real (made once per machine).
+real_data() {
+  local d=/tmp/cifar10-real
+  [[ -f $carry/cifar10-jpeg.tar.gz ]] || die ".gpu-carry/cifar10-jpeg.tar.gz missing (run 'prepare' and carry .gpu-carry)"
+  [[ -d $d/cifar-10-batches-bin ]] || "$carry/make-cifar10-bin" "$d" >"$out/convert.log" 2>&1 ||
+    { tail "$out/convert.log"; die "make-cifar10-bin failed"; }
+}
+
+# perf_torch NAME FLAGS...: PyTorch eager (the 0cefd96 script), 100 steps x 3 runs; prints img/s.
+perf_torch() {
+  local name=$1
+  shift
+  python3 "$carry/bench_torch_0cefd96.py" --device cuda --warmup 10 --steps 100 --runs 3 "$@" \
+    >"$out/perf-torch-$name.log" 2>&1
+  images_per_s "$out/perf-torch-$name.log"
+}
+
+# perf_ours NAME LAYOUT ALGOS TORCH FLAGS...: cifar10-bench with the switches, 100 steps x 3
+# runs, and its line in perf.txt: images/s and the ratio to TORCH (PyTorch's images/s).
+perf_ours() {
+  local name=$1 layout=$2 algos=$3 peer=$4
+  shift 4
+  CIFAR10_CUDA_LAYOUT=$layout CIFAR10_CUDA_ALGOS=$algos build/cifar10-bench --device=cuda --warmup 10 --steps 100 \
+    --runs 3 "$@" >"$out/perf-$name-$layout-$algos.log" 2>&1 || echo "cifar10-bench failed: perf-$name-$layout-$algos.log"
+  local ours
+  ours=$(images_per_s "$out/perf-$name-$layout-$algos.log")
+  echo "$name, $layout, $algos: ours ${ours:-?} img/s, PyTorch eager ${peer:-?}, ours / eager $(
+    python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "${ours:-0}" "${peer:-1}")" |
+    tee -a "$out/perf.txt"
+}
+
+# check_perf: the GPU issue's step, within 5 minutes, its results in perf.txt as they come: a
+# gate (test_ops, test_cuda in lock step), then ours with each switch (CIFAR10_CUDA_LAYOUT,
+# CIFAR10_CUDA_ALGOS) against PyTorch eager at 100 timed steps, then airbench94's time to
+# accuracy on the real images (5 bf16 seeds, 1 fp32).
+check_perf() {
+  build build/tests/test_ops build/tests/test_cuda
+  [[ -f $carry/bench_torch_0cefd96.py ]] || die ".gpu-carry/bench_torch_0cefd96.py missing (run 'prepare')"
+  check test_ops on_gpu build/tests/test_ops
+  check "test_cuda tf32=off" on_gpu build/tests/test_cuda
+  : >"$out/perf.txt"
+  local t layout algos
+  for prec in fp32 bf16; do
+    local flags=(--model airbench94 --batch-size 1024) tflags=(--model airbench94 --batch-size 1024)
+    [[ $prec == bf16 ]] && flags+=(--precision bf16) && tflags+=(--bf16)
+    t=$(perf_torch "airbench94-$prec" "${tflags[@]}")
+    for layout in nhwc nchw; do
+      for algos in deterministic fastest; do perf_ours "airbench94-1024-$prec" $layout $algos "$t" "${flags[@]}"; done
+    done
+    perf_ours "airbench94-1024-$prec-first-bias-stopped" nhwc deterministic "$t" "${flags[@]}" --first-bias-stopped
+  done
+  t=$(perf_torch workshop-512 --batch-size 512)
+  perf_ours workshop-512 nhwc deterministic "$t" --batch-size 512
+  perf_ours workshop-512 nhwc fastest "$t" --batch-size 512
+  perf_ours workshop-512 nchw deterministic "$t" --batch-size 512
+  real_data
+  local seed prec log
+  for run in bf16:1 bf16:2 bf16:3 bf16:4 bf16:5 fp32:1; do
+    prec=${run%:*} seed=${run#*:} log=$out/tta-$prec-$seed.log
+    build/cifar10-train --device=cuda --model airbench94 --precision "$prec" --no-eval --seed "$seed" \
+      --model-file /tmp/tta.safetensors --resume never /tmp/cifar10-real >"$log" 2>&1 || echo "training failed: $log"
+    echo "airbench94 $prec seed $seed: $(grep -h '^final test accuracy' "$log"); $(grep -h '^time to accuracy' "$log")" |
+      tee -a "$out/perf.txt"
+  done
+  grep 'bf16 seed' "$out/perf.txt" | sed -n 's/.*accuracy \([0-9.]*\)%.*time to accuracy \([0-9.]*\) s.*/\1 \2/p' |
+    awk '{a += $1; s += $2; n++} END {if (n) printf "airbench94 bf16, %d seeds: mean accuracy %.2f %%, mean time to accuracy %.2f s\n", n, a / n, s / n}' |
+    tee -a "$out/perf.txt"
+  cat "$out/perf.txt" >>"$out/summary.txt"
+  step_done perf
+}
+
 # The base commit's cifar10-bench (step "base"), built for the CPU only, else nothing.
 base_bench=
 build_base() {
@@ -411,9 +495,7 @@ check_cpu() {
 check_train() {
   build
   local d=/tmp/cifar10-real
-  [[ -f $carry/cifar10-jpeg.tar.gz ]] || die ".gpu-carry/cifar10-jpeg.tar.gz missing (run 'prepare' and carry .gpu-carry)"
-  [[ -d $d/cifar-10-batches-bin ]] || "$carry/make-cifar10-bin" "$d" >"$out/convert.log" 2>&1 ||
-    { tail "$out/convert.log"; die "make-cifar10-bin failed"; }
+  real_data
   local t0=$SECONDS
   build/cifar10-train --device=cuda --model workshop-cnn --model-file /tmp/real.safetensors --resume never "$d" | tee "$out/train.log"
   local train_s=$((SECONDS - t0))
@@ -445,5 +527,6 @@ case $step in
   train) check_train ;;
   profile) check_profile ;;
   cpu) check_cpu ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, profile, cpu or train)" >&2; exit 2 ;;
+  perf) check_perf ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, profile, cpu or train)" >&2; exit 2 ;;
 esac

@@ -37,6 +37,10 @@ last_loss=$(grep '^\[4, ' "$T/out" | tail -n1 | awk '{print $NF}')
 check "loss falls ($first_loss -> $last_loss)" awk -v a="$first_loss" -v b="$last_loss" 'BEGIN { exit !(b < a - 0.3) }'
 acc=$(sed -n 's/^final test accuracy \([0-9.]*\)% .*/\1/p' "$T/out")
 check "the recipe learns ($acc %)" awk -v a="$acc" 'BEGIN { exit !(a >= 60) }'
+tta=$(sed -n 's/^time to accuracy \([0-9.]*\) s (whitening \([0-9.]*\) s, then the run time)$/\1 \2/p' "$T/out")
+run_s=$(sed -n 's/^run time .* (\([0-9.]*\) s: training, evaluation, checkpoints)$/\1/p' "$T/out")
+check "time to accuracy = whitening + run time (${tta:-no line}; $run_s)" \
+  awk -v t="$tta" -v r="$run_s" 'BEGIN { split(t, a, " "); d = a[1] - a[2] - r; exit !(a[2] > 0 && d * d < 0.06 * 0.06) }'
 header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1"; }
 check "checkpoint holds the lookahead averages" grep -q '"optimizer.lookahead.0.weight"' <(header "$T/A/model.checkpoint.safetensors")
 check "checkpoint holds the running statistics' averages" grep -q '"optimizer.lookahead.4.norm2.running_var"' <(header "$T/A/model.checkpoint.safetensors")
@@ -74,6 +78,7 @@ check "a stale point past the checkpoint in the killed run's event file" python3
 run "${B_CMD[@]}"
 expect_rc 0 "rerun after kill"
 expect_out "rerun resumes" "^resuming run .* from $T/B/model.checkpoint.safetensors: [123] of 4 epochs done\$"
+check "a resumed run has no time to accuracy (its whitening was another process's)" bash -c "! grep -q '^time to accuracy' '$T/out'"
 check "resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/B/model.safetensors")
 check "resumed checkpoint == uninterrupted checkpoint (lookahead included)" cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$T/B/model.checkpoint.safetensors")
 check "same final score" test "$(grep '^final test' "$T/A.log")" = "$(grep '^final test' "$T/out")"

@@ -23,7 +23,8 @@ static cudnnHandle_t cudnn;
 static cublasHandle_t cublas;
 static void *scratch;
 static size_t scratch_bytes;
-static int nhwc = 1; /* the activations' layout, set when the backend starts (cuda_table) */
+static int nhwc = 1;          /* the activations' layout, set when the backend starts (cuda_table) */
+static int deterministic = 1; /* cuDNN's algorithms: deterministic ones only, likewise */
 
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
     fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d\n", err_progname(), api, expr, what, file, line);
@@ -50,13 +51,15 @@ int cuda_tf32(void) {
 }
 
 int cuda_nhwc(void) { return nhwc; }
+int cuda_deterministic(void) { return deterministic; }
 
-/* CIFAR10_CUDA_LAYOUT: nhwc (the default) or nchw; anything else is an error. */
-static int layout_from_env(void) {
-    const char *v = getenv("CIFAR10_CUDA_LAYOUT");
-    if (!v || !*v || strcmp(v, "nhwc") == 0) return 1;
-    if (strcmp(v, "nchw") == 0) return 0;
-    err_die(1, "CIFAR10_CUDA_LAYOUT=%s: expected nhwc or nchw", v);
+/* Environment variable `name`: 1 for `yes` (or unset, empty), 0 for `no`; anything else is an
+ * error naming both. */
+static int switch_from_env(const char *name, const char *yes, const char *no) {
+    const char *v = getenv(name);
+    if (!v || !*v || strcmp(v, yes) == 0) return 1;
+    if (strcmp(v, no) == 0) return 0;
+    err_die(1, "%s=%s: expected %s or %s", name, v, yes, no);
 }
 
 cudaStream_t cuda_stream(void) { return compute_stream; }
@@ -256,7 +259,8 @@ static const struct kernels *cuda_table(int device) {
     /* FP32 GEMMs, as PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False). */
     CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
     selected = device;
-    nhwc = layout_from_env();
+    nhwc = switch_from_env("CIFAR10_CUDA_LAYOUT", "nhwc", "nchw");
+    deterministic = switch_from_env("CIFAR10_CUDA_ALGOS", "deterministic", "fastest");
     table.name = "cuda";
     table.nhwc = nhwc;
     table.alloc = cuda_alloc;
@@ -339,13 +343,15 @@ static void describe(char *buf, size_t size) {
     int driver = 0;
     CUDA_CHECK(cudaDriverGetVersion(&driver));
     snprintf(buf, size,
-             "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s; "
-             "activations %s)",
+             "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s, "
+             "%s; activations %s)",
              p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000,
              driver % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100,
              p.major < 8   ? "FP32"
              : cuda_tf32() ? "may use TF32 (NVIDIA_TF32_OVERRIDE=0: FP32 only)"
                            : "FP32 (NVIDIA_TF32_OVERRIDE=0)",
+             deterministic ? "deterministic algorithms (CIFAR10_CUDA_ALGOS=fastest: any)"
+                           : "the fastest algorithms, deterministic or not (CIFAR10_CUDA_ALGOS=fastest)",
              nhwc ? "NHWC (CIFAR10_CUDA_LAYOUT=nchw: NCHW)" : "NCHW (CIFAR10_CUDA_LAYOUT=nchw)");
 }
 

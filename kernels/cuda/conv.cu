@@ -5,12 +5,13 @@
  * Plans: per shape (all of N, C, K, H, W, k, pad) a plan holds the descriptors and, per pass
  * (forward, backward-data, backward-filter), the deterministic algorithms cudnnFind* timed,
  * fastest first (deterministic, so a process's steps are reproducible; another process may
- * time another algorithm fastest). A pass is timed on its first need: in conv_workspace() for
- * the passes the caller names (the model, at start-up, where it learns how much workspace to
- * allocate), else in the first op that runs it (a smaller last evaluation batch). The model
- * names neither the input gradient of its first layer nor the filter gradient of a frozen
- * one, so those are never searched, and a shape for which cuDNN has no deterministic
- * algorithm there cannot stop a run.
+ * time another algorithm fastest; CIFAR10_CUDA_ALGOS=fastest keeps the others too, as
+ * PyTorch's cudnn.benchmark, to measure what determinism costs). A pass is timed on its first
+ * need: in conv_workspace() for the passes the caller names (the model, at start-up, where it
+ * learns how much workspace to allocate), else in the first op that runs it (a smaller last
+ * evaluation batch). The model names neither the input gradient of its first layer nor the
+ * filter gradient of a frozen one, so those are never searched, and a shape for which cuDNN
+ * has no deterministic algorithm there cannot stop a run.
  *
  * Workspace: every op takes, from its pass's list, the fastest algorithm whose workspace fits
  * the ws_bytes it is given, and conv_workspace() reports the largest need among the fastest
@@ -77,6 +78,7 @@ struct plan {
     struct conv_shape s;
     int bf16;                     /* bf16 tensors (see the top), else float */
     int nhwc;                     /* the activations' layout (top) */
+    int deterministic;            /* keep only deterministic algorithms (cuda_deterministic) */
     int Ho, Wo;                   /* kernels_conv_out of H, W; cuDNN agrees (checked) */
     cudnnTensorDescriptor_t x, y; /* [N][C][H][W], [N][K][Ho][Wo] (or NHWC) */
     cudnnFilterDescriptor_t w;    /* [K][C][k][k] (or [K][k][k][C] with NHWC) */
@@ -105,11 +107,13 @@ static bool short_of_fp32(const struct plan *p, int i, int algo) {
 }
 
 /* cuDNN's results (sorted by time) for pass i, less those that failed, are not deterministic
- * or fall short of FP32 under FMA math. Perf: cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t. */
+ * (unless the plan takes any) or fall short of FP32 under FMA math. Perf:
+ * cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t. */
 template <typename Perf> static void keep(struct plan *p, int i, const Perf *r, int got) {
     p->pass[i].count = 0;
     for (int j = 0; j < got; j++)
-        if (r[j].status == CUDNN_STATUS_SUCCESS && r[j].determinism == CUDNN_DETERMINISTIC &&
+        if (r[j].status == CUDNN_STATUS_SUCCESS &&
+            (r[j].determinism == CUDNN_DETERMINISTIC || !p->deterministic) &&
             !short_of_fp32(p, i, (int)r[j].algo))
             p->pass[i].a[p->pass[i].count++] = algo{(int)r[j].algo, r[j].mathType, r[j].memory};
     p->pass[i].timed = 1;
@@ -176,7 +180,8 @@ static int same_shape(const struct conv_shape *a, const struct conv_shape *b) {
  * yet. */
 static struct plan *plan_get(const struct conv_shape *s, int bf16) {
     for (int i = 0; i < nplans; i++)
-        if (same_shape(&plans[i].s, s) && plans[i].bf16 == bf16 && plans[i].nhwc == cuda_nhwc())
+        if (same_shape(&plans[i].s, s) && plans[i].bf16 == bf16 && plans[i].nhwc == cuda_nhwc() &&
+            plans[i].deterministic == cuda_deterministic())
             return &plans[i];
     CHECK(nplans < MAX_PLANS);
     CHECK(s->k >= 1 && s->k <= 5 && s->pad >= 0 && s->pad < s->k); /* the contract's range */
@@ -185,6 +190,7 @@ static struct plan *plan_get(const struct conv_shape *s, int bf16) {
     p->s = *s;
     p->bf16 = bf16;
     p->nhwc = cuda_nhwc();
+    p->deterministic = cuda_deterministic();
     p->Ho = kernels_conv_out(s->H, s->k, s->pad);
     p->Wo = kernels_conv_out(s->W, s->k, s->pad);
     p->math = bf16 ? CUDNN_TENSOR_OP_MATH : cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;

@@ -90,6 +90,10 @@ __device__ static inline uint32_t channel_at(uint32_t i, struct channel_of k) {
 /* The activations' layout (kernels.h), chosen when the backend starts: NHWC (1), unless
  * CIFAR10_CUDA_LAYOUT=nchw (0; for comparisons). */
 int cuda_nhwc(void);
+/* Whether convolutions take only cuDNN's deterministic algorithms (1, so a process's steps are
+ * reproducible), chosen when the backend starts: unless CIFAR10_CUDA_ALGOS=fastest (0: the
+ * fastest cudnnFind timed, as PyTorch's cudnn.benchmark; atomics may reorder sums). */
+int cuda_deterministic(void);
 /* An activation [N][C][HW] in the backend's layout as the a[rows][C][hw] that channel_of and
  * the channel partials index: itself in NCHW, [N * HW][C][1] in NHWC (a pixel per row). */
 static inline void cuda_act_rows(int nhwc, int *N, int *HW) {
