@@ -36,4 +36,21 @@ if command -v shellcheck >/dev/null; then
 else
   fail "shellcheck is not installed (scripts/install-deps.sh --test installs it)"
 fi
+# The GPU's element-wise kernels divide without its (software) integer and double divides: at
+# most 12 div/rem instructions in the PTX of batchnorm, elementwise, maxpool and reduce (sm_90),
+# the GPU issue's bound (there were 48). Needs nvcc, which builds PTX without a GPU.
+NVCC=$(command -v nvcc || command -v /usr/local/cuda/bin/nvcc || true)
+if [[ -n $NVCC ]]; then
+  ptx=$(mktemp -d /tmp/cifar10-ptx.XXXXXX)
+  divides=0
+  for f in batchnorm elementwise maxpool reduce; do
+    "$NVCC" -arch=sm_90 -ptx -O3 "kernels/cuda/$f.cu" -o "$ptx/$f.ptx" || fail "nvcc -ptx kernels/cuda/$f.cu"
+    divides=$((divides + $(grep -cE '^[[:space:]]*(div|rem)[.]' "$ptx/$f.ptx")))
+  done
+  rm -rf "$ptx"
+  check "element-wise PTX holds $divides div/rem instructions (at most 12)" test "$divides" -le 12
+  echo "lint: element-wise PTX (sm_90): $divides div/rem instructions"
+else
+  echo "lint: element-wise PTX: skipped (no nvcc)"
+fi
 summary lint

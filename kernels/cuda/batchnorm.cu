@@ -14,15 +14,16 @@ __global__ static void normalize_kernel(const float *x, const float *gamma, cons
     }
 }
 
-/* Batch statistics and the running-statistics update (a block per channel). */
-__global__ static void stats_kernel(const double *part, int S, int C, double count, float momentum, float eps,
-                                    float *save_mean, float *save_invstd, float *running_mean,
-                                    float *running_var) {
+/* Batch statistics and the running-statistics update (a block per channel); inv_count is
+ * 1 / count, made on the host (the GPU's double divide is a software routine). */
+__global__ static void stats_kernel(const double *part, int S, int C, double count, double inv_count,
+                                    float momentum, float eps, float *save_mean, float *save_invstd,
+                                    float *running_mean, float *running_var) {
     int c = blockIdx.x;
     double sum, sq;
     channel_totals(part, S, C, c, 1, &sum, &sq);
     if (threadIdx.x != 0) return;
-    double mean = sum / count, var = sq / count - mean * mean;
+    double mean = sum * inv_count, var = sq * inv_count - mean * mean;
     if (var < 0.0) var = 0.0;
     save_mean[c] = (float)mean;
     save_invstd[c] = (float)(1.0 / sqrt(var + eps));
@@ -37,16 +38,16 @@ __global__ static void eval_stats_kernel(const float *running_var, float eps, fl
 
 /* dbeta, dgamma (not when NULL: a frozen scale; dx still needs the sum) and the means dx needs:
  * coef[0][C] = mean(dy), coef[1][C] = mean(dy * xhat); a block per channel. */
-__global__ static void backward_stats_kernel(const double *part, int S, int C, double count, float *dgamma,
-                                             float *dbeta, float *coef) {
+__global__ static void backward_stats_kernel(const double *part, int S, int C, double inv_count,
+                                             float *dgamma, float *dbeta, float *coef) {
     int c = blockIdx.x;
     double sdy, sdyx;
     channel_totals(part, S, C, c, 1, &sdy, &sdyx);
     if (threadIdx.x != 0) return;
     dbeta[c] = (float)sdy;
     if (dgamma) dgamma[c] = (float)sdyx;
-    coef[c] = (float)(sdy / count);
-    coef[C + c] = (float)(sdyx / count);
+    coef[c] = (float)(sdy * inv_count);
+    coef[C + c] = (float)(sdyx * inv_count);
 }
 
 /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
@@ -67,8 +68,8 @@ void cuda_batchnorm_forward_train(const float *x, const float *gamma, const floa
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C, HW) * C * sizeof(double));
     int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, NULL, NULL, NULL, part, N, C, HW);
-    stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, momentum, eps, save_mean,
-                                                         save_invstd, running_mean, running_var);
+    stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, 1.0 / count, momentum, eps,
+                                                         save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
     normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
@@ -101,7 +102,8 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
     double *part = (double *)scratch;
     float *coef = (float *)(scratch + part_bytes);
     cuda_channel_partials(CHANNEL_SUM_XHAT, dy, x, save_mean, save_invstd, part, N, C, HW);
-    backward_stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, dgamma, dbeta, coef);
+    backward_stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, 1.0 / count, dgamma, dbeta,
+                                                                  coef);
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
