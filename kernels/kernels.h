@@ -166,23 +166,28 @@ struct kernels {
     void (*flatten_forward)(float *x, int N, int C, int HW);
     void (*flatten_backward)(float *x, int N, int C, int HW);
 
-    /* Training-mode batch norm of x[N][C][HW] over N and HW: y = (x - mean) * invstd * gamma[C]
-     * + beta[C], invstd = 1/sqrt(biased var + eps). Saves mean[C] and invstd[C] for backward and
-     * updates running_mean/var[C] as PyTorch does: r = (1 - momentum) r + momentum * stat, with
-     * the unbiased variance (N*HW / (N*HW - 1)) for running_var. */
+    /* Training-mode batch norm of x[N][C][HW] over N and HW: z = (x - mean) * invstd * gamma[C]
+     * + beta[C], invstd = 1/sqrt(biased var + eps), and y = z, or y = GELU(z) with gelu
+     * non-zero (a fused GELU layer, as gelu_forward: z itself is not kept). Saves mean[C] and
+     * invstd[C] for backward and updates running_mean/var[C] as PyTorch does:
+     * r = (1 - momentum) r + momentum * stat, with the unbiased variance (N*HW / (N*HW - 1)) for
+     * running_var. */
     void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta, float *y,
                                     float *save_mean, float *save_invstd, float *running_mean,
-                                    float *running_var, float momentum, float eps, int N, int C, int HW);
-    /* Eval mode: normalises with running_mean/var[C]. */
+                                    float *running_var, float momentum, float eps, int N, int C, int HW,
+                                    int gelu);
+    /* Eval mode: normalises with running_mean/var[C] (then GELU with gelu non-zero). */
     void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta,
                                    const float *running_mean, const float *running_var, float eps, float *y,
-                                   int N, int C, int HW);
+                                   int N, int C, int HW, int gelu);
     /* dx[N][C][HW] (skipped when NULL: nothing below trains), dgamma[C] (skipped when NULL: a
      * scale frozen at its value, as PyTorch's weight.requires_grad = False), dbeta[C] from dy
-     * and the saved statistics. */
-    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma, const float *save_mean,
-                               const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
-                               int HW);
+     * and the saved statistics. With gelu non-zero, dy is the gradient w.r.t. the fused GELU's
+     * output: z is recomputed from x, the statistics, gamma and beta (read only then), and the
+     * batch norm's backward runs on dy * GELU'(z). */
+    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma, const float *beta,
+                               const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                               float *dbeta, int N, int C, int HW, int gelu);
 
     /* y[N][O] = scale * (x[N][I] w[O][I]^T + b[O]) (no bias when b is NULL): nn.Linear
      * followed by a constant multiplication. */

@@ -65,6 +65,7 @@ static void plan_shapes(struct model *m) {
         enum layer_kind next = i + 1 < m->nlayers ? net->layers[i + 1].kind : LAYER_KINDS;
         L->relu_fused = d->kind == LAYER_CONV && next == LAYER_RELU;
         L->relu_backward_fused = d->kind == LAYER_RELU && (next == LAYER_CONV || next == LAYER_MAXPOOL);
+        L->gelu_fused = d->kind == LAYER_BATCHNORM && next == LAYER_GELU;
     }
     if (c != net->classes || h != 1 || w != 1)
         bad_net(net, m->nlayers - 1, "output %dx%dx%d, not %d logits", c, h, w, net->classes);
@@ -192,6 +193,12 @@ static void init_tensors(struct model *m, uint64_t seed) {
     m->batches_tracked = 0;
 }
 
+/* Whether layer i's output is its input's buffer: layers in place, and a GELU fused into the
+ * batch norm before it. */
+static int shares_output(const struct model *m, int i) {
+    return props_of(&m->layers[i])->in_place || (i > 0 && m->layers[i - 1].gelu_fused);
+}
+
 /* Activations, batch-norm saves, the backward ping-pong and the kernels' scratch. */
 static void alloc_activations(struct model *m) {
     const struct kernels *k = m->k;
@@ -208,7 +215,7 @@ static void alloc_activations(struct model *m) {
         if (L->def->kind == LAYER_BATCHNORM) L->saved = saved, saved += 2 * (size_t)L->in_c;
         ws = need > ws ? need : ws;
         max_act = out > max_act ? out : max_act;
-        L->act = props_of(L)->in_place ? prev : k->alloc(B * out * sizeof(float));
+        L->act = shares_output(m, i) ? prev : k->alloc(B * out * sizeof(float));
         prev = L->act;
     }
     m->bn_saved = k->alloc((saved ? saved : 1) * sizeof(float));
@@ -242,7 +249,7 @@ void model_free(struct model *m) {
     const struct kernels *k = m->k;
     model_timing(m, 0);
     for (int i = 0; i < m->nlayers; i++)
-        if (!props_of(&m->layers[i])->in_place) k->free(m->layers[i].act);
+        if (!shares_output(m, i)) k->free(m->layers[i].act);
     void *bufs[] = {m->params,   m->grads,  m->momentum, m->buffers, m->input,
                     m->bn_saved, m->grad_a, m->grad_b,   m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
@@ -290,7 +297,9 @@ void model_layer_describe(const struct model *m, int i, char *buf, size_t size) 
     else if (d->kind == LAYER_CONV)
         snprintf(buf, size, "conv%d p%d %d->%d %dx%d", d->k, d->pad, L->in_c, L->out_c, L->in_h, L->in_w);
     else if (d->kind == LAYER_LINEAR) snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
-    else snprintf(buf, size, "%s %dx%dx%d", props_of(L)->name, L->in_c, L->in_h, L->in_w);
+    else
+        snprintf(buf, size, "%s %dx%dx%d%s", props_of(L)->name, L->in_c, L->in_h, L->in_w,
+                 i > 0 && m->layers[i - 1].gelu_fused ? " (fused)" : "");
 }
 
 double model_layer_flops(const struct model *m, int i, int n, int pass) {
@@ -320,15 +329,18 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
     case LAYER_RELU:
         if (!(i > 0 && m->layers[i - 1].relu_fused)) k->relu_forward(x, y, count);
         break;
-    case LAYER_GELU: k->gelu_forward(x, y, count); break;
+    case LAYER_GELU:
+        if (!(i > 0 && m->layers[i - 1].gelu_fused)) k->gelu_forward(x, y, count);
+        break;
     case LAYER_MAXPOOL: k->maxpool_forward(x, y, n, L->in_c, L->in_h, L->in_w, d->k); break;
     case LAYER_BATCHNORM: {
         float *rm = tensor_data(m, L->running), *rv = tensor_data(m, L->running + 1);
         float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
         int HW = L->in_h * L->in_w;
         if (train)
-            k->batchnorm_forward_train(x, w, b, y, mean, invstd, rm, rv, d->momentum, d->eps, n, L->in_c, HW);
-        else k->batchnorm_forward_eval(x, w, b, rm, rv, d->eps, y, n, L->in_c, HW);
+            k->batchnorm_forward_train(x, w, b, y, mean, invstd, rm, rv, d->momentum, d->eps, n, L->in_c, HW,
+                                       L->gelu_fused);
+        else k->batchnorm_forward_eval(x, w, b, rm, rv, d->eps, y, n, L->in_c, HW, L->gelu_fused);
         break;
     }
     case LAYER_FLATTEN: k->flatten_forward(y, n, L->in_c, L->in_h * L->in_w); break;
@@ -369,7 +381,9 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
     case LAYER_RELU:
         if (!L->relu_backward_fused) k->relu_backward(L->act, dy, dy, count);
         break;
-    case LAYER_GELU: k->gelu_backward(x, dy, dy, count); break;
+    case LAYER_GELU:
+        if (!(i > 0 && m->layers[i - 1].gelu_fused)) k->gelu_backward(x, dy, dy, count);
+        break;
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
         k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws, m->ws_bytes);
@@ -380,7 +394,8 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
         break;
     case LAYER_BATCHNORM: {
         const float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
-        k->batchnorm_backward(x, dy, w, mean, invstd, dx, dw, db, n, L->in_c, L->in_h * L->in_w);
+        k->batchnorm_backward(x, dy, w, tensor_data(m, L->bias), mean, invstd, dx, dw, db, n, L->in_c,
+                              L->in_h * L->in_w, L->gelu_fused);
         break;
     }
     case LAYER_LINEAR:

@@ -38,6 +38,8 @@ struct model_layer {
     int weight, bias, running; /* tensor indices or -1 (running: running_mean; running_var next) */
     int relu_fused;            /* conv: applies the next layer's ReLU in its forward */
     int relu_backward_fused;   /* relu: the next layer (conv, max pool) does its backward */
+    int gelu_fused;            /* batch norm: applies the next layer's GELU (forward and backward);
+                                * that GELU layer does nothing and shares this layer's output */
     size_t grads_begin;        /* first float of its trainable tensors in params; SIZE_MAX: none */
     size_t saved;              /* batch norm: offset of batch mean [C] then invstd [C] in bn_saved */
     float *act;                /* [max_batch][out]: its output; aliases the input when in place */

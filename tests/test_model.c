@@ -88,6 +88,14 @@ static void test_airbench94_plan(void) {
     int nonzero = 0;
     for (size_t i = 0; i < b0->numel; i++) nonzero += m.params[b0->offset + i] != 0.0f;
     EXPECT(nonzero == 0, "airbench94's whitening bias: %d of %zu values not 0", nonzero, b0->numel);
+    int fused = 0, shared = 0;
+    for (int i = 0; i < m.nlayers; i++) {
+        fused += L[i].gelu_fused;
+        shared += L[i].gelu_fused && L[i + 1].act == L[i].act;
+    }
+    EXPECT(fused == 6 && shared == 6 && L[4].gelu_fused && L[22 - 1].gelu_fused && !L[0].gelu_fused &&
+               L[1].act != L[0].act,
+           "airbench94's GELU fusion: %d batch norms fuse their GELU, %d share its output", fused, shared);
     model_free(&m);
 }
 

@@ -90,20 +90,21 @@ static const char *const op_names[OP_COUNT] = {
     "async copies",  "flatten"};
 
 enum {
-    F_BIAS = 1 << 0,      /* conv, linear: with a bias */
-    F_RELU = 1 << 1,      /* conv: fused ReLU in the forward; maxpool: x is a ReLU output (>= 0) */
-    F_MASK = 1 << 2,      /* conv: dx through the ReLU that made x (dx_mask = x, as the model calls it) */
-    F_NO_DX = 1 << 3,     /* conv, linear, batchnorm: backward again with dx NULL (nothing below trains) */
-    F_NO_DW = 1 << 4,     /* conv: ... with dw NULL (a frozen filter) */
-    F_NO_DB = 1 << 5,     /* conv, linear: ... with db NULL (no bias) */
-    F_NO_DGAMMA = 1 << 6, /* batchnorm: ... with dgamma NULL (a frozen scale) */
-    F_NO_GRAD = 1 << 7,   /* softmax_xent: ... with dlogits NULL (evaluation) */
-    F_TIES = 1 << 8,      /* maxpool, softmax_xent: tied maxima */
-    F_INPLACE = 1 << 9,   /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
-    F_CONFIDENT = 1 << 10 /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
+    F_BIAS = 1 << 0,       /* conv, linear: with a bias */
+    F_RELU = 1 << 1,       /* conv: fused ReLU in the forward; maxpool: x is a ReLU output (>= 0) */
+    F_MASK = 1 << 2,       /* conv: dx through the ReLU that made x (dx_mask = x, as the model calls it) */
+    F_NO_DX = 1 << 3,      /* conv, linear, batchnorm: backward again with dx NULL (nothing below trains) */
+    F_NO_DW = 1 << 4,      /* conv: ... with dw NULL (a frozen filter) */
+    F_NO_DB = 1 << 5,      /* conv, linear: ... with db NULL (no bias) */
+    F_NO_DGAMMA = 1 << 6,  /* batchnorm: ... with dgamma NULL (a frozen scale) */
+    F_NO_GRAD = 1 << 7,    /* softmax_xent: ... with dlogits NULL (evaluation) */
+    F_TIES = 1 << 8,       /* maxpool, softmax_xent: tied maxima */
+    F_INPLACE = 1 << 9,    /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
+    F_CONFIDENT = 1 << 10, /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
+    F_GELU = 1 << 11       /* batchnorm: with the fused GELU */
 };
-static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",      "-db",
-                                         "-dgamma", "-dlogits", "ties", "in-place", "confident"};
+static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",       "-db",
+                                         "-dgamma", "-dlogits", "ties", "in-place", "confident", "gelu"};
 
 struct op_case {
     enum op op;
@@ -241,6 +242,10 @@ static const struct op_case cases[] = {
     BN(3, 5, 9, 1e-5f, 0.1f, 6.0f, 0),                     /* mean large against the spread */
     BN(32, 64, 256, 1e-5f, 0.1f, 0, 0),                    /* 8192 values per channel */
     BN(2, 3, 1024, 1e-5f, 0.1f, 0, F_NO_DGAMMA | F_NO_DX), /* 32x32 maps */
+    /* with the fused GELU: airbench94's 64 x 15 x 15 and 256 x 3 x 3 maps, dx or dgamma NULL */
+    BN(3, 64, 225, 1e-12f, 0.6f, 0, F_GELU | F_NO_DX),
+    BN(5, 256, 9, 1e-12f, 0.6f, 0.5f, F_GELU | F_NO_DGAMMA),
+    BN(4, 5, 1, 1e-5f, 0.1f, 0, F_GELU),
 
     /* linear: y = scale (x w^T + b) */
     LIN(9, 70, 33, 1.0f, F_BIAS),
@@ -627,8 +632,15 @@ struct bn_data {
     for (int n_ = 0; n_ < N; n_++)                                                                           \
         for (size_t k = ((size_t)n_ * C + ch) * HW, end_ = k + HW; k < end_; k++)
 
+/* GELU and its slope in double, from the definition (Phi by erfc: accurate in both tails). */
+static double gelu_ref(double z) { return z * 0.5 * erfc(-z / sqrt(2.0)); }
+static double gelu_slope_ref(double z) {
+    return 0.5 * erfc(-z / sqrt(2.0)) + z * exp(-0.5 * z * z) / sqrt(2.0 * M_PI);
+}
+
+/* y = z or GELU(z) (F_GELU), and the backward from g = dy, or dy * GELU'(z). */
 static void bn_reference(const struct op_case *c, struct bn_data *d) {
-    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW, gelu = !!(c->flags & F_GELU);
     double cnt = (double)N * HW, eps = c->bn.eps, mom = c->bn.momentum;
     for (int ch = 0; ch < C; ch++) {
         double s = 0, sq = 0, sdy = 0, sdyx = 0;
@@ -637,13 +649,16 @@ static void bn_reference(const struct op_case *c, struct bn_data *d) {
         FOR_CHANNEL(k) sq += (d->x[k] - mu) * (d->x[k] - mu);
         double is = 1 / sqrt(sq / cnt + eps), eval_is = 1 / sqrt(d->rv[ch] + eps);
         FOR_CHANNEL(k) {
-            double xh = (d->x[k] - mu) * is;
-            d->y[k] = xh * d->gamma[ch] + d->beta[ch];
-            d->y_eval[k] = (d->x[k] - d->rm[ch]) * eval_is * d->gamma[ch] + d->beta[ch];
-            sdy += d->dy[k], sdyx += d->dy[k] * xh;
+            double xh = (d->x[k] - mu) * is, z = xh * d->gamma[ch] + d->beta[ch];
+            double ze = (d->x[k] - d->rm[ch]) * eval_is * d->gamma[ch] + d->beta[ch];
+            double g = gelu ? d->dy[k] * gelu_slope_ref(z) : d->dy[k];
+            d->y[k] = gelu ? gelu_ref(z) : z;
+            d->y_eval[k] = gelu ? gelu_ref(ze) : ze;
+            d->dx[k] = g; /* for now: the gradient the batch norm sees */
+            sdy += g, sdyx += g * xh;
         }
         FOR_CHANNEL(k)
-        d->dx[k] = d->gamma[ch] * is * (d->dy[k] - sdy / cnt - (d->x[k] - mu) * is * sdyx / cnt);
+        d->dx[k] = d->gamma[ch] * is * (d->dx[k] - sdy / cnt - (d->x[k] - mu) * is * sdyx / cnt);
         d->mean[ch] = mu, d->invstd[ch] = is, d->dgamma[ch] = sdyx, d->dbeta[ch] = sdy;
         d->rm_new[ch] = (1 - mom) * d->rm[ch] + mom * mu;
         d->rv_new[ch] = (1 - mom) * d->rv[ch] + mom * sq / (cnt - 1);
@@ -663,30 +678,30 @@ static void bn_inputs(const struct op_case *c, struct bn_data *d) {
 
 /* The backward with every output, then (F_NO_DGAMMA) with dgamma NULL, (F_NO_DX) with dx NULL. */
 static void bn_backward(const struct op_case *c, const struct bn_data *d, const float *gx,
-                        const float *ggamma, const float *gmean, const float *ginvstd) {
-    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
+                        const float *ggamma, const float *gbeta, const float *gmean, const float *ginvstd) {
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW, gelu = !!(c->flags & F_GELU);
     size_t n = (size_t)N * C * HW;
     float *gdy = dev_act(d->dy, N, C, HW), *gdx = dev_nan(n), *gdg = dev_nan(C), *gdb = dev_nan(C);
-    B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb, N, C, HW);
+    B->batchnorm_backward(gx, gdy, ggamma, gbeta, gmean, ginvstd, gdx, gdg, gdb, N, C, HW, gelu);
     expect_rel("dx", host_act(gdx, N, C, HW), d->dx, n, TOL);
     expect_rel("dgamma", host_of(gdg, C), d->dgamma, C, TOL);
     expect_rel("dbeta", host_of(gdb, C), d->dbeta, C, TOL);
     if (c->flags & F_NO_DGAMMA) {
         float *vdx = dev_nan(n), *vdb = dev_nan(C);
-        B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, vdx, NULL, vdb, N, C, HW);
+        B->batchnorm_backward(gx, gdy, ggamma, gbeta, gmean, ginvstd, vdx, NULL, vdb, N, C, HW, gelu);
         expect_same("dx with dgamma NULL", vdx, gdx, n);
         expect_same("dbeta with dgamma NULL", vdb, gdb, C);
     }
     if (c->flags & F_NO_DX) {
         float *vdg = dev_nan(C), *vdb = dev_nan(C);
-        B->batchnorm_backward(gx, gdy, ggamma, gmean, ginvstd, NULL, vdg, vdb, N, C, HW);
+        B->batchnorm_backward(gx, gdy, ggamma, gbeta, gmean, ginvstd, NULL, vdg, vdb, N, C, HW, gelu);
         expect_same("dgamma with dx NULL", vdg, gdg, C);
         expect_same("dbeta with dx NULL", vdb, gdb, C);
     }
 }
 
 static void run_batchnorm(const struct op_case *c) {
-    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW;
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW, gelu = !!(c->flags & F_GELU);
     size_t n = (size_t)N * C * HW;
     name_case(c, "batchnorm N%d C%d HW%d eps %g momentum %g x offset %g", N, C, HW, c->bn.eps, c->bn.momentum,
               c->bn.offset);
@@ -695,15 +710,15 @@ static void run_batchnorm(const struct op_case *c) {
     float *gx = dev_act(d.x, N, C, HW), *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
     float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gy = dev_nan(n), *gm = dev_nan(C),
           *gi = dev_nan(C);
-    B->batchnorm_forward_train(gx, gg, gb, gy, gm, gi, grm, grv, c->bn.momentum, c->bn.eps, N, C, HW);
+    B->batchnorm_forward_train(gx, gg, gb, gy, gm, gi, grm, grv, c->bn.momentum, c->bn.eps, N, C, HW, gelu);
     expect_rel("y (train)", host_act(gy, N, C, HW), d.y, n, TOL);
     expect_rel("save_mean", host_of(gm, C), d.mean, C, TOL);
     expect_rel("save_invstd", host_of(gi, C), d.invstd, C, TOL);
     expect_rel("running_mean", host_of(grm, C), d.rm_new, C, TOL);
     expect_rel("running_var", host_of(grv, C), d.rv_new, C, TOL);
-    bn_backward(c, &d, gx, gg, gm, gi);
+    bn_backward(c, &d, gx, gg, gb, gm, gi);
     float *erm = dev_of(d.rm, C), *erv = dev_of(d.rv, C), *gye = dev_nan(n);
-    B->batchnorm_forward_eval(gx, gg, gb, erm, erv, c->bn.eps, gye, N, C, HW);
+    B->batchnorm_forward_eval(gx, gg, gb, erm, erv, c->bn.eps, gye, N, C, HW, gelu);
     expect_rel("y (eval)", host_act(gye, N, C, HW), d.y_eval, n, TOL);
 }
 

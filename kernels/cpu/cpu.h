@@ -41,13 +41,14 @@ void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int
                           int relu);
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
-                                 float *running_var, float momentum, float eps, int N, int C, int HW);
+                                 float *running_var, float momentum, float eps, int N, int C, int HW,
+                                 int gelu);
 void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
                                 const float *running_mean, const float *running_var, float eps, float *y,
-                                int N, int C, int HW);
-void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
-                            const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
-                            int HW);
+                                int N, int C, int HW, int gelu);
+void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
+                            const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                            float *dbeta, int N, int C, int HW, int gelu);
 size_t cpu_linear_workspace(int N, int I, int O);
 void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
                         float scale, void *ws, size_t ws_bytes);

@@ -1,16 +1,20 @@
 /* Batch norm over N and HW of x[N][C][HW]: channel statistics from deterministic double
  * partial sums (reduce.cu), a per-channel finishing kernel, then one element-wise kernel. In
- * NHWC the same kernels see x as [N * HW][C][1] (cuda_act_rows). */
+ * NHWC the same kernels see x as [N * HW][C][1] (cuda_act_rows). A fused GELU is applied in the
+ * element-wise kernel of the forward, and its backward recomputes z = x * scale + shift (as the
+ * forward computed it) in the partial sums and in the dx kernel, so z is never stored. */
 #include "cuda.h"
 
-/* y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order. */
+/* y = z = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order,
+ * or GELU(z). */
 __global__ static void normalize_kernel(const float *x, const float *gamma, const float *beta,
                                         const float *mean, const float *invstd, float *y, uint32_t n,
-                                        struct channel_of ch) {
+                                        struct channel_of ch, int gelu) {
     GRID_STRIDE32(i, n) {
         uint32_t c = channel_at(i, ch);
         float scale = gamma[c] * invstd[c], shift = beta[c] - mean[c] * scale;
-        y[i] = x[i] * scale + shift;
+        float z = x[i] * scale + shift;
+        y[i] = gelu ? cuda_gelu(z) : z;
     }
 }
 
@@ -50,36 +54,40 @@ __global__ static void backward_stats_kernel(const double *part, int S, int C, d
     coef[C + c] = (float)(sdyx * inv_count);
 }
 
-/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+/* dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy, or with a fused GELU
+ * g = dy * GELU'(z). */
 __global__ static void backward_dx_kernel(const float *x, const float *dy, const float *gamma,
-                                          const float *mean, const float *invstd, const float *coef,
-                                          float *dx, uint32_t n, struct channel_of ch) {
+                                          const float *beta, const float *mean, const float *invstd,
+                                          const float *coef, float *dx, uint32_t n, struct channel_of ch,
+                                          int gelu) {
     GRID_STRIDE32(i, n) {
         uint32_t c = channel_at(i, ch);
-        float k = gamma[c] * invstd[c];
-        dx[i] = k * (dy[i] - coef[c] - (x[i] - mean[c]) * invstd[c] * coef[ch.c.d + c]);
+        float k = gamma[c] * invstd[c], g = dy[i];
+        if (gelu) g *= cuda_gelu_slope(x[i] * k + (beta[c] - mean[c] * k));
+        dx[i] = k * (g - coef[c] - (x[i] - mean[c]) * invstd[c] * coef[ch.c.d + c]);
     }
 }
 
 void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                   float *save_mean, float *save_invstd, float *running_mean,
-                                  float *running_var, float momentum, float eps, int N, int C, int HW) {
+                                  float *running_var, float momentum, float eps, int N, int C, int HW,
+                                  int gelu) {
     double count = (double)N * HW;
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C, HW) * C * sizeof(double));
-    int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, NULL, NULL, NULL, part, N, C, HW);
+    int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, channel_inputs{}, part, N, C, HW);
     stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, 1.0 / count, momentum, eps,
                                                          save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
     normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-        x, gamma, beta, save_mean, save_invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW));
+        x, gamma, beta, save_mean, save_invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
     LAUNCH_CHECK();
 }
 
 void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
                                  const float *running_mean, const float *running_var, float eps, float *y,
-                                 int N, int C, int HW) {
+                                 int N, int C, int HW, int gelu) {
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     float *invstd = (float *)cuda_scratch((size_t)C * sizeof(float));
     eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd,
@@ -87,13 +95,13 @@ void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
     normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-        x, gamma, beta, running_mean, invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW));
+        x, gamma, beta, running_mean, invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
     LAUNCH_CHECK();
 }
 
-void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
-                             const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
-                             int HW) {
+void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
+                             const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                             float *dbeta, int N, int C, int HW, int gelu) {
     double count = (double)N * HW;
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     int S = cuda_channel_splits(N, C, HW);
@@ -101,13 +109,14 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
     char *scratch = (char *)cuda_scratch(part_bytes + 2 * (size_t)C * sizeof(float));
     double *part = (double *)scratch;
     float *coef = (float *)(scratch + part_bytes);
-    cuda_channel_partials(CHANNEL_SUM_XHAT, dy, x, save_mean, save_invstd, part, N, C, HW);
+    struct channel_inputs in = {x, save_mean, save_invstd, gamma, beta};
+    cuda_channel_partials(gelu ? CHANNEL_SUM_XHAT_GELU : CHANNEL_SUM_XHAT, dy, in, part, N, C, HW);
     backward_stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, 1.0 / count, dgamma, dbeta,
                                                                   coef);
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
     backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-        x, dy, gamma, save_mean, save_invstd, coef, dx, (uint32_t)n, cuda_channel_of(N, C, HW));
+        x, dy, gamma, beta, save_mean, save_invstd, coef, dx, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
     LAUNCH_CHECK();
 }

@@ -343,7 +343,7 @@ static void bias_grad(const struct plan *p, const float *dy, float *db) {
     int rows = p->s.N, hw = p->Ho * p->Wo, K = p->s.K;
     cuda_act_rows(p->nhwc, &rows, &hw);
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(rows, K, hw) * K * sizeof(double));
-    int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, rows, K, hw);
+    int S = cuda_channel_partials(CHANNEL_SUM, dy, channel_inputs{}, part, rows, K, hw);
     cuda_channel_reduce(part, db, S, K, 1.0f);
 }
 

@@ -100,19 +100,36 @@ static inline void cuda_act_rows(int nhwc, int *N, int *HW) {
     if (nhwc) *N *= *HW, *HW = 1;
 }
 
+/* GELU (exact form) and its derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi),
+ * for the GELU kernels and batch norm's fused GELU. Phi by CUDA's normcdff: accurate relative
+ * to Phi in the lower tail too, where the erf form 0.5 (1 + erf(x / sqrt 2)) cancels (at
+ * x = -5.3 its relative error is ~0.1, enough to fail test_ops' relative check on a
+ * one-element case). The CPU twin (cpu/gelu.c) is accurate there as well. */
+__device__ static inline float cuda_gelu(float x) { return x * normcdff(x); }
+__device__ static inline float cuda_gelu_slope(float x) {
+    return normcdff(x) + x * (expf(-0.5f * x * x) * 0.39894228040143268f);
+}
+
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
  * shape): each channel is split into S fixed runs of images (rows when HW is 1) and every
  * (run, channel) sum is taken in double, so the result is deterministic and does not depend
- * on the GPU. Writes
- * part[0][S][C] = sum of a and part[1][S][C] = sum of the second quantity:
- *   CHANNEL_SUM:        nothing (part[1] untouched)
- *   CHANNEL_SUM_SQUARE: a * a
- *   CHANNEL_SUM_XHAT:   a * (b - mean[c]) * invstd[c]   (batch norm backward: a = dy, b = x)
+ * on the GPU. With xhat = (b - mean[c]) * invstd[c], writes part[0][S][C] = the sum of the
+ * first quantity and part[1][S][C] = the sum of the second:
+ *   CHANNEL_SUM:        a, nothing (part[1] untouched)
+ *   CHANNEL_SUM_SQUARE: a, a * a
+ *   CHANNEL_SUM_XHAT:   a, a * xhat   (batch norm backward: a = dy, b = x)
+ *   CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch
+ *                       norm backward through a fused GELU)
  * part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
-enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT };
+enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT, CHANNEL_SUM_XHAT_GELU };
+/* What a partial-sum kernel reads besides a: b and a channel's statistics and affine (NULL where
+ * the sum needs none). */
+struct channel_inputs {
+    const float *b, *mean, *invstd, *gamma, *beta;
+};
 int cuda_channel_splits(int N, int C, int HW);
-int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
-                          const float *invstd, double *part, int N, int C, int HW);
+int cuda_channel_partials(enum channel_sum what, const float *a, struct channel_inputs in, double *part,
+                          int N, int C, int HW);
 /* The totals over s of part[0][s][c] and, when two, part[1][s][c]: a block of TOTAL_THREADS
  * threads per channel c (the finishing kernels run one per channel), each thread summing every
  * TOTAL_THREADS-th run in order, then a tree in shared memory in a fixed order; the totals in
@@ -188,13 +205,14 @@ void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, in
                            int relu);
 void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                   float *save_mean, float *save_invstd, float *running_mean,
-                                  float *running_var, float momentum, float eps, int N, int C, int HW);
+                                  float *running_var, float momentum, float eps, int N, int C, int HW,
+                                  int gelu);
 void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
                                  const float *running_mean, const float *running_var, float eps, float *y,
-                                 int N, int C, int HW);
-void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *save_mean,
-                             const float *save_invstd, float *dx, float *dgamma, float *dbeta, int N, int C,
-                             int HW);
+                                 int N, int C, int HW, int gelu);
+void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
+                             const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                             float *dbeta, int N, int C, int HW, int gelu);
 size_t cuda_linear_workspace(int N, int I, int O);
 void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
                          float scale, void *ws, size_t ws_bytes);

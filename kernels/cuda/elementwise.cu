@@ -13,23 +13,13 @@ __global__ static void relu_backward_kernel(const float *y, const float *dy, flo
     GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/* Phi(x), the standard normal CDF, by CUDA's normcdff: accurate relative to Phi in the lower
- * tail too, where the erf form 0.5 (1 + erf(x / sqrt 2)) cancels (at x = -5.3 its relative error
- * is ~0.1, enough to fail test_ops' relative check on a one-element case). The CPU twin
- * (cpu/gelu.c) is accurate there as well. */
-__device__ static float gelu_phi_cdf(float x) { return normcdff(x); }
-
 __global__ static void gelu_forward_kernel(const float *x, float *y, size_t n) {
-    GRID_STRIDE(i, n) y[i] = x[i] * gelu_phi_cdf(x[i]);
+    GRID_STRIDE(i, n) y[i] = cuda_gelu(x[i]);
 }
 
-/* dx = dy * (Phi(x) + x * phi(x)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). Each thread reads
- * dy[i] before writing dx[i], so dx may equal dy. */
+/* Each thread reads dy[i] before writing dx[i], so dx may equal dy. */
 __global__ static void gelu_backward_kernel(const float *x, const float *dy, float *dx, size_t n) {
-    GRID_STRIDE(i, n) {
-        float v = x[i], pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
-        dx[i] = dy[i] * (gelu_phi_cdf(v) + v * pdf);
-    }
+    GRID_STRIDE(i, n) dx[i] = dy[i] * cuda_gelu_slope(x[i]);
 }
 
 /* float <-> bf16 for the bf16 convolutions (conv.cu): round to nearest even, and widen. */

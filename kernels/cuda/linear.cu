@@ -40,7 +40,7 @@ static void linear_backward(int bf16, const float *x, const float *w, const floa
     if (!db) return;
     /* db[O] = scale * the sum over n of dy[n][O]: the channel sum with HW = 1. */
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, O, 1) * O * sizeof(double));
-    int S = cuda_channel_partials(CHANNEL_SUM, dy, NULL, NULL, NULL, part, N, O, 1);
+    int S = cuda_channel_partials(CHANNEL_SUM, dy, channel_inputs{}, part, N, O, 1);
     cuda_channel_reduce(part, db, S, O, scale);
 }
 

@@ -9,6 +9,31 @@
 
 #define ROW_LANES 8
 
+/* A channel's constants for the sums: its mean and invstd, and the batch norm's scale and shift
+ * (z = x * scale + shift, as its forward computes z). */
+struct channel_consts {
+    float mean, invstd, scale, shift;
+};
+
+__device__ static struct channel_consts consts_of(enum channel_sum what, struct channel_inputs in, int c) {
+    struct channel_consts k = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU)
+        k.mean = in.mean[c], k.invstd = in.invstd[c];
+    if (what == CHANNEL_SUM_XHAT_GELU)
+        k.scale = in.gamma[c] * k.invstd, k.shift = in.beta[c] - k.mean * k.scale;
+    return k;
+}
+
+/* Element `at`'s two quantities (cuda.h) added to s1 and s2. */
+__device__ static void add_terms(enum channel_sum what, const float *a, struct channel_inputs in, uint32_t at,
+                                 struct channel_consts k, double *s1, double *s2) {
+    float v = a[at];
+    if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(in.b[at] * k.scale + k.shift);
+    *s1 += v;
+    if (what == CHANNEL_SUM_SQUARE) *s2 += (double)v * v;
+    else if (what != CHANNEL_SUM) *s2 += (double)v * ((in.b[at] - k.mean) * k.invstd);
+}
+
 int cuda_channel_splits(int N, int C, int HW) {
     int s = HW > 1 ? (1024 + C - 1) / C : 1024 / ((C + 31) / 32);
     s = s < 1 ? 1 : s;
@@ -16,22 +41,18 @@ int cuda_channel_splits(int N, int C, int HW) {
 }
 
 /* hw divides by HW; a[N][C][HW] has fewer than 2^31 elements (cuda_channel_of checks). */
-__global__ static void partials_kernel(enum channel_sum what, const float *a, const float *b,
-                                       const float *mean, const float *invstd, double *part, int N, int C,
-                                       struct fastdiv hw) {
+__global__ static void partials_kernel(enum channel_sum what, const float *a, struct channel_inputs in,
+                                       double *part, int N, int C, struct fastdiv hw) {
     int s = blockIdx.x, S = gridDim.x, c = blockIdx.y;
     uint32_t HW = hw.d;
     uint32_t n0 = (uint32_t)((long)N * s / S), n1 = (uint32_t)((long)N * (s + 1) / S);
     uint32_t count = (n1 - n0) * HW;
     double s1 = 0.0, s2 = 0.0;
-    float m = what == CHANNEL_SUM_XHAT ? mean[c] : 0.0f, is = what == CHANNEL_SUM_XHAT ? invstd[c] : 0.0f;
+    struct channel_consts k = consts_of(what, in, c);
     for (uint32_t t = threadIdx.x; t < count; t += blockDim.x) {
         uint32_t image = fastdiv_div(t, hw);
         uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
-        float v = a[at];
-        s1 += v;
-        if (what == CHANNEL_SUM_SQUARE) s2 += (double)v * v;
-        else if (what == CHANNEL_SUM_XHAT) s2 += (double)v * ((b[at] - m) * is);
+        add_terms(what, a, in, at, k, &s1, &s2);
     }
     __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
     r1[threadIdx.x] = s1, r2[threadIdx.x] = s2;
@@ -48,21 +69,15 @@ __global__ static void partials_kernel(enum channel_sum what, const float *a, co
 }
 
 /* a[N][C] (rows); block (32, ROW_LANES): threadIdx.x the channel within the block's 32. */
-__global__ static void row_partials_kernel(enum channel_sum what, const float *a, const float *b,
-                                           const float *mean, const float *invstd, double *part, int N,
-                                           int C) {
+__global__ static void row_partials_kernel(enum channel_sum what, const float *a, struct channel_inputs in,
+                                           double *part, int N, int C) {
     int s = blockIdx.x, S = gridDim.x, c = blockIdx.y * 32 + threadIdx.x, lane = threadIdx.y;
     uint32_t n0 = (uint32_t)((long)N * s / S), n1 = (uint32_t)((long)N * (s + 1) / S);
     double s1 = 0.0, s2 = 0.0;
     if (c < C) {
-        float m = what == CHANNEL_SUM_XHAT ? mean[c] : 0.0f, is = what == CHANNEL_SUM_XHAT ? invstd[c] : 0.0f;
-        for (uint32_t n = n0 + lane; n < n1; n += ROW_LANES) {
-            uint32_t at = n * (uint32_t)C + (uint32_t)c;
-            float v = a[at];
-            s1 += v;
-            if (what == CHANNEL_SUM_SQUARE) s2 += (double)v * v;
-            else if (what == CHANNEL_SUM_XHAT) s2 += (double)v * ((b[at] - m) * is);
-        }
+        struct channel_consts k = consts_of(what, in, c);
+        for (uint32_t n = n0 + lane; n < n1; n += ROW_LANES)
+            add_terms(what, a, in, n * (uint32_t)C + (uint32_t)c, k, &s1, &s2);
     }
     __shared__ double r1[ROW_LANES][32], r2[ROW_LANES][32];
     r1[lane][threadIdx.x] = s1, r2[lane][threadIdx.x] = s2;
@@ -74,16 +89,14 @@ __global__ static void row_partials_kernel(enum channel_sum what, const float *a
     }
 }
 
-int cuda_channel_partials(enum channel_sum what, const float *a, const float *b, const float *mean,
-                          const float *invstd, double *part, int N, int C, int HW) {
+int cuda_channel_partials(enum channel_sum what, const float *a, struct channel_inputs in, double *part,
+                          int N, int C, int HW) {
     int S = cuda_channel_splits(N, C, HW);
     struct fastdiv hw = cuda_channel_of(N, C, HW).hw; /* (also checks the size) */
     if (HW == 1)
-        row_partials_kernel<<<dim3(S, (C + 31) / 32), dim3(32, ROW_LANES), 0, cuda_stream()>>>(
-            what, a, b, mean, invstd, part, N, C);
-    else
-        partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, b, mean, invstd, part, N, C,
-                                                                        hw);
+        row_partials_kernel<<<dim3(S, (C + 31) / 32), dim3(32, ROW_LANES), 0, cuda_stream()>>>(what, a, in,
+                                                                                               part, N, C);
+    else partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, in, part, N, C, hw);
     LAUNCH_CHECK();
     return S;
 }
