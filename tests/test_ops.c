@@ -6,21 +6,19 @@
  *
  * Columns (backends):
  *   cpu   the whole table on the default ISA path with 1 and 3 OpenMP threads (3: more threads
- *         than cores, and than the images of some cases), then the conv, linear and GELU cases
- *         (the code that differs per ISA: the GEMM, the Winograd convolution, GELU) on every ISA
- *         path this CPU has, with 2 threads; and, in child processes, that the conv and linear ops
- *         stop at their CHECK when given a workspace one byte short;
- *   cpu-bf16  kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU
- *         has (amx where the CPU has AMX-BF16 and the OS grants the tile state, avx512bf16
- *         where it has AVX512_BF16, avx2 where it has AVX2; the plain-C path and the tile
- *         path's plain-C twin, amx-emulated, always), 2 threads;
- *   cuda  the whole table on GPU 0, in builds with the CUDA backend on a machine with a GPU
- *         (TF32 off, so the GPU computes in FP32 like the CPU), in the layout the environment
- *         gives (NHWC by default); then shutdown() and the whole table again in NCHW
- *         (CIFAR10_CUDA_LAYOUT=nchw) on the backend kernels_cuda() makes afresh after it; then
- *         the conv and linear cases on kernels_cuda_bf16() (cuda-bf16), in both layouts, where
- *         the GPU has bf16 tensor cores. Activations go up and come down through dev_act and
- *         host_act, which reorder them for an NHWC backend, so every reference is NCHW.
+ *         than cores, and than the images of some cases), then the conv, linear, GELU and
+ *         fused batch norm + GELU cases (the code that differs per ISA: the GEMM, the Winograd
+ *         convolution, GELU) on every ISA path this CPU has, with 2 threads; and, in child processes, that
+ * the conv and linear ops stop at their CHECK when given a workspace one byte short; cpu-bf16
+ * kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU has (amx where the CPU has
+ * AMX-BF16 and the OS grants the tile state, avx512bf16 where it has AVX512_BF16, avx2 where it has AVX2; the
+ * plain-C path and the tile path's plain-C twin, amx-emulated, always), 2 threads; cuda  the whole table on
+ * GPU 0, in builds with the CUDA backend on a machine with a GPU (TF32 off, so the GPU computes in FP32 like
+ * the CPU), in the layout the environment gives (NHWC by default); then shutdown() and the whole table again
+ * in NCHW (CIFAR10_CUDA_LAYOUT=nchw) on the backend kernels_cuda() makes afresh after it; then the conv and
+ * linear cases on kernels_cuda_bf16() (cuda-bf16), in both layouts, where the GPU has bf16 tensor cores.
+ * Activations go up and come down through dev_act and host_act, which reorder them for an NHWC backend, so
+ * every reference is NCHW.
  *
  * Tolerances, backend result against the double reference:
  *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
@@ -943,14 +941,16 @@ static run_fn *const runners[] = {
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 
-/* The table on backend B, as column `where`: all of it (which 0), the conv, linear and GELU
- * cases (1: the per-ISA code) or the conv and linear cases (2: the bf16 products). */
+/* The table on backend B, as column `where`: all of it (which 0), the conv, linear, GELU and
+ * fused batch norm + GELU cases (1: the per-ISA code) or the conv and linear cases (2: the bf16
+ * products). */
 static void run_cases(int which) {
     double t0 = omp_get_wtime();
     int ran = 0;
     for (size_t i = 0; i < NCASES; i++) {
         const struct op_case *c = &cases[i];
-        if (which && c->op != OP_CONV && c->op != OP_LINEAR && (which == 2 || c->op != OP_GELU)) continue;
+        int per_isa = c->op == OP_GELU || (c->op == OP_BATCHNORM && c->flags & F_GELU);
+        if (which && c->op != OP_CONV && c->op != OP_LINEAR && (which == 2 || !per_isa)) continue;
         seed = 1000u * (unsigned)i + 1;
         runners[c->op](c);
         release_case();
@@ -1070,7 +1070,7 @@ static void cpu_column(void) {
             printf("test_ops: cpu %s: skipped: this CPU lacks it\n", isas[i]);
             continue;
         }
-        snprintf(where, sizeof where, "cpu %s, 2 threads, conv, linear and gelu", isas[i]);
+        snprintf(where, sizeof where, "cpu %s, 2 threads, conv, linear, gelu, batchnorm + gelu", isas[i]);
         run_cases(1);
     }
     gemm_select(best);

@@ -89,5 +89,19 @@ typedef void gelu_forward_fn(const float *x, float *y, size_t n);
 typedef void gelu_backward_fn(const float *x, const float *dy, float *dx, size_t n);
 gelu_forward_fn gelu_forward_generic, gelu_forward_avx2, gelu_forward_avx512;
 gelu_backward_fn gelu_backward_generic, gelu_backward_avx2, gelu_backward_avx512;
+/* Batch norm's fused GELU on one image, no threads of its own (gelu.c): y = GELU(z) and
+ * g = dy * GELU'(z), z = x * scale + shift with scale[n] and shift[n] per element;
+ * cpu_gelu_affine: the pair of the path in use. */
+typedef void gelu_affine_forward_fn(const float *x, float *y, size_t n, const float *scale,
+                                    const float *shift);
+typedef void gelu_affine_backward_fn(const float *x, const float *dy, float *g, size_t n, const float *scale,
+                                     const float *shift);
+gelu_affine_forward_fn gelu_affine_forward_generic, gelu_affine_forward_avx2, gelu_affine_forward_avx512;
+gelu_affine_backward_fn gelu_affine_backward_generic, gelu_affine_backward_avx2, gelu_affine_backward_avx512;
+struct gelu_affine {
+    gelu_affine_forward_fn *forward;
+    gelu_affine_backward_fn *backward;
+};
+struct gelu_affine cpu_gelu_affine(void);
 
 #endif

@@ -82,7 +82,8 @@ struct channel_of cuda_channel_of(int N, int C, int HW) {
 
 void *cuda_scratch(size_t bytes) {
     if (bytes > scratch_bytes) {
-        CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* the old one may still be in use */
+        /* The old one may still be in use, by any stream (and, with graphs, by a captured op). */
+        CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(scratch));
         CUDA_CHECK(cudaMalloc(&scratch, bytes));
         scratch_bytes = bytes;
