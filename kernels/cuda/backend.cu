@@ -82,7 +82,7 @@ struct channel_of cuda_channel_of(int N, int C, int HW) {
 
 void *cuda_scratch(size_t bytes) {
     if (bytes > scratch_bytes) {
-        /* The old one may still be in use, by any stream (and, with graphs, by a captured op). */
+        /* The old one may still be in use, by work on any stream. */
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(scratch));
         CUDA_CHECK(cudaMalloc(&scratch, bytes));

@@ -66,8 +66,9 @@ static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_ALGOS &&
                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_ALGOS,
               "MAX_ALGOS holds every pass's algorithms");
 
-/* One deterministic algorithm that ran in cudnnFind*: its value (a cudnnConvolutionFwdAlgo_t,
- * BwdDataAlgo_t or BwdFilterAlgo_t, by pass), the math type it ran with, its workspace. */
+/* One algorithm that ran in cudnnFind* (deterministic unless CIFAR10_CUDA_ALGOS=fastest): its
+ * value (a cudnnConvolutionFwdAlgo_t, BwdDataAlgo_t or BwdFilterAlgo_t, by pass), the math type
+ * it ran with, its workspace. */
 struct algo {
     int algo;
     cudnnMathType_t math;
@@ -86,7 +87,7 @@ struct plan {
     cudnnMathType_t math; /* what cudnnFind* may use: default, or FMA only */
     struct {
         int timed; /* cudnnFind* has run for this pass */
-        int count; /* the deterministic algorithms that ran, fastest first */
+        int count; /* the algorithms kept (keep()), fastest first */
         struct algo a[MAX_ALGOS];
     } pass[PASSES];
 };
@@ -153,19 +154,20 @@ static const struct algo *choose(struct plan *p, int i, size_t bytes) {
     for (int j = 0; j < count; j++)
         if (a[j].memory <= bytes) return &a[j];
     const struct conv_shape *s = &p->s;
+    const char *kind = p->deterministic ? "deterministic " : "";
     if (count == 0)
         fprintf(
             stderr,
-            "%s: cuDNN has no deterministic %s algorithm that runs for conv %d->%d %dx%d kernel %d pad %d, "
-            "batch %d\n",
-            err_progname(), pass_names[i], s->C, s->K, s->H, s->W, s->k, s->pad, s->N);
+            "%s: cuDNN has no %s%s algorithm that runs for conv %d->%d %dx%d kernel %d pad %d, batch %d\n",
+            err_progname(), kind, pass_names[i], s->C, s->K, s->H, s->W, s->k, s->pad, s->N);
     else {
         size_t least = a[0].memory;
         for (int j = 1; j < count; j++) least = a[j].memory < least ? a[j].memory : least;
         fprintf(stderr,
-                "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d: no deterministic %s algorithm fits in %zu "
-                "bytes of workspace (the smallest needs %zu)\n",
-                err_progname(), s->C, s->K, s->H, s->W, s->k, s->pad, s->N, pass_names[i], bytes, least);
+                "%s: conv %d->%d %dx%d kernel %d pad %d, batch %d: no %s%s algorithm fits in %zu bytes of "
+                "workspace (the smallest needs %zu)\n",
+                err_progname(), s->C, s->K, s->H, s->W, s->k, s->pad, s->N, kind, pass_names[i], bytes,
+                least);
     }
     exit(1);
 }

@@ -135,7 +135,7 @@ int cuda_channel_partials(enum channel_sum what, const float *a, struct channel_
  * TOTAL_THREADS-th run in order, then a tree in shared memory in a fixed order; the totals in
  * thread 0. A thread per channel walking all S runs instead took 29 us a batch-norm layer in
  * NHWC, where S is in the hundreds. */
-#define TOTAL_THREADS 128
+#define TOTAL_THREADS 128 /* the block size of every kernel that calls channel_totals */
 __device__ static inline void channel_totals(const double *part, int S, int C, int c, int two, double *t1,
                                              double *t2) {
     __shared__ double r1[TOTAL_THREADS], r2[TOTAL_THREADS];
