@@ -175,8 +175,8 @@ static int train_epoch(struct trainer *t, int epoch) {
 static double test_accuracy(struct trainer *t, int tta) {
     long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
     const struct cifar_set *test = &t->data.test;
-    int begin = (int)((long)test->n * t->d.rank / t->d.world),
-        end = (int)((long)test->n * (t->d.rank + 1) / t->d.world);
+    int begin, end;
+    trainer_test_slice(t, &begin, &end);
     evaluate_range(&t->m, test, begin, end, tta, t->pred, conf);
     double right = 0;
     for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];

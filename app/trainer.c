@@ -5,6 +5,7 @@
 
 #include "../common/err.h"
 #include "../data/shard.h"
+#include "../model/evaluate.h"
 #include "device.h"
 #include "train_options.h"
 
@@ -127,6 +128,11 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     const struct net_def *net = net_find(c->model);
     CHECK(net && net->classes == CIFAR_CLASSES); /* parse_model names a known network */
     model_init(&t->m, net, k, t->batch, c->seed);
+    if ((c->eval || c->tta) && t->data.test.n > 0) { /* before the run's clock starts */
+        int begin, end;
+        trainer_test_slice(t, &begin, &end);
+        evaluate_plan(&t->m, begin, end);
+    }
     batches_init(&t->batches, k, t->batch);
     t->m.label_smoothing = (float)c->label_smoothing;
     t->m.loss_reduction = c->loss;
@@ -150,6 +156,12 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     strbuf_free(&cfg);
     t->pred = XALLOC((size_t)t->batch * sizeof(int));
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
+}
+
+void trainer_test_slice(const struct trainer *t, int *begin, int *end) {
+    int n = t->data.test.n;
+    *begin = (int)((long)n * t->d.rank / t->d.world);
+    *end = (int)((long)n * (t->d.rank + 1) / t->d.world);
 }
 
 void trainer_free(struct trainer *t) {

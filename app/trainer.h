@@ -52,6 +52,8 @@ struct trainer {
  * --version. trainer_free releases it all. */
 void trainer_init(struct trainer *t, int argc, char **argv);
 void trainer_free(struct trainer *t);
+/* This rank's share [begin, end) of the test set, scored by each rank in evaluations. */
+void trainer_test_slice(const struct trainer *t, int *begin, int *end);
 
 /* The stop signal this process has received, 0 while none has. */
 int trainer_stop_signal(void);

@@ -42,11 +42,19 @@ static void predict_views(struct model *m, struct batches *q, const struct cifar
     }
 }
 
+/* The images per batch of an evaluation: up to max_batch, at most 1024. */
+static int chunk_of(const struct model *m) { return m->max_batch < 1024 ? m->max_batch : 1024; }
+
+void evaluate_plan(struct model *m, int begin, int end) {
+    int last = (end - begin) % chunk_of(m);
+    if (last > 0) model_plan_batch(m, last);
+}
+
 void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta, int *pred,
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]) {
     CHECK(tta >= 0 && tta <= EVALUATE_TTA_MAX && m->net->classes == CIFAR_CLASSES);
     int idx[1024], classes = m->net->classes;
-    int chunk = m->max_batch < 1024 ? m->max_batch : 1024;
+    int chunk = chunk_of(m);
     float *logits = XALLOC((size_t)chunk * classes * sizeof(float)),
           *sum = XALLOC((size_t)chunk * classes * sizeof(float));
     struct batches q;
@@ -70,7 +78,7 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
 
 void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, int end, int tta, float *out) {
     CHECK(tta >= 0 && tta <= EVALUATE_TTA_MAX);
-    int idx[1024], classes = m->net->classes, chunk = m->max_batch < 1024 ? m->max_batch : 1024;
+    int idx[1024], classes = m->net->classes, chunk = chunk_of(m);
     float *logits = XALLOC((size_t)chunk * classes * sizeof(float));
     int *pred = XALLOC((size_t)chunk * sizeof(int));
     struct batches q;

@@ -21,6 +21,10 @@
 void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta, int *pred,
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 
+/* Plans (model_plan_batch) the batch sizes evaluate_range meets on images [begin, end) that
+ * model_init has not: its last chunk's. */
+void evaluate_plan(struct model *m, int begin, int end);
+
 /* The TTA-weighted logits of images [begin, end) of set into logits[end - begin][classes], in
  * batches as evaluate_range. */
 void evaluate_logits(struct model *m, const struct cifar_set *set, int begin, int end, int tta,

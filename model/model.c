@@ -245,6 +245,15 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
     init_tensors(m, seed);
 }
 
+void model_plan_batch(struct model *m, int n) {
+    CHECK(n >= 1 && n <= m->max_batch);
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].def->kind == LAYER_CONV) {
+            struct conv_shape s = conv_shape_of(&m->layers[i], n);
+            m->k->conv_workspace(&s, CONV_FORWARD);
+        }
+}
+
 void model_free(struct model *m) {
     const struct kernels *k = m->k;
     model_timing(m, 0);

@@ -111,6 +111,10 @@ struct sgd_settings {
 void model_init(struct model *m, const struct net_def *net, const struct kernels *k, int max_batch,
                 uint64_t seed);
 void model_free(struct model *m);
+/* Plans the forward of every convolution at batch n (1 <= n <= max_batch) now: the CUDA backend
+ * times cuDNN's algorithms for a shape on first sight, so a batch size met later (an
+ * evaluation's last, smaller chunk) would time them in the middle of a run. */
+void model_plan_batch(struct model *m, int n);
 
 /* Both read the batch `in` (model/input.h), normalised and augmented into m->input first.
  *
