@@ -42,6 +42,9 @@
 #                                  stops), the workshop CNN at 512; then airbench94's time to
 #                                  accuracy on the real images, 5 bf16 seeds and 1 fp32; the
 #                                  lines in perf.txt (and summary.txt) as they come
+#   scripts/gpu-check.sh window    what a GPU window runs first, in one device call (about 8
+#                                  minutes on an H200): test, then perf, each in a folder of
+#                                  its own under the output folder (test/, perf/)
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
 #                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
 #                                  ncu's per-kernel summary of cifar10-bench's last timed run
@@ -534,5 +537,10 @@ case $step in
   profile) check_profile ;;
   cpu) check_cpu ;;
   perf) check_perf ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, profile, cpu or train)" >&2; exit 2 ;;
+  window)
+    OUT=$out/test "$0" test || fails=$((fails + 1))
+    OUT=$out/perf "$0" perf || fails=$((fails + 1))
+    step_done window
+    ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, window, profile, cpu or train)" >&2; exit 2 ;;
 esac
