@@ -68,23 +68,26 @@ static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_ALGOS &&
 
 /* One algorithm that ran in cudnnFind* (deterministic unless CIFAR10_CUDA_ALGOS=fastest): its
  * value (a cudnnConvolutionFwdAlgo_t, BwdDataAlgo_t or BwdFilterAlgo_t, by pass), the math type
- * it ran with, its workspace. */
+ * it ran with, its workspace, and a convolution descriptor of its own with that math type set
+ * once: no call changes a shared descriptor's math type before it runs, so a call can be
+ * captured into a CUDA graph as it is. */
 struct algo {
     int algo;
     cudnnMathType_t math;
     size_t memory;
+    cudnnConvolutionDescriptor_t desc;
 };
 
 struct plan {
     struct conv_shape s;
-    int bf16;                     /* bf16 tensors (see the top), else float */
-    int nhwc;                     /* the activations' layout (top) */
-    int deterministic;            /* keep only deterministic algorithms (cuda_deterministic) */
-    int Ho, Wo;                   /* kernels_conv_out of H, W; cuDNN agrees (checked) */
-    cudnnTensorDescriptor_t x, y; /* [N][C][H][W], [N][K][Ho][Wo] (or NHWC) */
-    cudnnFilterDescriptor_t w;    /* [K][C][k][k] (or [K][k][k][C] with NHWC) */
-    cudnnConvolutionDescriptor_t conv;
-    cudnnMathType_t math; /* what cudnnFind* may use: default, or FMA only */
+    int bf16;                          /* bf16 tensors (see the top), else float */
+    int nhwc;                          /* the activations' layout (top) */
+    int deterministic;                 /* keep only deterministic algorithms (cuda_deterministic) */
+    int Ho, Wo;                        /* kernels_conv_out of H, W; cuDNN agrees (checked) */
+    cudnnTensorDescriptor_t x, y;      /* [N][C][H][W], [N][K][Ho][Wo] (or NHWC) */
+    cudnnFilterDescriptor_t w;         /* [K][C][k][k] (or [K][k][k][C] with NHWC) */
+    cudnnConvolutionDescriptor_t conv; /* cudnnFind*'s, with math */
+    cudnnMathType_t math;              /* what cudnnFind* may use: default, or FMA only */
     struct {
         int timed; /* cudnnFind* has run for this pass */
         int count; /* the algorithms kept (keep()), fastest first */
@@ -107,6 +110,18 @@ static bool short_of_fp32(const struct plan *p, int i, int algo) {
     return p->math == CUDNN_FMA_MATH && p->s.k > 3 && algo == winograd_nonfused[i];
 }
 
+/* A convolution descriptor of plan p's padding (stride 1, dilation 1: PyTorch's Conv2d is a
+ * cross-correlation; the compute type is float in both precisions: float accumulation) with
+ * math type `math`. */
+static cudnnConvolutionDescriptor_t conv_desc(const struct plan *p, cudnnMathType_t math) {
+    cudnnConvolutionDescriptor_t d;
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, p->s.pad, p->s.pad, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
+    return d;
+}
+
 /* cuDNN's results (sorted by time) for pass i, less those that failed, are not deterministic
  * (unless the plan takes any) or fall short of FP32 under FMA math. Perf:
  * cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t. */
@@ -116,7 +131,8 @@ template <typename Perf> static void keep(struct plan *p, int i, const Perf *r, 
         if (r[j].status == CUDNN_STATUS_SUCCESS &&
             (r[j].determinism == CUDNN_DETERMINISTIC || !p->deterministic) &&
             !short_of_fp32(p, i, (int)r[j].algo))
-            p->pass[i].a[p->pass[i].count++] = algo{(int)r[j].algo, r[j].mathType, r[j].memory};
+            p->pass[i].a[p->pass[i].count++] =
+                algo{(int)r[j].algo, r[j].mathType, r[j].memory, conv_desc(p, r[j].mathType)};
     p->pass[i].timed = 1;
 }
 
@@ -125,8 +141,6 @@ template <typename Perf> static void keep(struct plan *p, int i, const Perf *r, 
 static void time_pass(struct plan *p, int i) {
     cudnnHandle_t h = cuda_cudnn();
     int got = 0;
-    /* An op may have left the math type of its last algorithm on the descriptor. */
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, p->math));
     if (i == FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
@@ -201,13 +215,9 @@ static struct plan *plan_get(const struct conv_shape *s, int bf16) {
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, format, type, s->N, s->C, s->H, s->W));
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, type, format, s->K, s->C, s->k, s->k));
-    /* pad_h, pad_w, stride u, v = 1, dilation 1: PyTorch's Conv2d is a cross-correlation; the
-     * compute type is float in both precisions (float accumulation). */
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                CUDNN_DATA_FLOAT));
+    p->conv = conv_desc(p, p->math);
     /* cuDNN's own output size (1 + (H + 2 pad - k) / stride) must be the one the model sized y
      * by, or cuDNN would read and write y with other strides. */
     int on, oc, oh, ow;
@@ -304,6 +314,9 @@ void cuda_conv_release(void) {
         CUDNN_CHECK(cudnnDestroyTensorDescriptor(plans[i].y));
         CUDNN_CHECK(cudnnDestroyFilterDescriptor(plans[i].w));
         CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(plans[i].conv));
+        for (int j = 0; j < PASSES; j++)
+            for (int k = 0; k < plans[i].pass[j].count; k++)
+                CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(plans[i].pass[j].a[k].desc));
     }
     nplans = 0;
 }
@@ -332,8 +345,7 @@ static void conv_forward(int bf16, const struct conv_shape *s, const float *x, c
         xo = c.x, yo = c.y;
     }
     if (filter_copied(p)) filter_pack(p, w, c.w), wo = c.w;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
-    CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, p->conv,
+    CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, a->desc,
                                         (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
                                         p->y, yo));
     if (bf16) cuda_from_bf16((const __nv_bfloat16 *)c.y, y, ny);
@@ -373,16 +385,14 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
     }
     if (dw) {
         const struct algo *a = choose(p, BACKWARD_FILTER, cudnn_ws_bytes);
-        CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda_cudnn(), &one, p->x, xo, p->y, dyo, p->conv,
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda_cudnn(), &one, p->x, xo, p->y, dyo, a->desc,
                                                    (cudnnConvolutionBwdFilterAlgo_t)a->algo, cudnn_ws,
                                                    cudnn_ws_bytes, &zero, p->w, dwo));
         if (filter_copied(p)) filter_unpack(p, c.dw, dw);
     }
     if (!dx) return;
     const struct algo *a = choose(p, BACKWARD_DATA, cudnn_ws_bytes);
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, a->math));
-    CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, wo, p->y, dyo, p->conv,
+    CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, wo, p->y, dyo, a->desc,
                                              (cudnnConvolutionBwdDataAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes,
                                              &zero, p->x, dxo));
     if (bf16) cuda_from_bf16((const __nv_bfloat16 *)c.dx, dx, nx);
