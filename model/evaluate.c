@@ -46,7 +46,8 @@ static void predict_views(struct model *m, struct batches *q, const struct cifar
 static int chunk_of(const struct model *m) { return m->max_batch < 1024 ? m->max_batch : 1024; }
 
 void evaluate_plan(struct model *m, int begin, int end) {
-    int last = (end - begin) % chunk_of(m);
+    int chunk = chunk_of(m), last = (end - begin) % chunk;
+    if (chunk < m->max_batch && end - begin >= chunk) model_plan_batch(m, chunk); /* batches over 1024 */
     if (last > 0) model_plan_batch(m, last);
 }
 

@@ -22,7 +22,7 @@ void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 
 /* Plans (model_plan_batch) the batch sizes evaluate_range meets on images [begin, end) that
- * model_init has not: its last chunk's. */
+ * model_init has not: its last chunk's, and 1024 when max_batch is larger. */
 void evaluate_plan(struct model *m, int begin, int end);
 
 /* The TTA-weighted logits of images [begin, end) of set into logits[end - begin][classes], in

@@ -44,7 +44,8 @@
 #                                  lines in perf.txt (and summary.txt) as they come
 #   scripts/gpu-check.sh window    what a GPU window runs first, in one device call (about 8
 #                                  minutes on an H200): test, then perf, each in a folder of
-#                                  its own under the output folder (test/, perf/)
+#                                  its own under the output folder (test/, perf/); its own
+#                                  summary counts the steps that failed
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
 #                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
 #                                  ncu's per-kernel summary of cifar10-bench's last timed run
@@ -538,9 +539,10 @@ case $step in
   cpu) check_cpu ;;
   perf) check_perf ;;
   window)
-    OUT=$out/test "$0" test || fails=$((fails + 1))
-    OUT=$out/perf "$0" perf || fails=$((fails + 1))
-    step_done window
+    # (this script from the repository root, where it runs, whatever the caller's directory)
+    OUT=$out/test bash scripts/gpu-check.sh test || fails=$((fails + 1))
+    OUT=$out/perf bash scripts/gpu-check.sh perf || fails=$((fails + 1))
+    step_done window # (its count: the steps that failed)
     ;;
   *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, window, profile, cpu or train)" >&2; exit 2 ;;
 esac

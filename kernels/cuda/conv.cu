@@ -126,6 +126,8 @@ static cudnnConvolutionDescriptor_t conv_desc(const struct plan *p, cudnnMathTyp
  * (unless the plan takes any) or fall short of FP32 under FMA math. Perf:
  * cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t. */
 template <typename Perf> static void keep(struct plan *p, int i, const Perf *r, int got) {
+    for (int k = 0; k < p->pass[i].count; k++)
+        CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->pass[i].a[k].desc));
     p->pass[i].count = 0;
     for (int j = 0; j < got; j++)
         if (r[j].status == CUDNN_STATUS_SUCCESS &&
