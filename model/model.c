@@ -193,10 +193,12 @@ static void init_tensors(struct model *m, uint64_t seed) {
     m->batches_tracked = 0;
 }
 
-/* Whether layer i's output is its input's buffer: layers in place, and a GELU fused into the
- * batch norm before it. */
+/* Whether layer i is a GELU that the batch norm before it applies (it does nothing itself). */
+static int fused_away(const struct model *m, int i) { return i > 0 && m->layers[i - 1].gelu_fused; }
+
+/* Whether layer i's output is its input's buffer: layers in place, and a fused-away GELU. */
 static int shares_output(const struct model *m, int i) {
-    return props_of(&m->layers[i])->in_place || (i > 0 && m->layers[i - 1].gelu_fused);
+    return props_of(&m->layers[i])->in_place || fused_away(m, i);
 }
 
 /* Activations, batch-norm saves, the backward ping-pong and the kernels' scratch. */
@@ -308,7 +310,7 @@ void model_layer_describe(const struct model *m, int i, char *buf, size_t size) 
     else if (d->kind == LAYER_LINEAR) snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
     else
         snprintf(buf, size, "%s %dx%dx%d%s", props_of(L)->name, L->in_c, L->in_h, L->in_w,
-                 i > 0 && m->layers[i - 1].gelu_fused ? " (fused)" : "");
+                 fused_away(m, i) ? " (fused)" : "");
 }
 
 double model_layer_flops(const struct model *m, int i, int n, int pass) {
@@ -339,7 +341,7 @@ static void forward_layer(struct model *m, int i, const float *x, int n, int tra
         if (!(i > 0 && m->layers[i - 1].relu_fused)) k->relu_forward(x, y, count);
         break;
     case LAYER_GELU:
-        if (!(i > 0 && m->layers[i - 1].gelu_fused)) k->gelu_forward(x, y, count);
+        if (!fused_away(m, i)) k->gelu_forward(x, y, count);
         break;
     case LAYER_MAXPOOL: k->maxpool_forward(x, y, n, L->in_c, L->in_h, L->in_w, d->k); break;
     case LAYER_BATCHNORM: {
@@ -391,7 +393,7 @@ static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) 
         if (!L->relu_backward_fused) k->relu_backward(L->act, dy, dy, count);
         break;
     case LAYER_GELU:
-        if (!(i > 0 && m->layers[i - 1].gelu_fused)) k->gelu_backward(x, dy, dy, count);
+        if (!fused_away(m, i)) k->gelu_backward(x, dy, dy, count);
         break;
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);

@@ -77,6 +77,14 @@ unsigned cuda_blocks(size_t n);
 #define GRID_STRIDE32(i, n)                                                                                  \
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
 
+/* kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(args...) over n elements, then
+ * LAUNCH_CHECK(). */
+template <typename... P, typename... A>
+static inline void cuda_launch(void (*kernel)(P...), size_t n, A... args) {
+    kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(args...);
+    LAUNCH_CHECK();
+}
+
 /* The channel of element i of an [N][C][HW] tensor, (i / HW) % C, without a divide
  * (fastdiv.h); made on the host for tensors of fewer than 2^31 elements (checked). */
 struct channel_of {
@@ -130,28 +138,35 @@ struct channel_inputs {
 int cuda_channel_splits(int N, int C, int HW);
 int cuda_channel_partials(enum channel_sum what, const float *a, struct channel_inputs in, double *part,
                           int N, int C, int HW);
-/* The totals over s of part[0][s][c] and, when two, part[1][s][c]: a block of TOTAL_THREADS
- * threads per channel c (the finishing kernels run one per channel), each thread summing every
- * TOTAL_THREADS-th run in order, then a tree in shared memory in a fixed order; the totals in
- * thread 0. A thread per channel walking all S runs instead took 29 us a batch-norm layer in
- * NHWC, where S is in the hundreds. */
-#define TOTAL_THREADS 128 /* the block size of every kernel that calls channel_totals */
-__device__ static inline void channel_totals(const double *part, int S, int C, int c, int two, double *t1,
-                                             double *t2) {
-    __shared__ double r1[TOTAL_THREADS], r2[TOTAL_THREADS];
-    double a = 0.0, b = 0.0;
-    for (int s = threadIdx.x; s < S; s += TOTAL_THREADS) {
-        a += part[(size_t)s * C + c];
-        if (two) b += part[(size_t)(S + s) * C + c];
-    }
-    r1[threadIdx.x] = a, r2[threadIdx.x] = b;
+/* *a and *b summed over the threads of a one-dimensional block (blockDim.x a power of two, at
+ * most CUDA_THREADS) by a tree in shared memory, in a fixed order: the totals in every thread's
+ * *a and *b. Every thread of the block calls it. */
+__device__ static inline void block_sum2(double *a, double *b) {
+    __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
+    r1[threadIdx.x] = *a, r2[threadIdx.x] = *b;
     __syncthreads();
-    for (int half = TOTAL_THREADS / 2; half > 0; half /= 2) {
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
         if ((int)threadIdx.x < half)
             r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
         __syncthreads();
     }
-    *t1 = r1[0], *t2 = r2[0];
+    *a = r1[0], *b = r2[0];
+}
+
+/* The totals over s of part[0][s][c] and, when two, part[1][s][c], by a block per channel c
+ * (the finishing kernels run one, of TOTAL_THREADS): each thread sums every blockDim.x-th run
+ * in order, then block_sum2. A thread per channel walking all S runs instead took 29 us a
+ * batch-norm layer in NHWC, where S is in the hundreds. */
+#define TOTAL_THREADS 128
+__device__ static inline void channel_totals(const double *part, int S, int C, int c, int two, double *t1,
+                                             double *t2) {
+    double a = 0.0, b = 0.0;
+    for (int s = threadIdx.x; s < S; s += blockDim.x) {
+        a += part[(size_t)s * C + c];
+        if (two) b += part[(size_t)(S + s) * C + c];
+    }
+    block_sum2(&a, &b);
+    *t1 = a, *t2 = b;
 }
 
 /* out[c] = scale * sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM

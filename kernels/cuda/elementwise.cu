@@ -118,35 +118,22 @@ __global__ static void input_kernel(const unsigned char *img, const int *geom, f
     }
 }
 
-/* The groups of 8 that the x8 kernels take when both buffers are 16-byte aligned (else none). */
-static size_t groups_of_8(const void *a, const void *b, size_t n) {
-    return ((uintptr_t)a | (uintptr_t)b) % 16 == 0 ? n / 8 : 0;
+/* dst = src converted, n elements: groups of 8 by the x8 kernel when both buffers are 16-byte
+ * aligned (V: the vector types it takes), the rest by the scalar one. */
+template <typename S, typename D, typename VS, typename VD>
+static void convert(const S *src, D *dst, size_t n, void (*x8)(const VS *, VD *, size_t),
+                    void (*one)(const S *, D *, size_t)) {
+    size_t n8 = ((uintptr_t)src | (uintptr_t)dst) % 16 == 0 ? n / 8 : 0, done = 8 * n8;
+    if (n8) cuda_launch(x8, n8, (const VS *)src, (VD *)dst, n8);
+    if (done < n) cuda_launch(one, n - done, src + done, dst + done, n - done);
 }
 
 void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n) {
-    size_t n8 = groups_of_8(src, dst, n), done = 8 * n8;
-    if (n8) {
-        to_bf16_x8_kernel<<<cuda_blocks(n8), CUDA_THREADS, 0, cuda_stream()>>>((const float4 *)src,
-                                                                               (uint4 *)dst, n8);
-        LAUNCH_CHECK();
-    }
-    if (done == n) return;
-    to_bf16_kernel<<<cuda_blocks(n - done), CUDA_THREADS, 0, cuda_stream()>>>(src + done, dst + done,
-                                                                              n - done);
-    LAUNCH_CHECK();
+    convert(src, dst, n, to_bf16_x8_kernel, to_bf16_kernel);
 }
 
 void cuda_from_bf16(const __nv_bfloat16 *src, float *dst, size_t n) {
-    size_t n8 = groups_of_8(src, dst, n), done = 8 * n8;
-    if (n8) {
-        from_bf16_x8_kernel<<<cuda_blocks(n8), CUDA_THREADS, 0, cuda_stream()>>>((const uint4 *)src,
-                                                                                 (float4 *)dst, n8);
-        LAUNCH_CHECK();
-    }
-    if (done == n) return;
-    from_bf16_kernel<<<cuda_blocks(n - done), CUDA_THREADS, 0, cuda_stream()>>>(src + done, dst + done,
-                                                                                n - done);
-    LAUNCH_CHECK();
+    convert(src, dst, n, from_bf16_x8_kernel, from_bf16_kernel);
 }
 
 void cuda_relu_forward(const float *x, float *y, size_t n) {

@@ -17,9 +17,7 @@ static void transpose_in_place(float *x, int N, int A, int B) {
     size_t total = (size_t)N * A * B;
     float *copy = (float *)cuda_scratch(total * sizeof(float));
     CUDA_CHECK(cudaMemcpyAsync(copy, x, total * sizeof(float), cudaMemcpyDeviceToDevice, cuda_stream()));
-    transpose_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(copy, x, total, (size_t)A,
-                                                                             (size_t)B);
-    LAUNCH_CHECK();
+    cuda_launch(transpose_kernel, total, (const float *)copy, x, total, (size_t)A, (size_t)B);
 }
 
 void cuda_flatten_forward(float *x, int N, int C, int HW) {
@@ -63,15 +61,12 @@ __global__ static void filter_unpack_kernel(const T *src, float *dw, size_t tota
 
 template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc) {
     size_t total = (size_t)K * C * kk;
-    filter_pack_kernel<T><<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(w, dst, total, C, kk, krsc);
-    LAUNCH_CHECK();
+    cuda_launch(filter_pack_kernel<T>, total, w, dst, total, C, kk, krsc);
 }
 
 template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc) {
     size_t total = (size_t)K * C * kk;
-    filter_unpack_kernel<T>
-        <<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(src, dw, total, C, kk, krsc);
-    LAUNCH_CHECK();
+    cuda_launch(filter_unpack_kernel<T>, total, src, dw, total, C, kk, krsc);
 }
 
 template void cuda_filter_pack<float>(const float *, float *, int, int, int, int);

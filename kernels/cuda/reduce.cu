@@ -54,17 +54,10 @@ __global__ static void partials_kernel(enum channel_sum what, const float *a, st
         uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
         add_terms(what, a, in, at, k, &s1, &s2);
     }
-    __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
-    r1[threadIdx.x] = s1, r2[threadIdx.x] = s2;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half)
-            r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
-        __syncthreads();
-    }
+    block_sum2(&s1, &s2);
     if (threadIdx.x == 0) {
-        part[(size_t)s * C + c] = r1[0];
-        if (what != CHANNEL_SUM) part[(size_t)(S + s) * C + c] = r2[0];
+        part[(size_t)s * C + c] = s1;
+        if (what != CHANNEL_SUM) part[(size_t)(S + s) * C + c] = s2;
     }
 }
 
