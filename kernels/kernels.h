@@ -151,12 +151,13 @@ struct kernels {
 
     /* Max pool with window = stride = k (nn.MaxPool2d(k)): y[N][C][H/k][W/k] (floor: rows and
      * columns past the last whole window are ignored) = max of each k x k window of
-     * x[N][C][H][W]. */
+     * x[N][C][H][W]; NaN where the window holds a NaN (PyTorch's propagation, so a diverging
+     * run shows). */
     void (*maxpool_forward)(const float *x, float *y, int N, int C, int H, int W, int k);
     /* dx[N][C][H][W] = dy routed to the first maximum of each window in row-major order (the
-     * element PyTorch picks on ties), 0 elsewhere (also in the rows and columns no window
-     * covers). With relu non-zero, x is the output of a ReLU and dx also goes through its
-     * backward (0 where x <= 0). */
+     * element PyTorch picks on ties), or to its last NaN (PyTorch's too), 0 elsewhere (also in
+     * the rows and columns no window covers). With relu non-zero, x is the output of a ReLU
+     * and dx also goes through its backward (0 where x <= 0; a NaN passes dy, as in PyTorch). */
     void (*maxpool_backward)(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
                              int relu);
 

@@ -99,10 +99,12 @@ enum {
     F_TIES = 1 << 8,       /* maxpool, softmax_xent: tied maxima */
     F_INPLACE = 1 << 9,    /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
     F_CONFIDENT = 1 << 10, /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
-    F_GELU = 1 << 11       /* batchnorm: with the fused GELU */
+    F_GELU = 1 << 11,      /* batchnorm: with the fused GELU */
+    F_NAN = 1 << 12        /* maxpool: NaNs in x, one or two in some windows (PyTorch propagates them) */
 };
-static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",       "-db",
-                                         "-dgamma", "-dlogits", "ties", "in-place", "confident", "gelu"};
+static const char *const flag_names[] = {"bias",      "relu",    "mask",     "-dx",  "-dw",
+                                         "-db",       "-dgamma", "-dlogits", "ties", "in-place",
+                                         "confident", "gelu",    "nan"};
 
 struct op_case {
     enum op op;
@@ -231,6 +233,8 @@ static const struct op_case cases[] = {
     POOL(1, 1, 3, 3, 2, F_TIES),            /* -> 1x1 */
     POOL(2, 3, 17, 9, 4, F_TIES | F_RELU),  /* -> 4x2 */
     POOL(2, 64, 16, 16, 2, F_RELU),         /* a workshop layer */
+    POOL(2, 5, 31, 31, 2, F_NAN | F_RELU),  /* NaN propagates (k = 2: the vector path) */
+    POOL(2, 3, 9, 9, 3, F_NAN | F_RELU),    /* ... and with any k */
 
     /* batchnorm: train (y, saved and running statistics), eval, backward */
     BN(5, 3, 12, 1e-5f, 0.1f, 0, F_NO_DX),                 /* also with dx NULL */
@@ -385,11 +389,12 @@ static void expect_products(const char *out, const float *h, const double *ref, 
     expect_rel(out, h, ref, n, tol_products);
 }
 
-/* Every element of h[n] within tol of ref[n] (tol 0: equal). */
+/* Every element of h[n] within tol of ref[n] (tol 0: equal); NaN matches only a NaN reference
+ * (max pool propagates NaN). */
 static void expect_abs(const char *out, const float *h, const double *ref, size_t n, double tol) {
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++)
-        if (!(fabs(h[i] - ref[i]) <= tol) && bad++ == 0) first = i;
+        if (!(fabs(h[i] - ref[i]) <= tol) && !(isnan(h[i]) && isnan(ref[i])) && bad++ == 0) first = i;
     EXPECT(bad == 0, "%s: %s: %s: %zu of %zu elements off by more than %g, first [%zu] %.9g (want %.9g)",
            where, what, out, bad, n, tol, first, bad ? h[first] : 0.0, bad ? ref[first] : 0.0);
 }
@@ -568,8 +573,10 @@ static void run_gelu(const struct op_case *c) {
 /* ---- maxpool ---- */
 
 /* y = the max of each k x k window of x[Q][H][W]; dy routed to the window's first maximum
- * (row-major) into dx[0], and into dx[1] through a ReLU (0 where that max <= 0). Returns the
- * number of windows with a tied maximum. */
+ * (row-major) into dx[0], and into dx[1] through a ReLU (0 where that max <= 0). A NaN wins
+ * as in PyTorch's kernels (`val > maxval || isnan(val)`): the last NaN of a window is its
+ * maximum and takes dy, also through the ReLU. Returns the number of windows with a tied
+ * maximum. */
 static int maxpool_reference(const float *x, const float *dy, double *y, double *dx[2], int Q, int H, int W,
                              int k) {
     int Ho = H / k, Wo = W / k, ties = 0;
@@ -581,14 +588,14 @@ static int maxpool_reference(const float *x, const float *dy, double *y, double 
                 for (int u = 0; u < k; u++)
                     for (int v = 0; v < k; v++) {
                         int at = (i * k + u) * W + j * k + v;
-                        if (xq[at] > xq[best]) best = at, nmax = 1;
+                        if (xq[at] > xq[best] || (isnan(xq[at]) && at != best)) best = at, nmax = 1;
                         else nmax += xq[at] == xq[best];
                     }
                 ties += nmax > 1;
                 size_t yi = ((size_t)q * Ho + i) * Wo + j, xi = (size_t)q * H * W + best;
                 y[yi] = xq[best];
                 dx[0][xi] = dy[yi];
-                dx[1][xi] = xq[best] > 0 ? dy[yi] : 0.0;
+                dx[1][xi] = xq[best] <= 0 ? 0.0 : dy[yi];
             }
     return ties;
 }
@@ -604,9 +611,14 @@ static void run_maxpool(const struct op_case *c) {
     }
     for (size_t q = 0; q < (size_t)N * C && c->flags & F_TIES; q++) /* the first window always */
         x[q * H * W] = x[q * H * W + 1] = 1.0f;
+    for (size_t i = 0; i < nx && c->flags & F_NAN; i++) /* windows with 0, 1 and 2 NaNs */
+        if (i % 13 == 0 || i % 17 == 5) x[i] = NAN;
     double *ry = dnew(ny), *rdx[2] = {dnew(nx), dnew(nx)};
     int ties = maxpool_reference(x, dy, ry, rdx, N * C, H, W, k);
     EXPECT(!(c->flags & F_TIES) || ties > 0, "%s: %s: no tied window", where, what);
+    size_t nans = 0;
+    for (size_t i = 0; i < ny; i++) nans += isnan(ry[i]);
+    EXPECT(!(c->flags & F_NAN) || (nans > 0 && nans < ny), "%s: %s: %zu NaN outputs", where, what, nans);
     int HWo = (H / k) * (W / k);
     float *gx = dev_act(x, N, C, H * W), *gdy = dev_act(dy, N, C, HWo), *gy = dev_nan(ny);
     B->maxpool_forward(gx, gy, N, C, H, W, k);

@@ -1,7 +1,8 @@
 /* k x k max pool with stride k (nn.MaxPool2d(k), floor): y[N][C][H/k][W/k] from x[N][C][H][W]
  * in the backend's layout (NCHW, or NHWC: y[N][H/k][W/k][C]), one thread per output element,
- * so in NHWC a warp reads 32 adjacent channels. dy goes to the first maximum of each window in
- * row-major order (strict '>'), as cpu/maxpool.c and PyTorch do.
+ * so in NHWC a warp reads 32 adjacent channels. NaN propagates as in PyTorch: an element
+ * replaces the maximum when it is larger or NaN, so dy goes to the last NaN of a window, else to
+ * its first maximum in row-major order (strict '>'), as cpu/maxpool.c does.
  *
  * Backward: windows do not overlap (stride = k), so the thread of a window writes all k*k of
  * its dx elements, dy at the maximum and 0 elsewhere, with no atomics. Rows and columns past
@@ -54,14 +55,15 @@ __device__ static struct window window_of(uint32_t o, struct pool p) {
 }
 
 /* The maximum of the k x k window at x + at (rows W * step apart, columns step apart) and, in
- * *best, the row-major offset r * k + c of its first occurrence. */
+ * *best, the row-major offset r * k + c of its first occurrence; NaN and the last NaN's offset
+ * when the window has one. */
 __device__ static float window_max(const float *x, uint32_t at, struct pool p, int *best) {
     float m = x[at];
     int b = 0, k = (int)p.k;
     for (int r = 0; r < k; r++)
         for (int c = 0; c < k; c++) {
             float v = x[at + (r * p.W + c) * p.step];
-            if (v > m) m = v, b = r * k + c;
+            if (v > m || isnan(v)) m = v, b = r * k + c;
         }
     *best = b;
     return m;
@@ -91,7 +93,7 @@ __global__ static void maxpool_backward_kernel(const float *x, const float *dy, 
         struct window w = window_of(o, p);
         int best;
         float m = window_max(x, w.at, p, &best);
-        float v = relu && !(m > 0.0f) ? 0.0f : dy[o]; /* through the ReLU whose output x is */
+        float v = relu && m <= 0.0f ? 0.0f : dy[o]; /* through the ReLU whose output x is (NaN passes) */
         for (int r = 0; r < k; r++)
             for (int c = 0; c < k; c++) dx[w.at + (r * p.W + c) * p.step] = r * k + c == best ? v : 0.0f;
         border_zero(dx, w, p);
