@@ -108,6 +108,7 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
            kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
+           kernels/cpu/bf16_act.c \
            model/net.c model/nets.c model/model.c model/batches.c model/config.c model/evaluate.c \
            model/whiten.c io/json.c io/safetensors.c io/checkpoint.c io/metrics.c io/tensorboard.c \
            app/options.c app/device.c

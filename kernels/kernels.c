@@ -1,9 +1,40 @@
 /* The backend-independent parts of kernels/kernels.h. */
 #include "kernels.h"
 
+#include <stdint.h>
 #include <string.h>
 
 int kernels_conv_out(int size, int k, int pad) { return size + 2 * pad - k + 1; }
+
+/* The bf16 nearest f, ties to even: the upper 16 bits after adding half a unit of the lower
+ * ones (less one, plus the kept bit's parity); a NaN keeps its sign and becomes quiet. */
+static uint16_t bf16_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40u);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+void kernels_act_from_float(size_t act_size, const float *src, void *dst, size_t n) {
+    if (act_size == sizeof(float)) {
+        memmove(dst, src, n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    for (size_t i = 0; i < n; i++) d[i] = bf16_of(src[i]);
+}
+
+void kernels_act_to_float(size_t act_size, const void *src, float *dst, size_t n) {
+    if (act_size == sizeof(float)) {
+        memmove(dst, src, n * sizeof(float));
+        return;
+    }
+    const uint16_t *s = src;
+    for (size_t i = n; i-- > 0;) { /* from the end: dst may be src itself, widened in place */
+        uint32_t u = (uint32_t)s[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}
 
 /* Every function pointer of struct kernels, in declaration order. */
 /* clang-format off */
@@ -40,5 +71,7 @@ int kernels_check(const struct kernels *k, struct err *e) {
         memcpy(&fn, (const char *)k + ops[i].offset, sizeof fn);
         if (!fn) return err_set(e, "the %s backend has no %s", k->name, ops[i].name);
     }
+    if (k->act_size != sizeof(float) && k->act_size != 2)
+        return err_set(e, "the %s backend's activations have %zu-byte elements", k->name, k->act_size);
     return 0;
 }

@@ -20,7 +20,15 @@
  * tensor-core convolutions read and write them without transposing. Only the flatten ops
  * turn them into PyTorch's [N][C*H*W] order, so the linear layers, the logits and every
  * parameter mean the same on every backend. Backward functions overwrite (never accumulate
- * into) their gradient outputs. */
+ * into) their gradient outputs.
+ *
+ * Element types: activations and their gradients (the void pointers below: images after
+ * input_prepare, every op's x, y, dy, dx, the logits and dlogits) hold elements of act_size
+ * bytes: float, or bf16 on a table with act_size 2 (the upper half of a float, rounded to
+ * nearest even; PyTorch's autocast keeps activations so). Such a table computes every op in
+ * float from the bf16 values it reads and rounds what it writes (a convolution's or linear
+ * layer's product may be rounded before its bias is added, as in PyTorch). Everything else
+ * (weights and their gradients, statistics, losses, optimizer state) is float on every table. */
 #ifndef KERNELS_KERNELS_H
 #define KERNELS_KERNELS_H
 
@@ -49,6 +57,7 @@ struct kernels {
     const char *name; /* "cpu", "cpu-bf16", "cuda" */
     int host;         /* 1: the backend computes on the host in host memory (the CPU tables) */
     int nhwc;         /* the activations' layout (top): 0 NCHW (the CPU), 1 NHWC */
+    size_t act_size;  /* bytes of an activation element (top): sizeof(float), or 2 (bf16) */
 
     /* Memory: zero-filled, aligned allocation; exits with a message on failure. */
     void *(*alloc)(size_t bytes);
@@ -93,7 +102,7 @@ struct kernels {
      * shift[c] (scale/shift: host arrays of 3, the normalisation of data/augment.h). The
      * padding is zeros, or with reflect non-zero the mirror image without the edge row
      * (F.pad(mode='reflect'): offsets up to 31 pixels out). */
-    void (*input_prepare)(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+    void (*input_prepare)(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
                           const float *shift, int reflect);
 
     /* Scratch (bytes) that conv_forward and conv_backward need for this shape, for the passes
@@ -126,7 +135,7 @@ struct kernels {
     /* y[N][K][Ho][Wo] = conv(x[N][C][H][W], w[K][C][k][k], zero padding s->pad, stride 1)
      * + b[K] (no bias when b is NULL), then max(y, 0) when relu is non-zero (a fused ReLU
      * layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
-    void (*conv_forward)(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+    void (*conv_forward)(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                          int relu, void *ws, size_t ws_bytes);
     /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: nothing below trains; pass
      * CONV_BACKWARD_DATA), dw[K][C][k][k] (skipped when NULL: a frozen filter; pass
@@ -134,38 +143,38 @@ struct kernels {
      * batch. When dx_mask[N][C][H][W] is not NULL (the output of a ReLU that fed this
      * convolution, i.e. x itself), dx is also taken through that ReLU's backward:
      * dx = dx_mask > 0 ? dx : 0. */
-    void (*conv_backward)(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                          float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
+    void (*conv_backward)(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
+                          float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 
     /* y[n] = max(x[n], 0); y may equal x. */
-    void (*relu_forward)(const float *x, float *y, size_t n);
+    void (*relu_forward)(const void *x, void *y, size_t n);
     /* dx[n] = y[n] > 0 ? dy[n] : 0, from the forward output y; dx may equal dy. */
-    void (*relu_backward)(const float *y, const float *dy, float *dx, size_t n);
+    void (*relu_backward)(const void *y, const void *dy, void *dx, size_t n);
 
     /* GELU, exact (erf) form as nn.GELU(): y = x * Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2;
      * y must not equal x (backward needs the input). */
-    void (*gelu_forward)(const float *x, float *y, size_t n);
+    void (*gelu_forward)(const void *x, void *y, size_t n);
     /* dx[n] = dy[n] * (Phi(x) + x * phi(x)), phi the standard normal density, from the
      * forward input x; dx may equal dy. */
-    void (*gelu_backward)(const float *x, const float *dy, float *dx, size_t n);
+    void (*gelu_backward)(const void *x, const void *dy, void *dx, size_t n);
 
     /* Max pool with window = stride = k (nn.MaxPool2d(k)): y[N][C][H/k][W/k] (floor: rows and
      * columns past the last whole window are ignored) = max of each k x k window of
      * x[N][C][H][W]; NaN where the window holds a NaN (PyTorch's propagation, so a diverging
      * run shows). */
-    void (*maxpool_forward)(const float *x, float *y, int N, int C, int H, int W, int k);
+    void (*maxpool_forward)(const void *x, void *y, int N, int C, int H, int W, int k);
     /* dx[N][C][H][W] = dy routed to the first maximum of each window in row-major order (the
      * element PyTorch picks on ties), or to its last NaN (PyTorch's too), 0 elsewhere (also in
      * the rows and columns no window covers). With relu non-zero, x is the output of a ReLU
      * and dx also goes through its backward (0 where x <= 0; a NaN passes dy, as in PyTorch). */
-    void (*maxpool_backward)(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+    void (*maxpool_backward)(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
                              int relu);
 
     /* Flatten, in place: x[N][C][HW] in the backend's layout becomes PyTorch's [N][C*HW]
      * (nn.Flatten after NCHW), and back; nothing to do on an NCHW backend or when HW or C is 1.
      * Both run on the compute queue. */
-    void (*flatten_forward)(float *x, int N, int C, int HW);
-    void (*flatten_backward)(float *x, int N, int C, int HW);
+    void (*flatten_forward)(void *x, int N, int C, int HW);
+    void (*flatten_backward)(void *x, int N, int C, int HW);
 
     /* Training-mode batch norm of x[N][C][HW] over N and HW: z = (x - mean) * invstd * gamma[C]
      * + beta[C], invstd = 1/sqrt(biased var + eps), and y = z, or y = GELU(z) with gelu
@@ -173,30 +182,30 @@ struct kernels {
      * invstd[C] for backward and updates running_mean/var[C] as PyTorch does:
      * r = (1 - momentum) r + momentum * stat, with the unbiased variance (N*HW / (N*HW - 1)) for
      * running_var. */
-    void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta, float *y,
+    void (*batchnorm_forward_train)(const void *x, const float *gamma, const float *beta, void *y,
                                     float *save_mean, float *save_invstd, float *running_mean,
                                     float *running_var, float momentum, float eps, int N, int C, int HW,
                                     int gelu);
     /* Eval mode: normalises with running_mean/var[C] (then GELU with gelu non-zero). */
-    void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta,
-                                   const float *running_mean, const float *running_var, float eps, float *y,
+    void (*batchnorm_forward_eval)(const void *x, const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var, float eps, void *y,
                                    int N, int C, int HW, int gelu);
     /* dx[N][C][HW] (skipped when NULL: nothing below trains), dgamma[C] (skipped when NULL: a
      * scale frozen at its value, as PyTorch's weight.requires_grad = False), dbeta[C] from dy
      * and the saved statistics. With gelu non-zero, dy is the gradient w.r.t. the fused GELU's
      * output: z is recomputed from x, the statistics, gamma and beta (read only then), and the
      * batch norm's backward runs on dy * GELU'(z). */
-    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma, const float *beta,
-                               const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+    void (*batchnorm_backward)(const void *x, const void *dy, const float *gamma, const float *beta,
+                               const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
                                float *dbeta, int N, int C, int HW, int gelu);
 
     /* y[N][O] = scale * (x[N][I] w[O][I]^T + b[O]) (no bias when b is NULL): nn.Linear
      * followed by a constant multiplication. */
-    void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+    void (*linear_forward)(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                            float scale, void *ws, size_t ws_bytes);
     /* dx[N][I] = scale * dy w (skipped when dx is NULL), dw[O][I] = scale * dy^T x,
      * db[O] = scale * sum over n of dy (skipped when db is NULL). */
-    void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+    void (*linear_backward)(const void *x, const float *w, const void *dy, void *dx, float *dw, float *db,
                             int N, int I, int O, float scale, void *ws, size_t ws_bytes);
 
     /* Softmax cross-entropy of logits[N][classes] against labels[N] (int32 in backend memory),
@@ -207,8 +216,8 @@ struct kernels {
      * wins). dlogits[N][classes] = (softmax - t), divided by N for XENT_MEAN; skipped when
      * dlogits is NULL. Smoothing 0 with XENT_MEAN computes exactly as before smoothing existed
      * (the same float operations), so the workshop network's results stay bit for bit. */
-    void (*softmax_xent)(const float *logits, const int *labels, float *dlogits, float *out, int N,
-                         int classes, float smoothing, enum xent_reduction reduction);
+    void (*softmax_xent)(const void *logits, const int *labels, void *dlogits, float *out, int N, int classes,
+                         float smoothing, enum xent_reduction reduction);
 
     /* torch.optim.SGD (dampening 0) over a flat buffer, with the gradient first multiplied by
      * grad_scale (1/world size after a summing allreduce):
@@ -237,10 +246,16 @@ struct kernels {
     void (*shutdown)(void);
 };
 
-/* 0 when every op of the table is present; else -1 with e naming the first missing one
- * ("the cuda backend has no gelu_backward"). Both backends' constructors check their table
+/* 0 when every op of the table is present and act_size is 4 or 2; else -1 with e naming the
+ * first missing one ("the cuda backend has no gelu_backward"). Both backends' constructors check their table
  * with it, so a missing op is an internal error at start-up, never a NULL call. */
 int kernels_check(const struct kernels *k, struct err *e);
+
+/* Host conversions between float and activation elements of act_size bytes (struct kernels):
+ * copies for float; bf16 by rounding to nearest even (NaN stays NaN, a value beyond bf16's
+ * range becomes infinity), widened exactly. */
+void kernels_act_from_float(size_t act_size, const float *src, void *dst, size_t n);
+void kernels_act_to_float(size_t act_size, const void *src, float *dst, size_t n);
 
 /* The CPU backend (OpenMP threads; vector code chosen at run time). */
 const struct kernels *kernels_cpu(void);
@@ -251,6 +266,11 @@ const struct kernels *kernels_cpu(void);
  * fast; elsewhere the same sums are computed on AVX2 FMA at about the float speed
  * (kernels_cpu_bf16_vector() == 1), or in plain C, slowly (tests). */
 const struct kernels *kernels_cpu_bf16(void);
+/* cuda-bf16's twin ("cpu-bf16-act", act_size 2): cpu-bf16's ops on activations stored in bf16,
+ * each op widening its inputs, computing in float and rounding its outputs once. For tests
+ * (the bf16-activation path of the model and test_ops' references, where no GPU is): every op
+ * copies its activations, so it is slower than cpu-bf16, which the programs use. */
+const struct kernels *kernels_cpu_bf16_act(void);
 int kernels_cpu_bf16_native(void);
 int kernels_cpu_bf16_vector(void);
 
@@ -284,9 +304,12 @@ double kernels_cpu_bf16_peak(int threads, double seconds);
 int kernels_cuda_devices(struct err *e);
 const struct kernels *kernels_cuda(int device);
 /* After kernels_cuda(device): 1 when that GPU has bf16 tensor cores (compute capability 8.0+).
- * kernels_cuda_bf16(device): the same backend ("cuda-bf16") with bf16 convolutions (bf16
- * copies of the operands, cuDNN's bf16 configuration with float accumulation, the result widened
- * back to float) and linear layers (cuBLAS CUBLAS_COMPUTE_32F_FAST_16BF); only where native. */
+ * kernels_cuda_bf16(device): the same backend ("cuda-bf16") with activations in bf16
+ * (act_size 2; PyTorch's autocast): convolutions in cuDNN's bf16 configuration and linear
+ * layers in cuBLAS's bf16 GEMM, both with float accumulation, every other op computing in
+ * float between bf16 loads and stores; only where native. CIFAR10_CUDA_BF16=copies gives the
+ * earlier form instead, for comparisons: float activations (act_size 4) with bf16 copies of
+ * the convolutions' and linear layers' operands. kernels_cpu_bf16_act() is its CPU twin. */
 int kernels_cuda_bf16_native(void);
 const struct kernels *kernels_cuda_bf16(int device);
 void kernels_cuda_describe(char *buf, size_t size);

@@ -205,7 +205,8 @@ static int shares_output(const struct model *m, int i) {
 static void alloc_activations(struct model *m) {
     const struct kernels *k = m->k;
     size_t ws = 0, max_act = 0, saved = 0, B = (size_t)m->max_batch;
-    float *prev = m->input;
+    size_t e = k->act_size;
+    void *prev = m->input;
     for (int i = 0; i < m->nlayers; i++) {
         struct model_layer *L = &m->layers[i];
         size_t need = 0, out = (size_t)L->out_c * L->out_h * L->out_w;
@@ -217,12 +218,12 @@ static void alloc_activations(struct model *m) {
         if (L->def->kind == LAYER_BATCHNORM) L->saved = saved, saved += 2 * (size_t)L->in_c;
         ws = need > ws ? need : ws;
         max_act = out > max_act ? out : max_act;
-        L->act = shares_output(m, i) ? prev : k->alloc(B * out * sizeof(float));
+        L->act = shares_output(m, i) ? prev : k->alloc(B * out * e);
         prev = L->act;
     }
     m->bn_saved = k->alloc((saved ? saved : 1) * sizeof(float));
-    m->grad_a = k->alloc(B * max_act * sizeof(float));
-    m->grad_b = k->alloc(B * max_act * sizeof(float));
+    m->grad_a = k->alloc(B * max_act * e);
+    m->grad_b = k->alloc(B * max_act * e);
     m->ws = k->alloc(ws);
     m->ws_bytes = ws;
 }
@@ -241,9 +242,10 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
     m->grads = k->alloc((m->nparams + MODEL_STATS) * sizeof(float));
     m->momentum = k->alloc(m->nparams * sizeof(float));
     m->buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
-    m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * sizeof(float));
+    m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * k->act_size);
     alloc_activations(m);
     m->host_logits = XALLOC((size_t)max_batch * net->classes * sizeof(float));
+    if (k->act_size != sizeof(float)) m->host_raw = XALLOC((size_t)max_batch * net->classes * k->act_size);
     init_tensors(m, seed);
 }
 
@@ -265,7 +267,7 @@ void model_free(struct model *m) {
                     m->bn_saved, m->grad_a, m->grad_b,   m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
     if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
-    free(m->host_logits), free(m->layers), free(m->tensors);
+    free(m->host_logits), free(m->host_raw), free(m->layers), free(m->tensors);
     memset(m, 0, sizeof *m);
 }
 
@@ -325,11 +327,12 @@ double model_layer_flops(const struct model *m, int i, int n, int pass) {
 
 /* Layer L's forward on n images from x into L->act; train selects batch statistics (and
  * updates running statistics). */
-static void forward_layer(struct model *m, int i, const float *x, int n, int train) {
+static void forward_layer(struct model *m, int i, const void *x, int n, int train) {
     const struct kernels *k = m->k;
     struct model_layer *L = &m->layers[i];
     const struct layer_def *d = L->def;
-    float *y = L->act, *w = tensor_data(m, L->weight), *b = tensor_data(m, L->bias);
+    void *y = L->act;
+    float *w = tensor_data(m, L->weight), *b = tensor_data(m, L->bias);
     size_t count = (size_t)n * L->out_c * L->out_h * L->out_w;
     switch (d->kind) {
     case LAYER_CONV: {
@@ -368,7 +371,7 @@ static void mark(struct model *m, int pass, int j) {
 }
 
 static void forward(struct model *m, int n, int train) {
-    const float *x = m->input;
+    const void *x = m->input;
     mark(m, 0, 0);
     for (int i = 0; i < m->nlayers; i++) {
         forward_layer(m, i, x, n, train);
@@ -380,11 +383,11 @@ static void forward(struct model *m, int n, int train) {
 /* Layer i's backward on n images: from d (the gradient w.r.t. its output) its parameter
  * gradients and, unless dx is NULL, the gradient w.r.t. its input in dx (in d itself for
  * kinds whose backward runs in place). */
-static void backward_layer(struct model *m, int i, float *dy, float *dx, int n) {
+static void backward_layer(struct model *m, int i, void *dy, void *dx, int n) {
     const struct kernels *k = m->k;
     struct model_layer *L = &m->layers[i];
     const struct layer_def *def = L->def;
-    const float *x = i > 0 ? m->layers[i - 1].act : m->input;
+    const void *x = i > 0 ? m->layers[i - 1].act : m->input;
     int after_relu = i > 0 && m->layers[i - 1].relu_backward_fused; /* x is a ReLU's output */
     float *w = tensor_data(m, L->weight), *dw = tensor_grad(m, L->weight), *db = tensor_grad(m, L->bias);
     size_t count = (size_t)n * L->out_c * L->out_h * L->out_w;
@@ -435,7 +438,7 @@ int model_forward_backward(struct model *m, const struct model_input *in) {
     int n = prepare_input(m, in);
     forward(m, n, 1);
     m->batches_tracked++;
-    float *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
+    void *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
     size_t P = m->nparams, ready_end = P;
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
     m->k->softmax_xent(m->layers[m->nlayers - 1].act, in->labels, d, m->grads + P, n, m->net->classes,
@@ -446,7 +449,7 @@ int model_forward_backward(struct model *m, const struct model_input *in) {
     m->marks_lowest = lowest;
     for (int i = m->nlayers - 1; i >= 0; i--) {
         struct model_layer *L = &m->layers[i];
-        float *dx = i > lowest ? other : NULL; /* none for the images, nor where nothing below trains */
+        void *dx = i > lowest ? other : NULL; /* none for the images, nor where nothing below trains */
         if (i >= lowest) {
             backward_layer(m, i, d, dx, n);
             mark(m, 1, i);
@@ -467,7 +470,10 @@ int model_predict(struct model *m, const struct model_input *in, int *pred_host,
     int n = prepare_input(m, in), classes = m->net->classes;
     forward(m, n, 0);
     float *host = m->host_logits;
-    m->k->download(host, m->layers[m->nlayers - 1].act, (size_t)n * classes * sizeof(float));
+    size_t count = (size_t)n * classes, e = m->k->act_size;
+    void *raw = e == sizeof(float) ? (void *)host : m->host_raw;
+    m->k->download(raw, m->layers[m->nlayers - 1].act, count * e);
+    if (raw != host) kernels_act_to_float(e, raw, host, count);
     for (int i = 0; i < n; i++) {
         const float *z = host + (size_t)i * classes;
         int arg = 0;

@@ -42,7 +42,8 @@ struct model_layer {
                                 * that GELU layer does nothing and shares this layer's output */
     size_t grads_begin;        /* first float of its trainable tensors in params; SIZE_MAX: none */
     size_t saved;              /* batch norm: offset of batch mean [C] then invstd [C] in bn_saved */
-    float *act;                /* [max_batch][out]: its output; aliases the input when in place */
+    void *act;                 /* [max_batch][out] activations (k->act_size bytes each): its output;
+                                * aliases the input when in place */
     double seconds[2];         /* forward / backward time of the steps model_timing_collect
                                 * added up (the caller zeroes it) */
 };
@@ -75,13 +76,15 @@ struct model {
     float *momentum;         /* [P] SGD momentum buffers */
     float *buffers;          /* [S] */
     int64_t batches_tracked; /* num_batches_tracked of every batch-norm layer (they are equal) */
-    float *input;            /* [max_batch][3][32][32] normalised, from input_prepare: one fixed
-                              * buffer, where the network's work begins (a CUDA graph's input) */
+    void *input;             /* [max_batch][3][32][32] normalised, from input_prepare (activations,
+                              * k->act_size bytes each): one fixed buffer, where the network's work
+                              * begins (a CUDA graph's input) */
     float *bn_saved;         /* per batch-norm layer: batch mean [C] then invstd [C] */
-    float *grad_a, *grad_b;  /* [max_batch * largest activation] ping-pong for backward */
+    void *grad_a, *grad_b;   /* [max_batch * largest activation] ping-pong for backward */
     void *ws;                /* kernel scratch: ws_bytes, the largest any layer needs */
     size_t ws_bytes;
     float *host_logits; /* [max_batch][classes] host memory for model_predict */
+    void *host_raw;     /* the same as activations (act_size bytes each) when those are not float */
     /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
     float label_smoothing;
     enum xent_reduction loss_reduction;

@@ -15,8 +15,8 @@
 #                                  CPU path that machine has, AMX tiles included, against double
 #                                  precision, activations in NHWC and NCHW, and again with any
 #                                  cuDNN algorithm, CIFAR10_CUDA_ALGOS=fastest); tests/test_cuda
-#                                  with TF32 off and on, and in NCHW (for every
-#                                  network against the CPU: steps at batch 1, 32, 127 and 512,
+#                                  with TF32 off and on, in NCHW, and cuda-bf16 against its CPU
+#                                  twin cpu-bf16-act (--bf16) (for every network: steps at batch 1, 32, 127 and 512,
 #                                  200 steps, the input pipeline overlapping compute, partial
 #                                  batches, cross-device checkpoints, GPU 1 when there is one);
 #                                  tests/test_dist on the GPU with 1 and 2 ranks, TF32 off and on,
@@ -39,7 +39,9 @@
 #                                  PyTorch eager (scripts/bench_torch.py as at commit 0cefd96,
 #                                  carried by prepare), 100 timed steps x 3 runs: airbench94 at
 #                                  1024 in fp32 and bf16 (and its steps after the first bias
-#                                  stops), the workshop CNN at 512; then airbench94's time to
+#                                  stops; bf16 also as before bf16 activations,
+#                                  CIFAR10_CUDA_BF16=copies), the workshop CNN at 512; then
+#                                  airbench94's time to
 #                                  accuracy on the real images, 5 bf16 seeds and 1 fp32; the
 #                                  lines in perf.txt (and summary.txt) as they come
 #   scripts/gpu-check.sh window    what a GPU window runs first, in one device call (about 8
@@ -259,6 +261,7 @@ check_test() {
   check "test_cuda tf32=off" on_gpu build/tests/test_cuda
   check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
   check "test_cuda nchw tf32=off" on_gpu env CIFAR10_CUDA_LAYOUT=nchw build/tests/test_cuda
+  check "test_cuda bf16" on_gpu build/tests/test_cuda --bf16
   local np tf32
   for np in 1 2; do
     for tf32 in off on; do check "test_dist np=$np tf32=$tf32" dist_gpu "$np" "$tf32"; done
@@ -268,7 +271,8 @@ check_test() {
   check "scores cpu=cuda" same_scores /tmp/m2.safetensors
   for np in 1 2; do check "airbench94 train np=$np" airbench_ranks "$np"; done
   check "airbench94 scores cpu=cuda" same_scores /tmp/a2.safetensors
-  # bf16 (cuda-bf16: cuDNN's bf16 convolutions, cuBLAS's FAST_16BF); its accuracy line is printed
+  # bf16 (cuda-bf16: bf16 activations, cuDNN's bf16 convolutions, cuBLAS's bf16 GEMMs); its
+  # accuracy line is printed
   check "airbench94 bf16 train np=2" airbench_ranks 2 --precision bf16
   step_done test
 }
@@ -418,6 +422,8 @@ check_perf() {
     done
     perf_ours "airbench94-1024-$prec-first-bias-stopped" nhwc deterministic "$t" "${flags[@]}" --first-bias-stopped
   done
+  # bf16 as it was before bf16 activations: float activations with bf16 copies for the products
+  CIFAR10_CUDA_BF16=copies perf_ours "airbench94-1024-bf16-copies" nhwc deterministic "$t" "${flags[@]}" 
   t=$(perf_torch workshop-512 --batch-size 512)
   perf_ours workshop-512 nhwc deterministic "$t" --batch-size 512
   perf_ours workshop-512 nhwc fastest "$t" --batch-size 512

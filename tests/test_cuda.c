@@ -19,11 +19,12 @@
  * norm or GELU: network.6, .12; test-net's 2.conv1, 2.conv2). Needs a GPU; without one (or in
  * a CUDA=0 build) it prints "skipped: no GPU" and passes nothing.
  *
- * Usage: test_cuda [--tf32]. By default TF32 is off (NVIDIA_TF32_OVERRIDE=0, set before CUDA
- * starts: cuDNN reads it then), so both sides compute in FP32 and differ only in summation
+ * Usage: test_cuda [--tf32 | --bf16]. By default TF32 is off (NVIDIA_TF32_OVERRIDE=0, set before
+ * CUDA starts: cuDNN reads it then), so both sides compute in FP32 and differ only in summation
  * order. --tf32 leaves cuDNN its default math, as training runs: on Ampere and newer the
  * convolutions use TF32 tensor cores, whose inputs keep a 10-bit mantissa (about 1e-3
- * relative per product; the linear layers stay FP32).
+ * relative per product; the linear layers stay FP32). --bf16 runs everything on cuda-bf16
+ * (bf16 activations) against its CPU twin cpu-bf16-act, where the GPU has bf16 tensor cores.
  *
  * Tolerances, GPU against CPU from the same state (relative L2 error), FP32 / TF32:
  *   loss of a step: 1e-5 / 2e-3;
@@ -46,6 +47,13 @@
  * mean loss of steps 1-20 and 21-40 within 5 % / 10 % of the CPU's (measured up to 1.2 % /
  * 2.8 %) and the GPU's mean of the last 20 steps at most twice the CPU's (measured 0.82 to 1.38
  * times).
+ * bf16 (--bf16), stated before any GPU ran it: both sides round every activation to bf16 and
+ * multiply bf16 operands, but the CPU's convolutions are Winograd F(2x2) on bf16-rounded
+ * transforms where cuDNN multiplies x and w directly (5e-3 apart per convolution in test_ops),
+ * so each rounding of an activation can land on the other side of a bf16 step and every max
+ * pool near-tie can flip: loss 1e-2, logits 5e-2, gradients 0.5, weights 3e-2, course 0.10.
+ * On the CPU, bf16 activations against float moved a first step's loss 2.3e-4, the logits
+ * 1.3e-2 and the gradients 0.22 (test_model).
  * Exact: two GPU runs in one process (deterministic algorithms, fixed reduction orders), either
  * precision. GPU 1 against GPU 0 takes the GPU-against-CPU tolerances: each GPU times its own
  * cuDNN algorithms. */
@@ -64,11 +72,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 with --tf32, 0 without; -1 for anything else. */
-static int parse_tf32(int argc, char **argv) {
+/* The precision tested: 0 FP32, 1 TF32 (--tf32), 2 bf16 (--bf16); -1 for anything else. */
+static int parse_mode(int argc, char **argv) {
     if (argc == 1) return 0;
     if (argc == 2 && strcmp(argv[1], "--tf32") == 0) return 1;
-    fprintf(stderr, "usage: test_cuda [--tf32]\n");
+    if (argc == 2 && strcmp(argv[1], "--bf16") == 0) return 2;
+    fprintf(stderr, "usage: test_cuda [--tf32 | --bf16]\n");
     return -1;
 }
 
@@ -78,10 +87,13 @@ struct tolerances {
     double loss, logits, grads, weights, course;
 };
 static const struct tolerances fp32_tol = {1e-5, 1e-5, 2e-2, 1e-4, 0.05},
-                               tf32_tol = {2e-3, 1e-2, 0.3, 1e-2, 0.10};
+                               tf32_tol = {2e-3, 1e-2, 0.3, 1e-2, 0.10},
+                               bf16_tol = {1e-2, 5e-2, 0.5, 3e-2, 0.10};
 static const struct tolerances *tol = &fp32_tol;
 
 static const struct kernels *cpu, *gpu;
+/* The GPU table of the mode: kernels_cuda, or kernels_cuda_bf16 with --bf16. */
+static const struct kernels *(*gpu_table)(int device) = kernels_cuda;
 
 /* Small enough that 200 steps of workshop-cnn descend smoothly: at 0.02 its loss climbs back
  * to 2.2 within 40 steps, and runs that round differently part at once. */
@@ -415,7 +427,7 @@ static void test_second_gpu(const struct cifar_set *set, int gpus) {
     sizes_of(net, &P, &S);
     float l[2], *g[2] = {fnew(P), fnew(P)}, *w[2] = {fnew(P), fnew(P)};
     for (int dev = 0; dev < 2; dev++) {
-        if (dev == 1) gpu->shutdown(), gpu = kernels_cuda(1);
+        if (dev == 1) gpu->shutdown(), gpu = gpu_table(1);
         train_run(net, gpu, set, 32, 1, 1, &(struct run){&l[dev], g[dev], w[dev], NULL});
     }
     char name[256];
@@ -430,13 +442,15 @@ static void test_second_gpu(const struct cifar_set *set, int gpus) {
 }
 
 int main(int argc, char **argv) {
-    int tf32 = parse_tf32(argc, argv);
-    if (tf32 < 0) return 2;
+    int mode = parse_mode(argc, argv);
+    if (mode < 0) return 2;
     /* Before CUDA starts. */
-    if (tf32) unsetenv("NVIDIA_TF32_OVERRIDE");
+    if (mode == 1) unsetenv("NVIDIA_TF32_OVERRIDE");
     else setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
-    tol = tf32 ? &tf32_tol : &fp32_tol;
-    const char *label = tf32 ? "test_cuda (tf32 on)" : "test_cuda (tf32 off)";
+    tol = mode == 2 ? &bf16_tol : mode == 1 ? &tf32_tol : &fp32_tol;
+    const char *label = mode == 2   ? "test_cuda (bf16)"
+                        : mode == 1 ? "test_cuda (tf32 on)"
+                                    : "test_cuda (tf32 off)";
     struct err why;
     int gpus = kernels_cuda_devices(&why);
     if (gpus == 0) {
@@ -445,6 +459,14 @@ int main(int argc, char **argv) {
     }
     cpu = kernels_cpu();
     gpu = kernels_cuda(0);
+    if (mode == 2) {
+        if (!kernels_cuda_bf16_native()) {
+            printf("test_cuda: skipped: GPU 0 has no bf16 tensor cores\n");
+            gpu->shutdown();
+            return check_summary(label);
+        }
+        cpu = kernels_cpu_bf16_act(), gpu_table = kernels_cuda_bf16, gpu = kernels_cuda_bf16(0);
+    }
     char name[256];
     kernels_cuda_describe(name, sizeof name);
     printf("test_cuda: GPU 0: %s; tolerances: loss %g, logits %g, gradients %g, weights %g, course %g\n",
@@ -474,7 +496,7 @@ int main(int argc, char **argv) {
 #else
 
 int main(int argc, char **argv) {
-    if (parse_tf32(argc, argv) < 0) return 2;
+    if (parse_mode(argc, argv) < 0) return 2;
     printf("test_cuda: skipped: no GPU (this build has no CUDA backend: CUDA=0 or no nvcc)\n");
     return check_summary("test_cuda");
 }

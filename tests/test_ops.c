@@ -12,11 +12,13 @@
  * the conv and linear ops stop at their CHECK when given a workspace one byte short; cpu-bf16
  * kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU has (amx where the CPU has
  * AMX-BF16 and the OS grants the tile state, avx512bf16 where it has AVX512_BF16, avx2 where it has AVX2; the
- * plain-C path and the tile path's plain-C twin, amx-emulated, always), 2 threads; cuda  the whole table on
- * GPU 0, in builds with the CUDA backend on a machine with a GPU (TF32 off, so the GPU computes in FP32 like
- * the CPU), in the layout the environment gives (NHWC by default); then shutdown() and the whole table again
- * in NCHW (CIFAR10_CUDA_LAYOUT=nchw) on the backend kernels_cuda() makes afresh after it; then the conv and
- * linear cases on kernels_cuda_bf16() (cuda-bf16), in both layouts, where the GPU has bf16 tensor cores.
+ * plain-C path and the tile path's plain-C twin, amx-emulated, always), 2 threads; cpu-bf16-act
+ * kernels_cpu_bf16_act() (bf16 activations, cuda-bf16's twin): the whole table, 2 threads; cuda  the whole
+ * table on GPU 0, in builds with the CUDA backend on a machine with a GPU (TF32 off, so the GPU computes in
+ * FP32 like the CPU), in the layout the environment gives (NHWC by default); then shutdown() and the whole
+ * table again in NCHW (CIFAR10_CUDA_LAYOUT=nchw) on the backend kernels_cuda() makes afresh after it; then,
+ * in both layouts where the GPU has bf16 tensor cores, the whole table on kernels_cuda_bf16() (cuda-bf16,
+ * bf16 activations) and the conv and linear cases on its float-activation form (CIFAR10_CUDA_BF16=copies).
  * Activations go up and come down through dev_act and host_act, which reorder them for an NHWC backend, so
  * every reference is NCHW.
  *
@@ -36,7 +38,13 @@
  *       products on F(2x2) and im2col, and this bound holds it there. The column prints its
  *       worst error;
  *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
- *       pixel from the wrong place is off by a multiple of the scale, about 0.017).
+ *       pixel from the wrong place is off by a multiple of the scale, about 0.017);
+ *   bf16 activations (act_size 2): the inputs are rounded to bf16 before the reference is
+ *       taken, so it is computed from what the op reads; products as above within 1e-2; other
+ *       outputs stored as bf16 (GELU, batch norm's y and dx, dlogits) within TOL_ACT = 4e-3, as
+ *       their one rounding is at most 2^-9 of each value; input_prepare within 1e-6 plus 2^-8
+ *       of the value (half a unit in bf16's last place); ReLU, max pool, flatten still exact;
+ *       statistics, parameter gradients and the loss (float) keep their float tolerances.
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
  * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
  *
@@ -64,6 +72,7 @@
 #define TOL_FINE  1e-6 /* softmax cross-entropy, SGD, lookahead */
 #define TOL_INPUT 1e-6 /* input_prepare, per element */
 #define TOL_BF16  1e-2 /* conv and linear with bf16 operands (cpu-bf16), see the header */
+#define TOL_ACT   4e-3 /* an output rounded to bf16 activations, see the header */
 
 /* ---- The case table ---- */
 
@@ -349,14 +358,41 @@ static float *host_transposed(const float *src, int N, int A, int Bd) {
             for (size_t b = 0; b < (size_t)Bd; b++) dst[(n * Bd + b) * A + a] = src[(n * A + a) * Bd + b];
     return dst;
 }
-/* An activation x[N][C][HW] (the host's, NCHW) on the backend in its layout (kernels.h), and
- * a backend activation back as NCHW: the references stay NCHW on every backend. */
-static float *dev_act(const float *host, int N, int C, int HW) {
-    return dev_of(B->nhwc ? host_transposed(host, N, C, HW) : host, (size_t)N * C * HW);
+/* Activations: elements of B->act_size bytes (float, or bf16 on cpu-bf16-act and cuda-bf16).
+ * act_round turns host inputs into the values the backend will hold (a bf16 rounding), so the
+ * references are computed from exactly what the op reads; every runner calls it on its
+ * activation inputs before its reference. */
+static void act_round(float *h, size_t n) {
+    if (B->act_size == sizeof(float)) return;
+    void *t = hnew(n * B->act_size);
+    kernels_act_from_float(B->act_size, h, t, n);
+    kernels_act_to_float(B->act_size, t, h, n);
 }
-static float *host_act(const float *d, int N, int C, int HW) {
-    float *h = host_of(d, (size_t)N * C * HW);
+/* An activation x[N][C][HW] (the host's, NCHW) on the backend in its layout (kernels.h) and
+ * element type, and a backend activation back as NCHW floats: the references stay NCHW on
+ * every backend. dev_flat / host_flat: n elements without a layout (HW 1). */
+static void *dev_act(const float *host, int N, int C, int HW) {
+    size_t n = (size_t)N * C * HW;
+    const float *h = B->nhwc ? host_transposed(host, N, C, HW) : host;
+    void *t = hnew(n * B->act_size);
+    kernels_act_from_float(B->act_size, h, t, n);
+    return dev_copy(t, n * B->act_size);
+}
+static float *host_act(const void *d, int N, int C, int HW) {
+    size_t n = (size_t)N * C * HW;
+    void *t = hnew(n * B->act_size);
+    B->download(t, d, n * B->act_size);
+    float *h = hnew(n * sizeof(float));
+    kernels_act_to_float(B->act_size, t, h, n);
     return B->nhwc ? host_transposed(h, N, HW, C) : h;
+}
+static void *dev_flat(const float *host, size_t n) { return dev_act(host, 1, 1, (int)n); }
+static float *host_flat(const void *d, size_t n) { return host_act(d, 1, 1, (int)n); }
+/* An activation output holding NaN (all bits set is NaN in float and in bf16). */
+static void *dev_act_nan(size_t n) {
+    void *h = hnew(n * B->act_size);
+    memset(h, 0xff, n * B->act_size);
+    return dev_copy(h, n * B->act_size);
 }
 static void release_case(void) {
     while (n_dev) B->free(dev_bufs[--n_dev]);
@@ -381,6 +417,13 @@ static void expect_rel(const char *out, const float *h, const double *ref, size_
     EXPECT(e <= tol, "%s: %s: %s: rel L2 error %.3g > %.0e", where, what, out, e, tol);
 }
 
+/* An activation output computed in float (GELU, batch norm, dlogits): within tol, or, where
+ * activations are bf16, within TOL_ACT: its one rounding to bf16 (half a unit in the last
+ * place, 2^-9 of the value at most) stays inside. */
+static void expect_act(const char *out, const float *h, const double *ref, size_t n, double tol) {
+    expect_rel(out, h, ref, n, B->act_size == sizeof(float) || tol > TOL_ACT ? tol : TOL_ACT);
+}
+
 /* A product of the conv and linear ops: within tol_products; the worst error is kept for the
  * column's summary line (how close the bf16 column comes to its bound). */
 static void expect_products(const char *out, const float *h, const double *ref, size_t n) {
@@ -389,20 +432,33 @@ static void expect_products(const char *out, const float *h, const double *ref, 
     expect_rel(out, h, ref, n, tol_products);
 }
 
-/* Every element of h[n] within tol of ref[n] (tol 0: equal); NaN matches only a NaN reference
- * (max pool propagates NaN). */
-static void expect_abs(const char *out, const float *h, const double *ref, size_t n, double tol) {
+/* Every element of h[n] within tol + rel |ref| of ref[n] (expect_abs: rel 0; tol 0: equal); NaN
+ * matches only a NaN reference (max pool propagates NaN). */
+static void expect_near(const char *out, const float *h, const double *ref, size_t n, double tol,
+                        double rel) {
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++)
-        if (!(fabs(h[i] - ref[i]) <= tol) && !(isnan(h[i]) && isnan(ref[i])) && bad++ == 0) first = i;
+        if (!(fabs(h[i] - ref[i]) <= tol + rel * fabs(ref[i])) && !(isnan(h[i]) && isnan(ref[i])) &&
+            bad++ == 0)
+            first = i;
     EXPECT(bad == 0, "%s: %s: %s: %zu of %zu elements off by more than %g, first [%zu] %.9g (want %.9g)",
            where, what, out, bad, n, tol, first, bad ? h[first] : 0.0, bad ? ref[first] : 0.0);
 }
+static void expect_abs(const char *out, const float *h, const double *ref, size_t n, double tol) {
+    expect_near(out, h, ref, n, tol, 0.0);
+}
 
-/* Two backend arrays bit for bit equal. */
+/* Two backend arrays of n floats, or of n activations (expect_same_act), bit for bit equal. */
+static void expect_same_bytes(const char *out, const void *d1, const void *d2, size_t bytes) {
+    void *h1 = hnew(bytes), *h2 = hnew(bytes);
+    B->download(h1, d1, bytes), B->download(h2, d2, bytes);
+    EXPECT(memcmp(h1, h2, bytes) == 0, "%s: %s: %s differs from the run with every output", where, what, out);
+}
 static void expect_same(const char *out, const float *d1, const float *d2, size_t n) {
-    EXPECT(memcmp(host_of(d1, n), host_of(d2, n), n * sizeof(float)) == 0,
-           "%s: %s: %s differs from the run with every output", where, what, out);
+    expect_same_bytes(out, d1, d2, n * sizeof(float));
+}
+static void expect_same_act(const char *out, const void *d1, const void *d2, size_t n) {
+    expect_same_bytes(out, d1, d2, n * B->act_size);
 }
 
 /* ---- input_prepare ---- */
@@ -445,10 +501,11 @@ static void run_input(const struct op_case *c) {
     for (int i = 0; i < N; i++) geometry(c->input.first + i, geom + 3 * i);
     double *ref = dnew(n);
     input_reference(img, geom, ref, N, c->input.reflect);
-    float *x = dev_nan(n);
+    void *x = dev_act_nan(n);
     B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift,
                      c->input.reflect);
-    expect_abs("x", host_act(x, N, 3, 1024), ref, n, TOL_INPUT);
+    /* bf16 activations: and half a unit in bf16's last place, at most 2^-8 of the value */
+    expect_near("x", host_act(x, N, 3, 1024), ref, n, TOL_INPUT, B->act_size == sizeof(float) ? 0.0 : 0x1p-8);
 }
 
 /* ---- conv ---- */
@@ -487,17 +544,17 @@ static void conv_reference(const struct conv_shape *s, const float *x, const flo
 
 /* The backward again with the outputs the case names set to NULL: the others bit for bit as
  * in the run with all of them (dx, dw, db). */
-static void conv_skipped(const struct op_case *c, const float *x, const float *w, const float *dy,
-                         const float *mask, void *ws, size_t ws_bytes, const float *dx, const float *dw,
+static void conv_skipped(const struct op_case *c, const void *x, const float *w, const void *dy,
+                         const void *mask, void *ws, size_t ws_bytes, const void *dx, const float *dw,
                          const float *db) {
     unsigned f = c->flags;
     if (!(f & (F_NO_DX | F_NO_DW | F_NO_DB))) return;
     size_t nx, nw, ny;
     conv_sizes(&c->conv, &nx, &nw, &ny);
-    float *vdx = f & F_NO_DX ? NULL : dev_nan(nx), *vdw = f & F_NO_DW ? NULL : dev_nan(nw);
-    float *vdb = f & F_NO_DB ? NULL : dev_nan(c->conv.K);
+    void *vdx = f & F_NO_DX ? NULL : dev_act_nan(nx);
+    float *vdw = f & F_NO_DW ? NULL : dev_nan(nw), *vdb = f & F_NO_DB ? NULL : dev_nan(c->conv.K);
     B->conv_backward(&c->conv, x, w, dy, vdx, vdw, vdb, mask, ws, ws_bytes);
-    if (vdx) expect_same("dx with other outputs NULL", vdx, dx, nx);
+    if (vdx) expect_same_act("dx with other outputs NULL", vdx, dx, nx);
     if (vdw) expect_same("dw with other outputs NULL", vdw, dw, nw);
     if (vdb) expect_same("db with other outputs NULL", vdb, db, c->conv.K);
 }
@@ -511,18 +568,20 @@ static void run_conv(const struct op_case *c) {
            what);
     float *x = hfill(nx, -1, 1), *w = hfill(nw, -0.5f, 0.5f), *dy = hfill(ny, -1, 1);
     float *b = c->flags & F_BIAS ? hfill(s->K, -1, 1) : NULL;
+    act_round(x, nx), act_round(dy, ny);
     double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(s->K);
     conv_reference(s, x, w, b, dy, ry, rdx, rdw, rdb);
     for (size_t i = 0; i < ny && c->flags & F_RELU; i++) ry[i] = ry[i] > 0 ? ry[i] : 0.0;
     for (size_t i = 0; i < nx && c->flags & F_MASK; i++) rdx[i] = x[i] > 0 ? rdx[i] : 0.0;
 
     int HW = s->H * s->W, HWo = (int)(ny / ((size_t)s->N * s->K));
-    float *gx = dev_act(x, s->N, s->C, HW), *gw = dev_of(w, nw), *gdy = dev_act(dy, s->N, s->K, HWo);
-    float *gb = b ? dev_of(b, s->K) : NULL;
-    const float *mask = c->flags & F_MASK ? gx : NULL;
+    void *gx = dev_act(x, s->N, s->C, HW), *gdy = dev_act(dy, s->N, s->K, HWo);
+    float *gw = dev_of(w, nw), *gb = b ? dev_of(b, s->K) : NULL;
+    const void *mask = c->flags & F_MASK ? gx : NULL;
     size_t ws_bytes = B->conv_workspace(s, CONV_FORWARD | CONV_BACKWARD_DATA | CONV_BACKWARD_FILTER);
     void *ws = dev_alloc(ws_bytes);
-    float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
+    void *gy = dev_act_nan(ny), *gdx = dev_act_nan(nx);
+    float *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
     B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws, ws_bytes);
     expect_products("y", host_act(gy, s->N, s->K, HWo), ry, ny);
     B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws, ws_bytes);
@@ -539,14 +598,15 @@ static void run_relu(const struct op_case *c) {
     name_case(c, "relu n %zu", n);
     float *x = hfill(n, -1, 1), *dy = hfill(n, -1, 1);
     for (size_t i = 0; i < n; i += 5) x[i] = i % 10 ? 0.0f : -0.0f; /* y = 0 and dx = 0 at zeros */
+    act_round(x, n), act_round(dy, n);
     double *ry = dnew(n), *rdx = dnew(n);
     for (size_t i = 0; i < n; i++) ry[i] = x[i] > 0 ? x[i] : 0.0, rdx[i] = x[i] > 0 ? dy[i] : 0.0;
-    float *gx = dev_of(x, n), *gy = c->flags & F_INPLACE ? gx : dev_nan(n);
+    void *gx = dev_flat(x, n), *gy = c->flags & F_INPLACE ? gx : dev_act_nan(n);
     B->relu_forward(gx, gy, n);
-    expect_abs("y", host_of(gy, n), ry, n, 0);
-    float *gdy = dev_of(dy, n), *gdx = c->flags & F_INPLACE ? gdy : dev_nan(n);
+    expect_abs("y", host_flat(gy, n), ry, n, 0);
+    void *gdy = dev_flat(dy, n), *gdx = c->flags & F_INPLACE ? gdy : dev_act_nan(n);
     B->relu_backward(gy, gdy, gdx, n);
-    expect_abs("dx", host_of(gdx, n), rdx, n, 0);
+    expect_abs("dx", host_flat(gdx, n), rdx, n, 0);
 }
 
 static void run_gelu(const struct op_case *c) {
@@ -557,17 +617,18 @@ static void run_gelu(const struct op_case *c) {
     /* In the longer cases, -16 to 15.5 in steps of 1/2: erf saturating, the density below
      * float's range (|x| > 13.2); short ones would have almost nothing but zeros to compare */
     for (size_t i = 1; n >= 1000 && i <= 64; i++) x[i] = -16.0f + 0.5f * (float)(i - 1);
+    act_round(x, n), act_round(dy, n);
     double *ry = dnew(n), *rdx = dnew(n);
     for (size_t i = 0; i < n; i++) {
         double v = x[i], phi_cdf = 0.5 * (1 + erf(v / sqrt(2.0))), phi = exp(-v * v / 2) / sqrt(2 * M_PI);
         ry[i] = v * phi_cdf, rdx[i] = dy[i] * (phi_cdf + v * phi);
     }
-    float *gx = dev_of(x, n), *gy = dev_nan(n);
+    void *gx = dev_flat(x, n), *gy = dev_act_nan(n);
     B->gelu_forward(gx, gy, n);
-    expect_rel("y", host_of(gy, n), ry, n, TOL);
-    float *gdy = dev_of(dy, n), *gdx = c->flags & F_INPLACE ? gdy : dev_nan(n);
+    expect_act("y", host_flat(gy, n), ry, n, TOL);
+    void *gdy = dev_flat(dy, n), *gdx = c->flags & F_INPLACE ? gdy : dev_act_nan(n);
     B->gelu_backward(gx, gdy, gdx, n);
-    expect_rel("dx", host_of(gdx, n), rdx, n, TOL);
+    expect_act("dx", host_flat(gdx, n), rdx, n, TOL);
 }
 
 /* ---- maxpool ---- */
@@ -613,6 +674,7 @@ static void run_maxpool(const struct op_case *c) {
         x[q * H * W] = x[q * H * W + 1] = 1.0f;
     for (size_t i = 0; i < nx && c->flags & F_NAN; i++) /* windows with 0, 1 and 2 NaNs */
         if (i % 13 == 0 || i % 17 == 5) x[i] = NAN;
+    act_round(x, nx), act_round(dy, ny);
     double *ry = dnew(ny), *rdx[2] = {dnew(nx), dnew(nx)};
     int ties = maxpool_reference(x, dy, ry, rdx, N * C, H, W, k);
     EXPECT(!(c->flags & F_TIES) || ties > 0, "%s: %s: no tied window", where, what);
@@ -620,11 +682,11 @@ static void run_maxpool(const struct op_case *c) {
     for (size_t i = 0; i < ny; i++) nans += isnan(ry[i]);
     EXPECT(!(c->flags & F_NAN) || (nans > 0 && nans < ny), "%s: %s: %zu NaN outputs", where, what, nans);
     int HWo = (H / k) * (W / k);
-    float *gx = dev_act(x, N, C, H * W), *gdy = dev_act(dy, N, C, HWo), *gy = dev_nan(ny);
+    void *gx = dev_act(x, N, C, H * W), *gdy = dev_act(dy, N, C, HWo), *gy = dev_act_nan(ny);
     B->maxpool_forward(gx, gy, N, C, H, W, k);
     expect_abs("y", host_act(gy, N, C, HWo), ry, ny, 0);
     for (int relu = 0; relu < 2; relu++) {
-        float *gdx = dev_nan(nx);
+        void *gdx = dev_act_nan(nx);
         B->maxpool_backward(gx, gdy, gdx, N, C, H, W, k, relu);
         expect_abs(relu ? "dx through ReLU" : "dx", host_act(gdx, N, C, H * W), rdx[relu], nx, 0);
     }
@@ -678,6 +740,7 @@ static void bn_reference(const struct op_case *c, struct bn_data *d) {
 static void bn_inputs(const struct op_case *c, struct bn_data *d) {
     size_t n = (size_t)c->bn.N * c->bn.C * c->bn.HW, C = (size_t)c->bn.C;
     d->x = hfill(n, -2 + c->bn.offset, 3 + c->bn.offset), d->dy = hfill(n, -1, 1);
+    act_round(d->x, n), act_round(d->dy, n);
     d->gamma = hfill(C, 0.5f, 1.5f), d->beta = hfill(C, -1, 1);
     d->rm = hfill(C, -0.2f, 0.2f), d->rv = hfill(C, 0.5f, 2);
     double **refs[] = {&d->y,    &d->dx,     &d->y_eval, /* per element, then per channel */
@@ -687,19 +750,21 @@ static void bn_inputs(const struct op_case *c, struct bn_data *d) {
 }
 
 /* The backward with every output, then (F_NO_DGAMMA) with dgamma NULL, (F_NO_DX) with dx NULL. */
-static void bn_backward(const struct op_case *c, const struct bn_data *d, const float *gx,
-                        const float *ggamma, const float *gbeta, const float *gmean, const float *ginvstd) {
+static void bn_backward(const struct op_case *c, const struct bn_data *d, const void *gx, const float *ggamma,
+                        const float *gbeta, const float *gmean, const float *ginvstd) {
     int N = c->bn.N, C = c->bn.C, HW = c->bn.HW, gelu = !!(c->flags & F_GELU);
     size_t n = (size_t)N * C * HW;
-    float *gdy = dev_act(d->dy, N, C, HW), *gdx = dev_nan(n), *gdg = dev_nan(C), *gdb = dev_nan(C);
+    void *gdy = dev_act(d->dy, N, C, HW), *gdx = dev_act_nan(n);
+    float *gdg = dev_nan(C), *gdb = dev_nan(C);
     B->batchnorm_backward(gx, gdy, ggamma, gbeta, gmean, ginvstd, gdx, gdg, gdb, N, C, HW, gelu);
-    expect_rel("dx", host_act(gdx, N, C, HW), d->dx, n, TOL);
+    expect_act("dx", host_act(gdx, N, C, HW), d->dx, n, TOL);
     expect_rel("dgamma", host_of(gdg, C), d->dgamma, C, TOL);
     expect_rel("dbeta", host_of(gdb, C), d->dbeta, C, TOL);
     if (c->flags & F_NO_DGAMMA) {
-        float *vdx = dev_nan(n), *vdb = dev_nan(C);
+        void *vdx = dev_act_nan(n);
+        float *vdb = dev_nan(C);
         B->batchnorm_backward(gx, gdy, ggamma, gbeta, gmean, ginvstd, vdx, NULL, vdb, N, C, HW, gelu);
-        expect_same("dx with dgamma NULL", vdx, gdx, n);
+        expect_same_act("dx with dgamma NULL", vdx, gdx, n);
         expect_same("dbeta with dgamma NULL", vdb, gdb, C);
     }
     if (c->flags & F_NO_DX) {
@@ -717,19 +782,20 @@ static void run_batchnorm(const struct op_case *c) {
               c->bn.offset);
     struct bn_data d;
     bn_inputs(c, &d);
-    float *gx = dev_act(d.x, N, C, HW), *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
-    float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gy = dev_nan(n), *gm = dev_nan(C),
-          *gi = dev_nan(C);
+    void *gx = dev_act(d.x, N, C, HW), *gy = dev_act_nan(n);
+    float *gg = dev_of(d.gamma, C), *gb = dev_of(d.beta, C);
+    float *grm = dev_of(d.rm, C), *grv = dev_of(d.rv, C), *gm = dev_nan(C), *gi = dev_nan(C);
     B->batchnorm_forward_train(gx, gg, gb, gy, gm, gi, grm, grv, c->bn.momentum, c->bn.eps, N, C, HW, gelu);
-    expect_rel("y (train)", host_act(gy, N, C, HW), d.y, n, TOL);
+    expect_act("y (train)", host_act(gy, N, C, HW), d.y, n, TOL);
     expect_rel("save_mean", host_of(gm, C), d.mean, C, TOL);
     expect_rel("save_invstd", host_of(gi, C), d.invstd, C, TOL);
     expect_rel("running_mean", host_of(grm, C), d.rm_new, C, TOL);
     expect_rel("running_var", host_of(grv, C), d.rv_new, C, TOL);
     bn_backward(c, &d, gx, gg, gb, gm, gi);
-    float *erm = dev_of(d.rm, C), *erv = dev_of(d.rv, C), *gye = dev_nan(n);
+    float *erm = dev_of(d.rm, C), *erv = dev_of(d.rv, C);
+    void *gye = dev_act_nan(n);
     B->batchnorm_forward_eval(gx, gg, gb, erm, erv, c->bn.eps, gye, N, C, HW, gelu);
-    expect_rel("y (eval)", host_act(gye, N, C, HW), d.y_eval, n, TOL);
+    expect_act("y (eval)", host_act(gye, N, C, HW), d.y_eval, n, TOL);
 }
 
 /* ---- linear ---- */
@@ -758,24 +824,27 @@ static void run_linear(const struct op_case *c) {
     name_case(c, "linear N%d I%d O%d scale %g", N, I, O, sc);
     float *x = hfill(nx, -1, 1), *w = hfill(nw, -0.1f, 0.1f), *dy = hfill(ny, -1, 1);
     float *b = c->flags & F_BIAS ? hfill(O, -1, 1) : NULL;
+    act_round(x, nx), act_round(dy, ny);
     double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(O);
     linear_reference(c, x, w, b, dy, ry, rdx, rdw, rdb);
-    float *gx = dev_of(x, nx), *gw = dev_of(w, nw), *gdy = dev_of(dy, ny), *gb = b ? dev_of(b, O) : NULL;
+    void *gx = dev_flat(x, nx), *gdy = dev_flat(dy, ny);
+    float *gw = dev_of(w, nw), *gb = b ? dev_of(b, O) : NULL;
     size_t ws_bytes = B->linear_workspace(N, I, O);
     void *ws = dev_alloc(ws_bytes);
-    float *gy = dev_nan(ny), *gdx = dev_nan(nx), *gdw = dev_nan(nw), *gdb = dev_nan(O);
+    void *gy = dev_act_nan(ny), *gdx = dev_act_nan(nx);
+    float *gdw = dev_nan(nw), *gdb = dev_nan(O);
     B->linear_forward(gx, gw, gb, gy, N, I, O, sc, ws, ws_bytes);
-    expect_products("y", host_of(gy, ny), ry, ny);
+    expect_products("y", host_flat(gy, ny), ry, ny);
     B->linear_backward(gx, gw, gdy, gdx, gdw, gdb, N, I, O, sc, ws, ws_bytes);
-    expect_products("dx", host_of(gdx, nx), rdx, nx);
+    expect_products("dx", host_flat(gdx, nx), rdx, nx);
     expect_products("dw", host_of(gdw, nw), rdw, nw);
     expect_rel("db", host_of(gdb, O), rdb, O, TOL);
     if (!(c->flags & (F_NO_DX | F_NO_DB))) return;
-    float *vdx = c->flags & F_NO_DX ? NULL : dev_nan(nx), *vdw = dev_nan(nw);
-    float *vdb = c->flags & F_NO_DB ? NULL : dev_nan(O);
+    void *vdx = c->flags & F_NO_DX ? NULL : dev_act_nan(nx);
+    float *vdw = dev_nan(nw), *vdb = c->flags & F_NO_DB ? NULL : dev_nan(O);
     B->linear_backward(gx, gw, gdy, vdx, vdw, vdb, N, I, O, sc, ws, ws_bytes);
     expect_same("dw with other outputs NULL", vdw, gdw, nw);
-    if (vdx) expect_same("dx with db NULL", vdx, gdx, nx);
+    if (vdx) expect_same_act("dx with db NULL", vdx, gdx, nx);
     if (vdb) expect_same("db with dx NULL", vdb, gdb, O);
 }
 
@@ -827,15 +896,17 @@ static void run_xent(const struct op_case *c) {
     float *z = hfill(nz, -5, 5);
     int *labels = hnew((size_t)N * sizeof(int));
     xent_inputs(c, z, labels);
+    act_round(z, nz);
     double *rdz = dnew(nz), loss = xent_reference(c, z, labels, rdz, &correct);
-    float *gz = dev_of(z, nz), *gdz = dev_nan(nz), *gout = dev_nan(2);
+    void *gz = dev_flat(z, nz), *gdz = dev_act_nan(nz);
+    float *gout = dev_nan(2);
     int *glab = dev_copy(labels, (size_t)N * sizeof(int));
     B->softmax_xent(gz, glab, gdz, gout, N, K, c->xent.smoothing, c->xent.reduction);
     float *out = host_of(gout, 2);
     EXPECT(fabs(out[0] - loss) <= TOL_FINE * fabs(loss), "%s: %s: loss %.9g, want %.9g", where, what, out[0],
            loss);
     EXPECT(out[1] == correct, "%s: %s: correct %g, want %d", where, what, out[1], correct);
-    expect_rel("dlogits", host_of(gdz, nz), rdz, nz, TOL_FINE);
+    expect_act("dlogits", host_flat(gdz, nz), rdz, nz, TOL_FINE);
     if (!(c->flags & F_NO_GRAD)) return;
     float *vout = dev_nan(2);
     B->softmax_xent(gz, glab, NULL, vout, N, K, c->xent.smoothing, c->xent.reduction);
@@ -897,19 +968,21 @@ static void run_lookahead(const struct op_case *c) {
  * queue) -> compute_wait on both -> relu_forward -> download_async -> event_wait, with the
  * host buffers from host_alloc; plus a bytes-0 download_async that only marks a point. */
 static void run_copy(const struct op_case *c) {
-    size_t n = (size_t)c->n, bytes = n * sizeof(float);
+    size_t n = (size_t)c->n, e = B->act_size, bytes = n * e;
     name_case(c, "async copies n %zu", n);
     float *x = hfill(n, -1, 1);
+    act_round(x, n);
     double *ref = dnew(n);
     for (size_t i = 0; i < n; i++) ref[i] = x[i] > 0 ? x[i] : 0.0;
-    float *hin = B->host_alloc(bytes), *hout = B->host_alloc(bytes), *gx = dev_nan(n), *gy = dev_nan(n);
-    memcpy(hin, x, bytes);
+    char *hin = B->host_alloc(bytes), *hout = B->host_alloc(bytes);
+    char *gx = dev_act_nan(n), *gy = dev_act_nan(n);
+    kernels_act_from_float(e, x, hin, n);
     memset(hout, 0xff, bytes);
     struct kernels_event *in = B->event_create(), *up = B->event_create(), *down = B->event_create();
     struct kernels_event *mark = B->event_create();
     size_t half = n / 2;
-    B->input_upload_async(gx, hin, half * sizeof(float), in);
-    B->upload_async(gx + half, hin + half, (n - half) * sizeof(float), up);
+    B->input_upload_async(gx, hin, half * e, in);
+    B->upload_async(gx + half * e, hin + half * e, (n - half) * e, up);
     B->compute_wait(in);
     B->compute_wait(up);
     B->relu_forward(gx, gy, n);
@@ -919,7 +992,9 @@ static void run_copy(const struct op_case *c) {
     B->event_wait(mark);
     EXPECT(B->event_done(in) && B->event_done(up) && B->event_done(down) && B->event_done(mark),
            "%s: %s: event_done 0 after the wait", where, what);
-    expect_abs("downloaded y", hout, ref, n, 0);
+    float *y = hnew(n * sizeof(float));
+    kernels_act_to_float(e, hout, y, n);
+    expect_abs("downloaded y", y, ref, n, 0);
     B->event_destroy(in), B->event_destroy(up), B->event_destroy(down), B->event_destroy(mark);
     B->host_free(hin), B->host_free(hout);
 }
@@ -933,11 +1008,12 @@ static void run_flatten(const struct op_case *c) {
     size_t n = (size_t)N * C * HW;
     name_case(c, "flatten N%d C%d HW%d", N, C, HW);
     float *x = hfill(n, -1, 1);
+    act_round(x, n);
     double *ref = dnew(n);
     for (size_t i = 0; i < n; i++) ref[i] = x[i];
-    float *gx = dev_act(x, N, C, HW);
+    void *gx = dev_act(x, N, C, HW);
     B->flatten_forward(gx, N, C, HW);
-    expect_abs("flattened", host_of(gx, n), ref, n, 0);
+    expect_abs("flattened", host_flat(gx, n), ref, n, 0);
     B->flatten_backward(gx, N, C, HW);
     expect_abs("unflattened", host_act(gx, N, C, HW), ref, n, 0);
 }
@@ -1124,6 +1200,29 @@ static void cpu_bf16_column(void) {
     omp_set_num_threads(threads);
 }
 
+/* A table with bf16 activations (cpu-bf16-act, cuda-bf16) as column `where`: the whole table,
+ * products within TOL_BF16, other activation outputs within TOL_ACT, exact ops exact. */
+static void bf16_act_cases(void) {
+    EXPECT(B->act_size == 2, "%s: act_size %zu", B->name, B->act_size);
+    tol_products = TOL_BF16, worst_products = 0.0;
+    run_cases(0);
+    printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products,
+           TOL_BF16);
+    tol_products = TOL;
+}
+
+/* cpu-bf16-act, the twin of cuda-bf16, on the bf16 path in use, 2 threads. */
+static void cpu_bf16_act_column(void) {
+    B = kernels_cpu_bf16_act();
+    expect_complete(B);
+    EXPECT(B->host && strcmp(B->name, "cpu-bf16-act") == 0, "kernels_cpu_bf16_act: name %s", B->name);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    snprintf(where, sizeof where, "cpu-bf16-act %s, 2 threads", gemm_bf16_isa());
+    bf16_act_cases();
+    omp_set_num_threads(threads);
+}
+
 static void cuda_column(void) {
 #if CIFAR10_CUDA
     struct err why = {""};
@@ -1162,12 +1261,20 @@ static void cuda_column(void) {
         }
         B = kernels_cuda_bf16(0);
         expect_complete(B);
-        snprintf(where, sizeof where, "cuda-bf16 %s, conv and linear", layouts[i]);
+        snprintf(where, sizeof where, "cuda-bf16 %s", layouts[i]);
+        bf16_act_cases();
+        B->shutdown();
+        /* The bf16 copies on float activations (CIFAR10_CUDA_BF16=copies): conv and linear. */
+        CHECK(setenv("CIFAR10_CUDA_BF16", "copies", 1) == 0);
+        B = kernels_cuda_bf16(0);
+        EXPECT(B->act_size == sizeof(float), "cuda-bf16 copies: act_size %zu", B->act_size);
+        snprintf(where, sizeof where, "cuda-bf16 copies %s, conv and linear", layouts[i]);
         tol_products = TOL_BF16, worst_products = 0.0;
         run_cases(2);
         printf("test_ops: %s: worst rel L2 error of a product %.3g (bound %.0e)\n", where, worst_products,
                TOL_BF16);
         tol_products = TOL;
+        CHECK(unsetenv("CIFAR10_CUDA_BF16") == 0);
         B->shutdown();
     }
     CHECK((env ? setenv("CIFAR10_CUDA_LAYOUT", saved, 1) : unsetenv("CIFAR10_CUDA_LAYOUT")) == 0);
@@ -1437,6 +1544,7 @@ int main(void) {
     print_table();
     cpu_column();
     cpu_bf16_column();
+    cpu_bf16_act_column();
     cuda_column();
     cpu_internals();
     return check_summary("test_ops");

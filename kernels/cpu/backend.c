@@ -30,13 +30,14 @@ static double cpu_timer_seconds(struct kernels_event *from, struct kernels_event
     return to->seconds - from->seconds;
 }
 /* NCHW is already PyTorch's flatten order. */
-static void cpu_flatten(float *x, int N, int C, int HW) { (void)x, (void)N, (void)C, (void)HW; }
+static void cpu_flatten(void *x, int N, int C, int HW) { (void)x, (void)N, (void)C, (void)HW; }
 /* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
 static void cpu_shutdown(void) {}
 
 static const struct kernels cpu_kernels = {
     .name = "cpu",
     .host = 1,
+    .act_size = sizeof(float),
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

@@ -41,10 +41,11 @@ static void normalize(const float *x, float *y, int N, int C, int HW, int c, flo
     }
 }
 
-void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+void cpu_batchnorm_forward_train(const void *xv, const float *gamma, const float *beta, void *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
                                  float *running_var, float momentum, float eps, int N, int C, int HW,
                                  int gelu) {
+    const float *x = xv;
     double count = (double)N * HW;
     float *affine = XALLOC(2 * (size_t)C * sizeof(float)); /* scale[C], shift[C] */
 #pragma omp parallel for schedule(static)
@@ -76,8 +77,8 @@ void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float
     free(affine);
 }
 
-void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                const float *running_mean, const float *running_var, float eps, float *y,
+void cpu_batchnorm_forward_eval(const void *x, const float *gamma, const float *beta,
+                                const float *running_mean, const float *running_var, float eps, void *y,
                                 int N, int C, int HW, int gelu) {
     float *affine = XALLOC(2 * (size_t)C * sizeof(float));
 #pragma omp parallel for schedule(static)
@@ -94,9 +95,11 @@ void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float 
 /* dx (skipped when NULL), dgamma (skipped when NULL), dbeta from g = dy, or with gelu
  * g = dy * GELU'(z), z as the forward made it (scale = gamma * invstd, shift = beta - mean *
  * scale). */
-void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
-                            const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+void cpu_batchnorm_backward(const void *xv, const void *dy, const float *gamma, const float *beta,
+                            const float *save_mean, const float *save_invstd, void *dxv, float *dgamma,
                             float *dbeta, int N, int C, int HW, int gelu) {
+    const float *x = xv;
+    float *dx = dxv;
     double count = (double)N * HW;
     const float *g = dy;
     float *temp = NULL;

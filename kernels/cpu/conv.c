@@ -395,24 +395,23 @@ static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum 
 }
 
 /* The table's entries: float (cpu) and bf16 (cpu-bf16) products, the same code otherwise. */
-void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+void cpu_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                       int relu, void *ws, size_t ws_bytes) {
     conv_forward(GEMM_FP32, s, x, w, b, y, relu, ws, ws_bytes);
 }
 
-void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                           float *y, int relu, void *ws, size_t ws_bytes) {
+void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
+                           int relu, void *ws, size_t ws_bytes) {
     conv_forward(GEMM_BF16, s, x, w, b, y, relu, ws, ws_bytes);
 }
 
-void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
-                       float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
+void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
+                       float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
     conv_backward(GEMM_FP32, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }
 
-void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                            float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                            size_t ws_bytes) {
+void cpu_conv_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dy,
+                            void *dx, float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
     conv_backward(GEMM_BF16, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
 }
 

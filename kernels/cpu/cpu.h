@@ -11,50 +11,50 @@
 
 #include <stddef.h>
 
-void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+void cpu_input_prepare(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
                        const float *shift, int reflect);
 size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);
 void cpu_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                        size_t size);
 void cpu_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                             size_t size);
-void cpu_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
+void cpu_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                       int relu, void *ws, size_t ws_bytes);
-void cpu_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy, float *dx,
-                       float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
+void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
+                       float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 /* The bf16 table's convolution and linear layer: operands rounded to bf16 for the products
  * (gemm_bf16), everything else as the float ones. */
-void cpu_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                           float *y, int relu, void *ws, size_t ws_bytes);
-void cpu_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                            float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
-void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
+                           int relu, void *ws, size_t ws_bytes);
+void cpu_conv_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dy,
+                            void *dx, float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
+void cpu_linear_forward_bf16(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                              float scale, void *ws, size_t ws_bytes);
-void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                              float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
-void cpu_relu_forward(const float *x, float *y, size_t n);
-void cpu_relu_backward(const float *y, const float *dy, float *dx, size_t n);
-void cpu_gelu_forward(const float *x, float *y, size_t n);
-void cpu_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
-void cpu_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
-void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+void cpu_linear_backward_bf16(const void *x, const float *w, const void *dy, void *dx, float *dw, float *db,
+                              int N, int I, int O, float scale, void *ws, size_t ws_bytes);
+void cpu_relu_forward(const void *x, void *y, size_t n);
+void cpu_relu_backward(const void *y, const void *dy, void *dx, size_t n);
+void cpu_gelu_forward(const void *x, void *y, size_t n);
+void cpu_gelu_backward(const void *x, const void *dy, void *dx, size_t n);
+void cpu_maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k);
+void cpu_maxpool_backward(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
                           int relu);
-void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+void cpu_batchnorm_forward_train(const void *x, const float *gamma, const float *beta, void *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
                                  float *running_var, float momentum, float eps, int N, int C, int HW,
                                  int gelu);
-void cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                const float *running_mean, const float *running_var, float eps, float *y,
+void cpu_batchnorm_forward_eval(const void *x, const float *gamma, const float *beta,
+                                const float *running_mean, const float *running_var, float eps, void *y,
                                 int N, int C, int HW, int gelu);
-void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
-                            const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+void cpu_batchnorm_backward(const void *x, const void *dy, const float *gamma, const float *beta,
+                            const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
                             float *dbeta, int N, int C, int HW, int gelu);
 size_t cpu_linear_workspace(int N, int I, int O);
-void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+void cpu_linear_forward(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                         float scale, void *ws, size_t ws_bytes);
-void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                         int N, int I, int O, float scale, void *ws, size_t ws_bytes);
-void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
+void cpu_linear_backward(const void *x, const float *w, const void *dy, void *dx, float *dw, float *db, int N,
+                         int I, int O, float scale, void *ws, size_t ws_bytes);
+void cpu_softmax_xent(const void *logits, const int *labels, void *dlogits, float *out, int N, int classes,
                       float smoothing, enum xent_reduction reduction);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale, int nesterov);

@@ -194,9 +194,9 @@ static size_t path(void) {
     return i;
 }
 
-void cpu_gelu_forward(const float *x, float *y, size_t n) { paths[path()].forward(x, y, n); }
+void cpu_gelu_forward(const void *x, void *y, size_t n) { paths[path()].forward(x, y, n); }
 
-void cpu_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
+void cpu_gelu_backward(const void *x, const void *dy, void *dx, size_t n) {
     paths[path()].backward(x, dy, dx, n);
 }
 

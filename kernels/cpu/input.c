@@ -14,8 +14,9 @@ static int source(int i, int reflect) {
     return i < 0 ? -i : 2 * (SIDE - 1) - i;
 }
 
-void cpu_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
+void cpu_input_prepare(const unsigned char *img, const int *geom, void *xv, int N, const float *scale,
                        const float *shift, int reflect) {
+    float *x = xv;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const unsigned char *src = img + (size_t)n * 3 * SIDE * SIDE;

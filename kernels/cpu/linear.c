@@ -40,22 +40,22 @@ static void linear_backward(enum gemm_math math, const float *x, const float *w,
 }
 
 /* The table's entries: float (cpu) and bf16 (cpu-bf16) products. */
-void cpu_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+void cpu_linear_forward(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                         float scale, void *ws, size_t ws_bytes) {
     linear_forward(GEMM_FP32, x, w, b, y, N, I, O, scale, ws, ws_bytes);
 }
 
-void cpu_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
+void cpu_linear_forward_bf16(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                              float scale, void *ws, size_t ws_bytes) {
     linear_forward(GEMM_BF16, x, w, b, y, N, I, O, scale, ws, ws_bytes);
 }
 
-void cpu_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                         int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
+void cpu_linear_backward(const void *x, const float *w, const void *dy, void *dx, float *dw, float *db, int N,
+                         int I, int O, float scale, void *ws, size_t ws_bytes) {
     linear_backward(GEMM_FP32, x, w, dy, dx, dw, db, N, I, O, scale, ws, ws_bytes);
 }
 
-void cpu_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                              float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
+void cpu_linear_backward_bf16(const void *x, const float *w, const void *dy, void *dx, float *dw, float *db,
+                              int N, int I, int O, float scale, void *ws, size_t ws_bytes) {
     linear_backward(GEMM_BF16, x, w, dy, dx, dw, db, N, I, O, scale, ws, ws_bytes);
 }

@@ -115,7 +115,9 @@ INLINE void backward_plane(const float *xp, const float *gp, float *dxp, int H, 
     for (size_t i = (size_t)Ho * k * W; i < (size_t)H * W; i++) dxp[i] = 0.0f;
 }
 
-void cpu_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k) {
+void cpu_maxpool_forward(const void *xv, void *yv, int N, int C, int H, int W, int k) {
+    const float *x = xv;
+    float *y = yv;
     int Ho = H / k, Wo = W / k;
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < (long)N * C; p++) {
@@ -126,8 +128,10 @@ void cpu_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, i
     }
 }
 
-void cpu_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
+void cpu_maxpool_backward(const void *xv, const void *dyv, void *dxv, int N, int C, int H, int W, int k,
                           int relu) {
+    const float *x = xv, *dy = dyv;
+    float *dx = dxv;
     int Ho = H / k, Wo = W / k;
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < (long)N * C; p++) {

@@ -2,8 +2,10 @@
 
 #include <math.h>
 
-void cpu_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
+void cpu_softmax_xent(const void *logitsv, const int *labels, void *dlogitsv, float *out, int N, int classes,
                       float smoothing, enum xent_reduction reduction) {
+    const float *logits = logitsv;
+    float *dlogits = dlogitsv;
     /* Target t[j] = on at the label, off elsewhere. With smoothing 0 these are 1.0 and 0.0 and
      * the divisor is N, so the arithmetic is that of the unsmoothed mean loss, bit for bit. */
     double off = (double)smoothing / classes, on = 1.0 - smoothing + off;

@@ -244,6 +244,21 @@ static int devices(struct err *e) {
     return n;
 }
 
+/* The ops of every op file in precision p (cuda.h), with the activations' element size; a
+ * table missing an op stops here, not at a NULL call. */
+static void fill_ops(struct kernels *k, enum cuda_precision p) {
+    k->act_size = p == CUDA_BF16 ? sizeof(bf16_t) : sizeof(float);
+    cuda_fill_conv(k, p);
+    cuda_fill_linear(k, p);
+    cuda_fill_elementwise(k, p);
+    cuda_fill_maxpool(k, p);
+    cuda_fill_batchnorm(k, p);
+    cuda_fill_softmax_xent(k, p);
+    cuda_fill_layout(k, p);
+    struct err e;
+    if (kernels_check(k, &e) < 0) err_die(1, "internal error: %s", e.msg);
+}
+
 static const struct kernels *cuda_table(int device) {
     if (selected >= 0) {
         CHECK(device == selected); /* one GPU per process */
@@ -281,41 +296,15 @@ static const struct kernels *cuda_table(int device) {
     table.timer_create = cuda_timer_create;
     table.timer_mark = cuda_timer_mark;
     table.timer_seconds = cuda_timer_seconds;
-    table.input_prepare = cuda_input_prepare;
-    table.conv_workspace = cuda_conv_workspace;
-    table.linear_workspace = cuda_linear_workspace;
-    table.conv_describe = cuda_conv_describe;
-    table.conv_forward = cuda_conv_forward;
-    table.conv_backward = cuda_conv_backward;
-    table.relu_forward = cuda_relu_forward;
-    table.relu_backward = cuda_relu_backward;
-    table.gelu_forward = cuda_gelu_forward;
-    table.gelu_backward = cuda_gelu_backward;
-    table.maxpool_forward = cuda_maxpool_forward;
-    table.maxpool_backward = cuda_maxpool_backward;
-    table.flatten_forward = cuda_flatten_forward;
-    table.flatten_backward = cuda_flatten_backward;
-    table.batchnorm_forward_train = cuda_batchnorm_forward_train;
-    table.batchnorm_forward_eval = cuda_batchnorm_forward_eval;
-    table.batchnorm_backward = cuda_batchnorm_backward;
-    table.linear_forward = cuda_linear_forward;
-    table.linear_backward = cuda_linear_backward;
-    table.softmax_xent = cuda_softmax_xent;
     table.sgd_update = cuda_sgd_update;
     table.lookahead_update = cuda_lookahead_update;
     table.shutdown = cuda_shutdown;
-    /* An op added to struct kernels but not filled in above: stop here, not at a NULL call. */
-    struct err e;
-    if (kernels_check(&table, &e) < 0) err_die(1, "internal error: %s", e.msg);
-    /* The bf16 table: the same backend with bf16 convolutions and linear layers. */
     bf16_table = table;
+    fill_ops(&table, CUDA_FLOAT);
+    /* The bf16 table: bf16 activations, or float ones with bf16 copies for the products. */
     bf16_table.name = "cuda-bf16";
-    bf16_table.conv_workspace = cuda_conv_workspace_bf16;
-    bf16_table.conv_describe = cuda_conv_describe_bf16;
-    bf16_table.conv_forward = cuda_conv_forward_bf16;
-    bf16_table.conv_backward = cuda_conv_backward_bf16;
-    bf16_table.linear_forward = cuda_linear_forward_bf16;
-    bf16_table.linear_backward = cuda_linear_backward_bf16;
+    fill_ops(&bf16_table,
+             switch_from_env("CIFAR10_CUDA_BF16", "activations", "copies") ? CUDA_BF16 : CUDA_BF16_COPIES);
     return &table;
 }
 

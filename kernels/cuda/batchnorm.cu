@@ -7,14 +7,15 @@
 
 /* y = z = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order,
  * or GELU(z). */
-__global__ static void normalize_kernel(const float *x, const float *gamma, const float *beta,
-                                        const float *mean, const float *invstd, float *y, uint32_t n,
-                                        struct channel_of ch, int gelu) {
+template <typename T>
+__global__ static void normalize_kernel(const T *x, const float *gamma, const float *beta, const float *mean,
+                                        const float *invstd, T *y, uint32_t n, struct channel_of ch,
+                                        int gelu) {
     GRID_STRIDE32(i, n) {
         uint32_t c = channel_at(i, ch);
         float scale = gamma[c] * invstd[c], shift = beta[c] - mean[c] * scale;
-        float z = x[i] * scale + shift;
-        y[i] = gelu ? cuda_gelu(z) : z;
+        float z = act_load(x, i) * scale + shift;
+        act_store(y, i, gelu ? cuda_gelu(z) : z);
     }
 }
 
@@ -56,52 +57,54 @@ __global__ static void backward_stats_kernel(const double *part, int S, int C, d
 
 /* dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy, or with a fused GELU
  * g = dy * GELU'(z). */
-__global__ static void backward_dx_kernel(const float *x, const float *dy, const float *gamma,
-                                          const float *beta, const float *mean, const float *invstd,
-                                          const float *coef, float *dx, uint32_t n, struct channel_of ch,
-                                          int gelu) {
+template <typename T>
+__global__ static void backward_dx_kernel(const T *x, const T *dy, const float *gamma, const float *beta,
+                                          const float *mean, const float *invstd, const float *coef, T *dx,
+                                          uint32_t n, struct channel_of ch, int gelu) {
     GRID_STRIDE32(i, n) {
         uint32_t c = channel_at(i, ch);
-        float k = gamma[c] * invstd[c], g = dy[i];
-        if (gelu) g *= cuda_gelu_slope(x[i] * k + (beta[c] - mean[c] * k));
-        dx[i] = k * (g - coef[c] - (x[i] - mean[c]) * invstd[c] * coef[ch.c.d + c]);
+        float k = gamma[c] * invstd[c], g = act_load(dy, i), xi = act_load(x, i);
+        if (gelu) g *= cuda_gelu_slope(xi * k + (beta[c] - mean[c] * k));
+        act_store(dx, i, k * (g - coef[c] - (xi - mean[c]) * invstd[c] * coef[ch.c.d + c]));
     }
 }
 
-void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
-                                  float *save_mean, float *save_invstd, float *running_mean,
-                                  float *running_var, float momentum, float eps, int N, int C, int HW,
-                                  int gelu) {
+/* The table's entries, activations of type T (the pointers' elements). */
+template <typename T>
+static void batchnorm_forward_train(const void *x, const float *gamma, const float *beta, void *y,
+                                    float *save_mean, float *save_invstd, float *running_mean,
+                                    float *running_var, float momentum, float eps, int N, int C, int HW,
+                                    int gelu) {
     double count = (double)N * HW;
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C, HW) * C * sizeof(double));
-    int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, x, channel_inputs{}, part, N, C, HW);
+    int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, (const T *)x, channel_inputs{}, part, N, C, HW);
     stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, 1.0 / count, momentum, eps,
                                                          save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
-    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-        x, gamma, beta, save_mean, save_invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
-    LAUNCH_CHECK();
+    cuda_launch(normalize_kernel<T>, n, (const T *)x, gamma, beta, (const float *)save_mean,
+                (const float *)save_invstd, (T *)y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
 }
 
-void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                 const float *running_mean, const float *running_var, float eps, float *y,
-                                 int N, int C, int HW, int gelu) {
+template <typename T>
+static void batchnorm_forward_eval(const void *x, const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var, float eps, void *y,
+                                   int N, int C, int HW, int gelu) {
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     float *invstd = (float *)cuda_scratch((size_t)C * sizeof(float));
     eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd,
                                                                                   C);
     LAUNCH_CHECK();
     size_t n = (size_t)N * C * HW;
-    normalize_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-        x, gamma, beta, running_mean, invstd, y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
-    LAUNCH_CHECK();
+    cuda_launch(normalize_kernel<T>, n, (const T *)x, gamma, beta, running_mean, (const float *)invstd,
+                (T *)y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
 }
 
-void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
-                             const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
-                             float *dbeta, int N, int C, int HW, int gelu) {
+template <typename T>
+static void batchnorm_backward(const void *x, const void *dy, const float *gamma, const float *beta,
+                               const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
+                               float *dbeta, int N, int C, int HW, int gelu) {
     double count = (double)N * HW;
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     int S = cuda_channel_splits(N, C, HW);
@@ -110,13 +113,20 @@ void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma
     double *part = (double *)scratch;
     float *coef = (float *)(scratch + part_bytes);
     struct channel_inputs in = {x, save_mean, save_invstd, gamma, beta};
-    cuda_channel_partials(gelu ? CHANNEL_SUM_XHAT_GELU : CHANNEL_SUM_XHAT, dy, in, part, N, C, HW);
+    cuda_channel_partials(gelu ? CHANNEL_SUM_XHAT_GELU : CHANNEL_SUM_XHAT, (const T *)dy, in, part, N, C, HW);
     backward_stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, 1.0 / count, dgamma, dbeta,
                                                                   coef);
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
-    backward_dx_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-        x, dy, gamma, beta, save_mean, save_invstd, coef, dx, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
-    LAUNCH_CHECK();
+    cuda_launch(backward_dx_kernel<T>, n, (const T *)x, (const T *)dy, gamma, beta, save_mean, save_invstd,
+                (const float *)coef, (T *)dx, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
 }
+
+template <typename T> static void fill(struct kernels *k) {
+    k->batchnorm_forward_train = batchnorm_forward_train<T>;
+    k->batchnorm_forward_eval = batchnorm_forward_eval<T>;
+    k->batchnorm_backward = batchnorm_backward<T>;
+}
+
+void cuda_fill_batchnorm(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }

@@ -25,12 +25,13 @@
  * NVIDIA_TF32_OVERRIDE=0, FMA-only math (full FP32; the GPU tests use it), where the one
  * algorithm measured short of FP32 is left out (short_of_fp32).
  *
- * bf16 (the cuda-bf16 table, --precision bf16): cuDNN has no float-in, bf16-compute mode, so
- * the operands are converted: x, w and dy to bf16 copies, the convolution runs on bf16 tensors
- * with float accumulation (cuDNN's BFLOAT16 configuration: bf16 x, w, y, compute type FLOAT,
- * tensor-core math), and its bf16 output (y, dw or dx) is widened back into the float tensor.
- * That is PyTorch's autocast: bf16 operands and a bf16-rounded result (the CPU's cpu-bf16 keeps
- * the float result). The copies live at the front of the workspace (conversion_bytes), which
+ * bf16 (the cuda-bf16 table, --precision bf16): the convolution runs on bf16 tensors with float
+ * accumulation (cuDNN's BFLOAT16 configuration: bf16 x, w, y, compute type FLOAT, tensor-core
+ * math). The activations are bf16 already (CUDA_BF16), so only the filter is converted, and
+ * the bf16 filter gradient widened; with CUDA_BF16_COPIES (float activations, for comparisons)
+ * x and dy are converted to bf16 copies too and the bf16 result (y or dx) widened back. That is
+ * PyTorch's autocast: bf16 operands and a bf16-rounded result (the CPU's cpu-bf16 keeps the
+ * float result). The copies live at the front of the workspace (conversion_bytes), which
  * conv_workspace adds to cuDNN's need; the biases and their gradient stay float.
  *
  * Layout: the activations are the backend's (cuda_nhwc()). In NHWC, cuDNN's tensor-core
@@ -230,9 +231,9 @@ static struct plan *plan_get(const struct conv_shape *s, int bf16) {
 }
 
 /* The operands cuDNN sees where they differ from ours, at the front of the workspace, each on a
- * 256-byte boundary: in bf16, copies of x and y (or dy) and the bf16 result dx; the filter w and
- * the filter gradient dw in cuDNN's form whenever that differs (bf16, or KRSC for NHWC). A
- * float NCHW plan needs none. Elements are bf16 or float as the plan. */
+ * 256-byte boundary: with CUDA_BF16_COPIES, copies of x and y (or dy) and the bf16 result dx;
+ * the filter w and the filter gradient dw in cuDNN's form whenever that differs (bf16, or KRSC
+ * for NHWC). A float NCHW plan needs none. Elements are bf16 or float as the plan. */
 struct copies {
     void *x, *w, *y, *dw, *dx;
 };
@@ -241,25 +242,26 @@ static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 static int filter_copied(const struct plan *p) { return p->bf16 || p->nhwc; }
 
-/* The bytes of each copy (0: none), in the order of struct copies. */
-static void copy_bytes(const struct plan *p, size_t bytes[5]) {
+/* The bytes of each copy (0: none), in the order of struct copies; `acts`: the activations are
+ * converted (CUDA_BF16_COPIES). */
+static void copy_bytes(const struct plan *p, int acts, size_t bytes[5]) {
     const struct conv_shape *s = &p->s;
-    size_t e = p->bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
-    size_t x = p->bf16 ? round256((size_t)s->N * s->C * s->H * s->W * e) : 0;
+    size_t e = p->bf16 ? sizeof(bf16_t) : sizeof(float);
+    size_t x = acts ? round256((size_t)s->N * s->C * s->H * s->W * e) : 0;
     size_t w = filter_copied(p) ? round256((size_t)s->K * s->C * s->k * s->k * e) : 0;
-    size_t y = p->bf16 ? round256((size_t)s->N * s->K * p->Ho * p->Wo * e) : 0;
+    size_t y = acts ? round256((size_t)s->N * s->K * p->Ho * p->Wo * e) : 0;
     bytes[0] = x, bytes[1] = w, bytes[2] = y, bytes[3] = w, bytes[4] = x;
 }
 
-static size_t conversion_bytes(const struct plan *p) {
+static size_t conversion_bytes(const struct plan *p, int acts) {
     size_t b[5];
-    copy_bytes(p, b);
+    copy_bytes(p, acts, b);
     return b[0] + b[1] + b[2] + b[3] + b[4];
 }
 
-static struct copies copies_in(const struct plan *p, void *ws) {
+static struct copies copies_in(const struct plan *p, int acts, void *ws) {
     size_t b[5];
-    copy_bytes(p, b);
+    copy_bytes(p, acts, b);
     char *at = (char *)ws;
     struct copies c;
     c.x = at, at += b[0];
@@ -273,20 +275,20 @@ static struct copies copies_in(const struct plan *p, void *ws) {
 /* w as cuDNN reads it (filter_copied), and a filter gradient back from that form. */
 static void filter_pack(const struct plan *p, const float *w, void *dst) {
     const struct conv_shape *s = &p->s;
-    if (p->bf16) cuda_filter_pack(w, (__nv_bfloat16 *)dst, s->K, s->C, s->k * s->k, p->nhwc);
+    if (p->bf16) cuda_filter_pack(w, (bf16_t *)dst, s->K, s->C, s->k * s->k, p->nhwc);
     else cuda_filter_pack(w, (float *)dst, s->K, s->C, s->k * s->k, p->nhwc);
 }
 
 static void filter_unpack(const struct plan *p, const void *src, float *dw) {
     const struct conv_shape *s = &p->s;
-    if (p->bf16) cuda_filter_unpack((const __nv_bfloat16 *)src, dw, s->K, s->C, s->k * s->k, p->nhwc);
+    if (p->bf16) cuda_filter_unpack((const bf16_t *)src, dw, s->K, s->C, s->k * s->k, p->nhwc);
     else cuda_filter_unpack((const float *)src, dw, s->K, s->C, s->k * s->k, p->nhwc);
 }
 
-/* The workspace an op hands to cuDNN: what follows the bf16 copies. Exits naming the layer
- * when ws_bytes cannot even hold the copies. */
-static size_t cudnn_bytes(const struct plan *p, size_t ws_bytes) {
-    size_t need = conversion_bytes(p);
+/* The workspace an op hands to cuDNN: what follows the copies. Exits naming the layer when
+ * ws_bytes cannot even hold the copies. */
+static size_t cudnn_bytes(const struct plan *p, int acts, size_t ws_bytes) {
+    size_t need = conversion_bytes(p, acts);
     if (ws_bytes < need) {
         const struct conv_shape *s = &p->s;
         fprintf(stderr,
@@ -298,16 +300,21 @@ static size_t cudnn_bytes(const struct plan *p, size_t ws_bytes) {
     return ws_bytes - need;
 }
 
-static size_t conv_workspace(int bf16, const struct conv_shape *s, unsigned passes) {
+/* Precision P's plans: cuDNN's bf16 configuration unless CUDA_FLOAT; activation copies with
+ * CUDA_BF16_COPIES. */
+#define BF16_OF(P) ((P) != CUDA_FLOAT)
+#define ACTS_OF(P) ((P) == CUDA_BF16_COPIES)
+
+template <enum cuda_precision P> static size_t conv_workspace(const struct conv_shape *s, unsigned passes) {
     CHECK(passes < 1u << PASSES);
-    struct plan *p = plan_get(s, bf16);
+    struct plan *p = plan_get(s, BF16_OF(P));
     size_t bytes = 0;
     for (int i = 0; i < PASSES; i++)
         if (passes & 1u << i) {
             size_t need = choose(p, i, CONV_WORKSPACE_LIMIT)->memory;
             if (need > bytes) bytes = need;
         }
-    return conversion_bytes(p) + bytes;
+    return conversion_bytes(p, ACTS_OF(P)) + bytes;
 }
 
 void cuda_conv_release(void) {
@@ -323,62 +330,65 @@ void cuda_conv_release(void) {
     nplans = 0;
 }
 
-/* y's bias (+ ReLU) or ReLU alone, in the plan's layout. */
-static void bias_act(const struct plan *p, float *y, const float *b, int relu) {
+/* y's bias (+ ReLU) or ReLU alone, in the plan's layout; y of type T. */
+template <typename T> static void bias_act(const struct plan *p, void *y, const float *b, int relu) {
     int rows = p->s.N, hw = p->Ho * p->Wo;
     if (b) {
         cuda_act_rows(p->nhwc, &rows, &hw);
-        cuda_bias_act(y, b, 1.0f, rows, p->s.K, hw, relu);
-    } else if (relu) cuda_relu_forward(y, y, (size_t)rows * p->s.K * hw);
+        cuda_bias_act((T *)y, b, 1.0f, rows, p->s.K, hw, relu);
+    } else if (relu) cuda_relu_forward<T>(y, y, (size_t)rows * p->s.K * hw);
 }
 
-static void conv_forward(int bf16, const struct conv_shape *s, const float *x, const float *w, const float *b,
-                         float *y, int relu, void *ws, size_t ws_bytes) {
-    struct plan *p = plan_get(s, bf16);
-    size_t cudnn_ws_bytes = cudnn_bytes(p, ws_bytes), ny = (size_t)s->N * s->K * p->Ho * p->Wo;
-    void *cudnn_ws = (char *)ws + conversion_bytes(p);
+/* The table's entries for precision P, activations of type T (bf16 with CUDA_BF16, float
+ * otherwise). */
+template <enum cuda_precision P, typename T>
+static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
+                         int relu, void *ws, size_t ws_bytes) {
+    struct plan *p = plan_get(s, BF16_OF(P));
+    size_t cudnn_ws_bytes = cudnn_bytes(p, ACTS_OF(P), ws_bytes), ny = (size_t)s->N * s->K * p->Ho * p->Wo;
+    void *cudnn_ws = (char *)ws + conversion_bytes(p, ACTS_OF(P));
     const struct algo *a = choose(p, FORWARD, cudnn_ws_bytes);
     const float one = 1.0f, zero = 0.0f;
     const void *xo = x, *wo = w;
     void *yo = y;
-    struct copies c = copies_in(p, ws);
-    if (bf16) {
-        cuda_to_bf16(x, (__nv_bfloat16 *)c.x, (size_t)s->N * s->C * s->H * s->W);
+    struct copies c = copies_in(p, ACTS_OF(P), ws);
+    if (ACTS_OF(P)) {
+        cuda_to_bf16((const float *)x, (bf16_t *)c.x, (size_t)s->N * s->C * s->H * s->W);
         xo = c.x, yo = c.y;
     }
     if (filter_copied(p)) filter_pack(p, w, c.w), wo = c.w;
     CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, a->desc,
                                         (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
                                         p->y, yo));
-    if (bf16) cuda_from_bf16((const __nv_bfloat16 *)c.y, y, ny);
-    bias_act(p, y, b, relu);
+    if (ACTS_OF(P)) cuda_from_bf16((const bf16_t *)c.y, (float *)y, ny);
+    bias_act<T>(p, y, b, relu);
 }
 
-/* db[K] = the sum of dy over n, y, x (float in both precisions). */
-static void bias_grad(const struct plan *p, const float *dy, float *db) {
+/* db[K] = the sum of dy over n, y, x (float in every precision). */
+template <typename T> static void bias_grad(const struct plan *p, const void *dy, float *db) {
     int rows = p->s.N, hw = p->Ho * p->Wo, K = p->s.K;
     cuda_act_rows(p->nhwc, &rows, &hw);
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(rows, K, hw) * K * sizeof(double));
-    int S = cuda_channel_partials(CHANNEL_SUM, dy, channel_inputs{}, part, rows, K, hw);
+    int S = cuda_channel_partials(CHANNEL_SUM, (const T *)dy, channel_inputs{}, part, rows, K, hw);
     cuda_channel_reduce(part, db, S, K, 1.0f);
 }
 
-static void conv_backward(int bf16, const struct conv_shape *s, const float *x, const float *w,
-                          const float *dy, float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                          size_t ws_bytes) {
-    struct plan *p = plan_get(s, bf16);
-    size_t cudnn_ws_bytes = cudnn_bytes(p, ws_bytes);
-    void *cudnn_ws = (char *)ws + conversion_bytes(p);
+template <enum cuda_precision P, typename T>
+static void conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
+                          float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
+    struct plan *p = plan_get(s, BF16_OF(P));
+    size_t cudnn_ws_bytes = cudnn_bytes(p, ACTS_OF(P), ws_bytes);
+    void *cudnn_ws = (char *)ws + conversion_bytes(p, ACTS_OF(P));
     size_t nx = (size_t)s->N * s->C * s->H * s->W;
     const float one = 1.0f, zero = 0.0f;
-    if (db) bias_grad(p, dy, db);
+    if (db) bias_grad<T>(p, dy, db);
     /* The operands cuDNN reads and the results it writes: ours, or copies (struct copies). */
     const void *xo = x, *wo = w, *dyo = dy;
     void *dwo = dw, *dxo = dx;
-    struct copies c = copies_in(p, ws);
-    if (bf16 && (dw || dx)) {
-        cuda_to_bf16(dy, (__nv_bfloat16 *)c.y, (size_t)s->N * s->K * p->Ho * p->Wo);
-        if (dw) cuda_to_bf16(x, (__nv_bfloat16 *)c.x, nx);
+    struct copies c = copies_in(p, ACTS_OF(P), ws);
+    if (ACTS_OF(P) && (dw || dx)) {
+        cuda_to_bf16((const float *)dy, (bf16_t *)c.y, (size_t)s->N * s->K * p->Ho * p->Wo);
+        if (dw) cuda_to_bf16((const float *)x, (bf16_t *)c.x, nx);
         xo = c.x, dyo = c.y, dxo = c.dx;
     }
     if (filter_copied(p)) {
@@ -397,8 +407,8 @@ static void conv_backward(int bf16, const struct conv_shape *s, const float *x, 
     CUDNN_CHECK(cudnnConvolutionBackwardData(cuda_cudnn(), &one, p->w, wo, p->y, dyo, a->desc,
                                              (cudnnConvolutionBwdDataAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes,
                                              &zero, p->x, dxo));
-    if (bf16) cuda_from_bf16((const __nv_bfloat16 *)c.dx, dx, nx);
-    if (dx_mask) cuda_relu_backward(dx_mask, dx, dx, nx);
+    if (ACTS_OF(P)) cuda_from_bf16((const bf16_t *)c.dx, (float *)dx, nx);
+    if (dx_mask) cuda_relu_backward<T>(dx_mask, dx, dx, nx);
 }
 
 /* cudnn_ops.h's names of the algorithms, by pass, and of the math types. */
@@ -433,50 +443,29 @@ static const char *math_name(cudnnMathType_t math) {
 
 /* The algorithm an op of pass `pass` given ws_bytes would run (planning the pass as it would),
  * its math type and workspace. */
-static void conv_describe(int bf16, const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes,
-                          char *buf, size_t size) {
+template <enum cuda_precision P>
+static void conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
+                          size_t size) {
     int i = pass == CONV_FORWARD ? FORWARD : pass == CONV_BACKWARD_DATA ? BACKWARD_DATA : BACKWARD_FILTER;
-    struct plan *p = plan_get(s, bf16);
-    const struct algo *a = choose(p, i, cudnn_bytes(p, ws_bytes));
+    struct plan *p = plan_get(s, BF16_OF(P));
+    const struct algo *a = choose(p, i, cudnn_bytes(p, ACTS_OF(P), ws_bytes));
     snprintf(buf, size, "%s, %s, %.1f MiB%s%s", algo_name(i, a->algo), math_name(a->math),
-             (double)a->memory / (1 << 20), bf16 ? ", bf16 copies" : "", p->nhwc ? ", NHWC" : "");
+             (double)a->memory / (1 << 20),
+             P == CUDA_BF16          ? ", bf16"
+             : P == CUDA_BF16_COPIES ? ", bf16 copies"
+                                     : "",
+             p->nhwc ? ", NHWC" : "");
 }
 
-/* The tables' entries: float (cuda) and bf16 (cuda-bf16). */
-size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes) {
-    return conv_workspace(0, s, passes);
-}
-size_t cuda_conv_workspace_bf16(const struct conv_shape *s, unsigned passes) {
-    return conv_workspace(1, s, passes);
-}
-
-void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
-                       int relu, void *ws, size_t ws_bytes) {
-    conv_forward(0, s, x, w, b, y, relu, ws, ws_bytes);
+template <enum cuda_precision P, typename T> static void fill_as(struct kernels *k) {
+    k->conv_workspace = conv_workspace<P>;
+    k->conv_describe = conv_describe<P>;
+    k->conv_forward = conv_forward<P, T>;
+    k->conv_backward = conv_backward<P, T>;
 }
 
-void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                            float *y, int relu, void *ws, size_t ws_bytes) {
-    conv_forward(1, s, x, w, b, y, relu, ws, ws_bytes);
-}
-
-void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                        float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes) {
-    conv_backward(0, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
-}
-
-void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                             float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                             size_t ws_bytes) {
-    conv_backward(1, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
-}
-
-void cuda_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
-                        size_t size) {
-    conv_describe(0, s, pass, ws_bytes, buf, size);
-}
-
-void cuda_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
-                             size_t size) {
-    conv_describe(1, s, pass, ws_bytes, buf, size);
+void cuda_fill_conv(struct kernels *k, enum cuda_precision p) {
+    if (p == CUDA_BF16) fill_as<CUDA_BF16, bf16_t>(k);
+    else if (p == CUDA_BF16_COPIES) fill_as<CUDA_BF16_COPIES, float>(k);
+    else fill_as<CUDA_FLOAT, float>(k);
 }

@@ -119,25 +119,24 @@ __device__ static inline float cuda_gelu_slope(float x) {
 }
 
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
- * shape): each channel is split into S fixed runs of images (rows when HW is 1) and every
- * (run, channel) sum is taken in double, so the result is deterministic and does not depend
- * on the GPU. With xhat = (b - mean[c]) * invstd[c], writes part[0][S][C] = the sum of the
- * first quantity and part[1][S][C] = the sum of the second:
- *   CHANNEL_SUM:        a, nothing (part[1] untouched)
- *   CHANNEL_SUM_SQUARE: a, a * a
- *   CHANNEL_SUM_XHAT:   a, a * xhat   (batch norm backward: a = dy, b = x)
- *   CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch
- *                       norm backward through a fused GELU)
- * part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
+ * shape; both of activation type T, float or bf16, summed as floats): each channel is split into S fixed runs
+ * of images (rows when HW is 1) and every (run, channel) sum is taken in double, so the result is
+ * deterministic and does not depend on the GPU. With xhat = (b - mean[c]) * invstd[c], writes part[0][S][C] =
+ * the sum of the first quantity and part[1][S][C] = the sum of the second: CHANNEL_SUM:        a, nothing
+ * (part[1] untouched) CHANNEL_SUM_SQUARE: a, a * a CHANNEL_SUM_XHAT:   a, a * xhat   (batch norm backward: a
+ * = dy, b = x) CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch norm
+ * backward through a fused GELU) part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
 enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT, CHANNEL_SUM_XHAT_GELU };
 /* What a partial-sum kernel reads besides a: b and a channel's statistics and affine (NULL where
  * the sum needs none). */
 struct channel_inputs {
-    const float *b, *mean, *invstd, *gamma, *beta;
+    const void *b; /* elements of a's type */
+    const float *mean, *invstd, *gamma, *beta;
 };
 int cuda_channel_splits(int N, int C, int HW);
-int cuda_channel_partials(enum channel_sum what, const float *a, struct channel_inputs in, double *part,
-                          int N, int C, int HW);
+template <typename T>
+int cuda_channel_partials(enum channel_sum what, const T *a, struct channel_inputs in, double *part, int N,
+                          int C, int HW);
 /* *a and *b summed over the threads of a one-dimensional block (blockDim.x a power of two, at
  * most CUDA_THREADS) by a tree in shared memory, in a fixed order: the totals in every thread's
  * *a and *b. Every thread of the block calls it. */
@@ -173,72 +172,54 @@ __device__ static inline void channel_totals(const double *part, int S, int C, i
  * partials (scale: a linear layer's output multiplier; 1 for a convolution). */
 void cuda_channel_reduce(const double *part, float *out, int S, int C, float scale);
 
-/* Ops (one file each). */
-size_t cuda_conv_workspace(const struct conv_shape *s, unsigned passes);
-void cuda_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b, float *y,
-                       int relu, void *ws, size_t ws_bytes);
-void cuda_conv_backward(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                        float *dx, float *dw, float *db, const float *dx_mask, void *ws, size_t ws_bytes);
-void cuda_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
-                        size_t size);
-void cuda_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
-                             size_t size);
+/* The tables' precisions (backend.cu): float (cuda); bf16 activations (cuda-bf16: every op
+ * reads and writes bf16, computes in float; the convolutions and linear layers run on bf16
+ * tensor cores with float accumulation); bf16 products on float activations through bf16
+ * copies of the operands (cuda-bf16 with CIFAR10_CUDA_BF16=copies, kept for comparisons). */
+enum cuda_precision { CUDA_FLOAT, CUDA_BF16, CUDA_BF16_COPIES };
+/* Each op file's entries of struct kernels for precision p (one file per op family):
+ * conv.cu conv_workspace, conv_describe, conv_forward, conv_backward; linear.cu the linear
+ * ops; elementwise.cu input_prepare, relu, gelu; maxpool.cu, batchnorm.cu, softmax_xent.cu
+ * theirs; layout.cu flatten. */
+void cuda_fill_conv(struct kernels *k, enum cuda_precision p);
+void cuda_fill_linear(struct kernels *k, enum cuda_precision p);
+void cuda_fill_elementwise(struct kernels *k, enum cuda_precision p);
+void cuda_fill_maxpool(struct kernels *k, enum cuda_precision p);
+void cuda_fill_batchnorm(struct kernels *k, enum cuda_precision p);
+void cuda_fill_softmax_xent(struct kernels *k, enum cuda_precision p);
+void cuda_fill_layout(struct kernels *k, enum cuda_precision p);
 /* Destroys every convolution plan (shutdown; the device must be idle). */
 void cuda_conv_release(void);
-/* The cuda-bf16 table's convolution and linear layer (conv.cu, linear.cu: bf16 operands,
- * float accumulation), and the conversions they use (elementwise.cu): dst[i] = src[i] rounded
- * to bf16 (nearest even), and widened back. */
-size_t cuda_conv_workspace_bf16(const struct conv_shape *s, unsigned passes);
-void cuda_conv_forward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *b,
-                            float *y, int relu, void *ws, size_t ws_bytes);
-void cuda_conv_backward_bf16(const struct conv_shape *s, const float *x, const float *w, const float *dy,
-                             float *dx, float *dw, float *db, const float *dx_mask, void *ws,
-                             size_t ws_bytes);
-void cuda_linear_forward_bf16(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
-                              float scale, void *ws, size_t ws_bytes);
-void cuda_linear_backward_bf16(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                               float *db, int N, int I, int O, float scale, void *ws, size_t ws_bytes);
-void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n);
-/* layout.cu. Flatten (kernels.h) in place through the scratch buffer. A filter for cuDNN:
- * dst = w[K][C][kk] as T (float, or bf16 rounded to nearest even), reordered to [K][kk][C]
- * when krsc (NHWC convolutions); and a filter gradient back from that form to dw[K][C][kk]. */
-void cuda_flatten_forward(float *x, int N, int C, int HW);
-void cuda_flatten_backward(float *x, int N, int C, int HW);
-template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc);
-template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc);
-void cuda_from_bf16(const __nv_bfloat16 *src, float *dst, size_t n);
-void cuda_relu_forward(const float *x, float *y, size_t n);
-void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n);
-void cuda_gelu_forward(const float *x, float *y, size_t n);
-void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
-/* y[N][C][HW] += scale * b[C], then ReLU when relu != 0 (b not NULL: without a bias, call
- * cuda_relu_forward or nothing). NCHW indexing: an NHWC map is [N * HW][C][1]. */
-void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu);
-/* Max pool in the backend's layout (cuda_nhwc()). */
-void cuda_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k);
-void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
-                           int relu);
-void cuda_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
-                                  float *save_mean, float *save_invstd, float *running_mean,
-                                  float *running_var, float momentum, float eps, int N, int C, int HW,
-                                  int gelu);
-void cuda_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
-                                 const float *running_mean, const float *running_var, float eps, float *y,
-                                 int N, int C, int HW, int gelu);
-void cuda_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *beta,
-                             const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
-                             float *dbeta, int N, int C, int HW, int gelu);
-size_t cuda_linear_workspace(int N, int I, int O);
-void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O,
-                         float scale, void *ws, size_t ws_bytes);
-void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                          int N, int I, int O, float scale, void *ws, size_t ws_bytes);
-void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
-                       float smoothing, enum xent_reduction reduction);
+/* The float-only ops, the same in every table (elementwise.cu). */
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                      float weight_decay, float grad_scale, int nesterov);
 void cuda_lookahead_update(float *p, float *ema, size_t n, float weight);
-void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
-                        const float *shift, int reflect);
+
+/* Activation elements of type T (float or bf16) read into float and written from it, rounded
+ * to nearest even: the only place an op's arithmetic meets the storage type. */
+typedef __nv_bfloat16 bf16_t;
+__device__ static inline float act_load(const float *p, size_t i) { return p[i]; }
+__device__ static inline float act_load(const bf16_t *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ static inline void act_store(float *p, size_t i, float v) { p[i] = v; }
+__device__ static inline void act_store(bf16_t *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+/* The table entries' pointer types of an op file's fill for precision p: T for bf16
+ * activations, float otherwise. */
+#define CUDA_FILL_BY_TYPE(k, p, fill) ((p) == CUDA_BF16 ? fill<bf16_t>(k) : fill<float>(k))
+
+/* Shared by the op files, for T float and bf16 (elementwise.cu, reduce.cu, layout.cu):
+ * cuda_relu_forward/backward and cuda_gelu_* are the table's ops on T elements; cuda_bias_act:
+ * y[N][C][HW] += scale * b[C], then ReLU when relu != 0 (b not NULL: without a bias, call
+ * cuda_relu_forward or nothing; NCHW indexing: an NHWC map is [N * HW][C][1]). */
+template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n);
+template <typename T> void cuda_relu_backward(const void *y, const void *dy, void *dx, size_t n);
+template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int relu);
+/* dst[i] = src[i] rounded to bf16 (nearest even), and widened back (the bf16 copies). */
+void cuda_to_bf16(const float *src, bf16_t *dst, size_t n);
+void cuda_from_bf16(const bf16_t *src, float *dst, size_t n);
+/* A filter for cuDNN: dst = w[K][C][kk] as T (float, or bf16 rounded to nearest even),
+ * reordered to [K][kk][C] when krsc (NHWC convolutions); and a filter gradient back from that
+ * form to dw[K][C][kk]. */
+template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc);
+template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc);
 
 #endif

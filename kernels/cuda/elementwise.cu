@@ -5,21 +5,25 @@
  * and fastdiv.h's division (tensors of fewer than 2^31 elements, checked). */
 #include "cuda.h"
 
-__global__ static void relu_forward_kernel(const float *x, float *y, size_t n) {
-    GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+/* Activations of type T (float or bf16, cuda.h's act_load / act_store). */
+template <typename T> __global__ static void relu_forward_kernel(const T *x, T *y, size_t n) {
+    GRID_STRIDE(i, n) {
+        float v = act_load(x, i);
+        act_store(y, i, v > 0.0f ? v : 0.0f);
+    }
 }
 
-__global__ static void relu_backward_kernel(const float *y, const float *dy, float *dx, size_t n) {
-    GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+template <typename T> __global__ static void relu_backward_kernel(const T *y, const T *dy, T *dx, size_t n) {
+    GRID_STRIDE(i, n) act_store(dx, i, act_load(y, i) > 0.0f ? act_load(dy, i) : 0.0f);
 }
 
-__global__ static void gelu_forward_kernel(const float *x, float *y, size_t n) {
-    GRID_STRIDE(i, n) y[i] = cuda_gelu(x[i]);
+template <typename T> __global__ static void gelu_forward_kernel(const T *x, T *y, size_t n) {
+    GRID_STRIDE(i, n) act_store(y, i, cuda_gelu(act_load(x, i)));
 }
 
 /* Each thread reads dy[i] before writing dx[i], so dx may equal dy. */
-__global__ static void gelu_backward_kernel(const float *x, const float *dy, float *dx, size_t n) {
-    GRID_STRIDE(i, n) dx[i] = dy[i] * cuda_gelu_slope(x[i]);
+template <typename T> __global__ static void gelu_backward_kernel(const T *x, const T *dy, T *dx, size_t n) {
+    GRID_STRIDE(i, n) act_store(dx, i, act_load(dy, i) * cuda_gelu_slope(act_load(x, i)));
 }
 
 /* float <-> bf16 for the bf16 convolutions (conv.cu): round to nearest even, and widen. */
@@ -58,11 +62,12 @@ __global__ static void from_bf16_kernel(const __nv_bfloat16 *src, float *dst, si
 }
 
 /* y[N][C][HW] += scale * b[C], then ReLU when relu != 0. */
-__global__ static void bias_act_kernel(float *y, const float *b, float scale, uint32_t n,
-                                       struct channel_of ch, int relu) {
+template <typename T>
+__global__ static void bias_act_kernel(T *y, const float *b, float scale, uint32_t n, struct channel_of ch,
+                                       int relu) {
     GRID_STRIDE32(i, n) {
-        float v = y[i] + scale * b[channel_at(i, ch)];
-        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+        float v = act_load(y, i) + scale * b[channel_at(i, ch)];
+        act_store(y, i, relu && !(v > 0.0f) ? 0.0f : v);
     }
 }
 
@@ -101,7 +106,8 @@ __device__ static int input_source(int i, int reflect) {
 
 /* x[n][c][y][x] (x[n][y][x][c] with nhwc): one thread per output element; see data/augment.c
  * for the geometry. */
-__global__ static void input_kernel(const unsigned char *img, const int *geom, float *x, size_t total,
+template <typename T>
+__global__ static void input_kernel(const unsigned char *img, const int *geom, T *x, size_t total,
                                     struct norm3 nm, int reflect, int nhwc) {
     GRID_STRIDE(i, total) {
         int px, py, c;
@@ -114,7 +120,7 @@ __global__ static void input_kernel(const unsigned char *img, const int *geom, f
         int sx = input_source(cx + g[0] - 4, reflect);
         int inside = sy >= 0 && sx >= 0;
         float v = inside ? (float)img[n * 3072 + (size_t)(c * 32 + sy) * 32 + sx] : 0.0f;
-        x[i] = v * nm.scale[c] + nm.shift[c];
+        act_store(x, i, v * nm.scale[c] + nm.shift[c]);
     }
 }
 
@@ -128,40 +134,41 @@ static void convert(const S *src, D *dst, size_t n, void (*x8)(const VS *, VD *,
     if (done < n) cuda_launch(one, n - done, src + done, dst + done, n - done);
 }
 
-void cuda_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n) {
+void cuda_to_bf16(const float *src, bf16_t *dst, size_t n) {
     convert(src, dst, n, to_bf16_x8_kernel, to_bf16_kernel);
 }
 
-void cuda_from_bf16(const __nv_bfloat16 *src, float *dst, size_t n) {
+void cuda_from_bf16(const bf16_t *src, float *dst, size_t n) {
     convert(src, dst, n, from_bf16_x8_kernel, from_bf16_kernel);
 }
 
-void cuda_relu_forward(const float *x, float *y, size_t n) {
-    relu_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, y, n);
-    LAUNCH_CHECK();
+template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n) {
+    cuda_launch(relu_forward_kernel<T>, n, (const T *)x, (T *)y, n);
 }
 
-void cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n) {
-    relu_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, dy, dx, n);
-    LAUNCH_CHECK();
+template <typename T> void cuda_relu_backward(const void *y, const void *dy, void *dx, size_t n) {
+    cuda_launch(relu_backward_kernel<T>, n, (const T *)y, (const T *)dy, (T *)dx, n);
 }
 
-void cuda_gelu_forward(const float *x, float *y, size_t n) {
-    gelu_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, y, n);
-    LAUNCH_CHECK();
+template <typename T> static void gelu_forward(const void *x, void *y, size_t n) {
+    cuda_launch(gelu_forward_kernel<T>, n, (const T *)x, (T *)y, n);
 }
 
-void cuda_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
-    gelu_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, dx, n);
-    LAUNCH_CHECK();
+template <typename T> static void gelu_backward(const void *x, const void *dy, void *dx, size_t n) {
+    cuda_launch(gelu_backward_kernel<T>, n, (const T *)x, (const T *)dy, (T *)dx, n);
 }
 
-void cuda_bias_act(float *y, const float *b, float scale, int N, int C, int HW, int relu) {
+template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int relu) {
     size_t n = (size_t)N * C * HW;
-    bias_act_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(y, b, scale, (uint32_t)n,
-                                                                        cuda_channel_of(N, C, HW), relu);
-    LAUNCH_CHECK();
+    cuda_launch(bias_act_kernel<T>, n, y, b, scale, (uint32_t)n, cuda_channel_of(N, C, HW), relu);
 }
+
+template void cuda_relu_forward<float>(const void *, void *, size_t);
+template void cuda_relu_forward<bf16_t>(const void *, void *, size_t);
+template void cuda_relu_backward<float>(const void *, const void *, void *, size_t);
+template void cuda_relu_backward<bf16_t>(const void *, const void *, void *, size_t);
+template void cuda_bias_act<float>(float *, const float *, float, int, int, int, int);
+template void cuda_bias_act<bf16_t>(bf16_t *, const float *, float, int, int, int, int);
 
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                      float weight_decay, float grad_scale, int nesterov) {
@@ -175,12 +182,21 @@ void cuda_lookahead_update(float *p, float *ema, size_t n, float w) {
     LAUNCH_CHECK();
 }
 
-void cuda_input_prepare(const unsigned char *img, const int *geom, float *x, int N, const float *scale,
-                        const float *shift, int reflect) {
+template <typename T>
+static void input_prepare(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
+                          const float *shift, int reflect) {
     struct norm3 nm;
     for (int c = 0; c < 3; c++) nm.scale[c] = scale[c], nm.shift[c] = shift[c];
     size_t total = (size_t)N * 3072;
-    input_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(img, geom, x, total, nm, reflect,
-                                                                         cuda_nhwc());
-    LAUNCH_CHECK();
+    cuda_launch(input_kernel<T>, total, img, geom, (T *)x, total, nm, reflect, cuda_nhwc());
 }
+
+template <typename T> static void fill(struct kernels *k) {
+    k->input_prepare = input_prepare<T>;
+    k->relu_forward = cuda_relu_forward<T>;
+    k->relu_backward = cuda_relu_backward<T>;
+    k->gelu_forward = gelu_forward<T>;
+    k->gelu_backward = gelu_backward<T>;
+}
+
+void cuda_fill_elementwise(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }

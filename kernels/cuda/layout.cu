@@ -4,8 +4,9 @@
  * 256 x 256 x 25), so they are plain one-thread-per-element gathers. */
 #include "cuda.h"
 
-/* dst[n][b][a] = src[n][a][b] for n < total / (A * B). */
-__global__ static void transpose_kernel(const float *src, float *dst, size_t total, size_t A, size_t B) {
+/* dst[n][b][a] = src[n][a][b] for n < total / (A * B); elements of type T, moved as they are. */
+template <typename T>
+__global__ static void transpose_kernel(const T *src, T *dst, size_t total, size_t A, size_t B) {
     GRID_STRIDE(i, total) {
         size_t n = i / (A * B), r = i - n * A * B, b = r / A, a = r - b * A;
         dst[i] = src[n * A * B + a * B + b];
@@ -13,25 +14,27 @@ __global__ static void transpose_kernel(const float *src, float *dst, size_t tot
 }
 
 /* x[N][A][B] becomes x[N][B][A], through the scratch buffer. */
-static void transpose_in_place(float *x, int N, int A, int B) {
+template <typename T> static void transpose_in_place(T *x, int N, int A, int B) {
     size_t total = (size_t)N * A * B;
-    float *copy = (float *)cuda_scratch(total * sizeof(float));
-    CUDA_CHECK(cudaMemcpyAsync(copy, x, total * sizeof(float), cudaMemcpyDeviceToDevice, cuda_stream()));
-    cuda_launch(transpose_kernel, total, (const float *)copy, x, total, (size_t)A, (size_t)B);
+    T *copy = (T *)cuda_scratch(total * sizeof(T));
+    CUDA_CHECK(cudaMemcpyAsync(copy, x, total * sizeof(T), cudaMemcpyDeviceToDevice, cuda_stream()));
+    cuda_launch(transpose_kernel<T>, total, (const T *)copy, x, total, (size_t)A, (size_t)B);
 }
 
-void cuda_flatten_forward(float *x, int N, int C, int HW) {
-    if (cuda_nhwc() && HW > 1 && C > 1) transpose_in_place(x, N, HW, C); /* [HW][C] -> [C][HW] */
+template <typename T> static void flatten_forward(void *x, int N, int C, int HW) {
+    if (cuda_nhwc() && HW > 1 && C > 1) transpose_in_place((T *)x, N, HW, C); /* [HW][C] -> [C][HW] */
 }
 
-void cuda_flatten_backward(float *x, int N, int C, int HW) {
-    if (cuda_nhwc() && HW > 1 && C > 1) transpose_in_place(x, N, C, HW);
+template <typename T> static void flatten_backward(void *x, int N, int C, int HW) {
+    if (cuda_nhwc() && HW > 1 && C > 1) transpose_in_place((T *)x, N, C, HW);
 }
 
-__device__ static void store(float *p, float v) { *p = v; }
-__device__ static void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ static float load(const float *p) { return *p; }
-__device__ static float load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+template <typename T> static void fill(struct kernels *k) {
+    k->flatten_forward = flatten_forward<T>;
+    k->flatten_backward = flatten_backward<T>;
+}
+
+void cuda_fill_layout(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }
 
 /* dst[k][s][c] = w[k][c][s] (krsc) or dst = w, converted to T; i indexes dst. */
 template <typename T>
@@ -42,7 +45,7 @@ __global__ static void filter_pack_kernel(const float *w, T *dst, size_t total, 
             size_t k = i / ((size_t)kk * C), r = i - k * kk * C, s = r / C, c = r - s * C;
             from = (k * C + c) * kk + s;
         }
-        store(&dst[i], w[from]);
+        act_store(dst, i, w[from]);
     }
 }
 
@@ -55,7 +58,7 @@ __global__ static void filter_unpack_kernel(const T *src, float *dw, size_t tota
             size_t k = j / ((size_t)C * kk), r = j - k * C * kk, c = r / kk, s = r - c * kk;
             from = (k * kk + s) * C + c;
         }
-        dw[j] = load(&src[from]);
+        dw[j] = act_load(src, from);
     }
 }
 
@@ -70,6 +73,6 @@ template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, in
 }
 
 template void cuda_filter_pack<float>(const float *, float *, int, int, int, int);
-template void cuda_filter_pack<__nv_bfloat16>(const float *, __nv_bfloat16 *, int, int, int, int);
+template void cuda_filter_pack<bf16_t>(const float *, bf16_t *, int, int, int, int);
 template void cuda_filter_unpack<float>(const float *, float *, int, int, int, int);
-template void cuda_filter_unpack<__nv_bfloat16>(const __nv_bfloat16 *, float *, int, int, int, int);
+template void cuda_filter_unpack<bf16_t>(const bf16_t *, float *, int, int, int, int);

@@ -57,66 +57,77 @@ __device__ static struct window window_of(uint32_t o, struct pool p) {
 /* The maximum of the k x k window at x + at (rows W * step apart, columns step apart) and, in
  * *best, the row-major offset r * k + c of its first occurrence; NaN and the last NaN's offset
  * when the window has one. */
-__device__ static float window_max(const float *x, uint32_t at, struct pool p, int *best) {
-    float m = x[at];
+template <typename T> __device__ static float window_max(const T *x, uint32_t at, struct pool p, int *best) {
+    float m = act_load(x, at);
     int b = 0, k = (int)p.k;
     for (int r = 0; r < k; r++)
         for (int c = 0; c < k; c++) {
-            float v = x[at + (r * p.W + c) * p.step];
+            float v = act_load(x, at + (r * p.W + c) * p.step);
             if (v > m || isnan(v)) m = v, b = r * k + c;
         }
     *best = b;
     return m;
 }
 
-__global__ static void maxpool_forward_kernel(const float *x, float *y, uint32_t total, struct pool p) {
+/* Activations of type T (cuda.h); a maximum is one of x's values, so storing it loses nothing. */
+template <typename T>
+__global__ static void maxpool_forward_kernel(const T *x, T *y, uint32_t total, struct pool p) {
     GRID_STRIDE32(o, total) {
         int best;
-        y[o] = window_max(x, window_of(o, p).at, p, &best);
+        act_store(y, o, window_max(x, window_of(o, p).at, p, &best));
     }
 }
 
 /* The zeros of dx that no window covers, written by the windows of the last column (the
  * W % k columns to their right) and of the last row (the H % k rows below them, and below the
  * right-hand columns for the corner window). */
-__device__ static void border_zero(float *dx, struct window w, struct pool p) {
+template <typename T> __device__ static void border_zero(T *dx, struct window w, struct pool p) {
     uint32_t right = w.j + 1 == p.wo.d ? p.W - p.wo.d * p.k : 0; /* columns past this window's row */
     uint32_t below = w.i + 1 == p.ho.d ? p.H - p.ho.d * p.k : 0; /* rows past this window's column */
     for (uint32_t r = 0; r < p.k + below; r++)
-        for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++) dx[w.at + (r * p.W + c) * p.step] = 0.0f;
+        for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++)
+            act_store(dx, w.at + (r * p.W + c) * p.step, 0.0f);
 }
 
-__global__ static void maxpool_backward_kernel(const float *x, const float *dy, float *dx, uint32_t total,
-                                               struct pool p, int relu) {
+template <typename T>
+__global__ static void maxpool_backward_kernel(const T *x, const T *dy, T *dx, uint32_t total, struct pool p,
+                                               int relu) {
     int k = (int)p.k;
     GRID_STRIDE32(o, total) {
         struct window w = window_of(o, p);
         int best;
         float m = window_max(x, w.at, p, &best);
-        float v = relu && m <= 0.0f ? 0.0f : dy[o]; /* through the ReLU whose output x is (NaN passes) */
+        float v =
+            relu && m <= 0.0f ? 0.0f : act_load(dy, o); /* through the ReLU whose output x is (NaN passes) */
         for (int r = 0; r < k; r++)
-            for (int c = 0; c < k; c++) dx[w.at + (r * p.W + c) * p.step] = r * k + c == best ? v : 0.0f;
+            for (int c = 0; c < k; c++)
+                act_store(dx, w.at + (r * p.W + c) * p.step, r * k + c == best ? v : 0.0f);
         border_zero(dx, w, p);
     }
 }
 
-void cuda_maxpool_forward(const float *x, float *y, int N, int C, int H, int W, int k) {
+template <typename T> static void maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k) {
     if (H < k || W < k) return; /* no window: y is empty */
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    maxpool_forward_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(x, y, total, p);
-    LAUNCH_CHECK();
+    cuda_launch(maxpool_forward_kernel<T>, total, (const T *)x, (T *)y, total, p);
 }
 
-void cuda_maxpool_backward(const float *x, const float *dy, float *dx, int N, int C, int H, int W, int k,
-                           int relu) {
-    if (H < k || W < k) { /* no window: dx is all border (all bits zero is 0.0f) */
-        CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)N * C * H * W * sizeof(float), cuda_stream()));
+template <typename T>
+static void maxpool_backward(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
+                             int relu) {
+    if (H < k || W < k) { /* no window: dx is all border (all bits zero is 0.0 in float and bf16) */
+        CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)N * C * H * W * sizeof(T), cuda_stream()));
         return;
     }
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    maxpool_backward_kernel<<<cuda_blocks(total), CUDA_THREADS, 0, cuda_stream()>>>(x, dy, dx, total, p,
-                                                                                    relu);
-    LAUNCH_CHECK();
+    cuda_launch(maxpool_backward_kernel<T>, total, (const T *)x, (const T *)dy, (T *)dx, total, p, relu);
 }
+
+template <typename T> static void fill(struct kernels *k) {
+    k->maxpool_forward = maxpool_forward<T>;
+    k->maxpool_backward = maxpool_backward<T>;
+}
+
+void cuda_fill_maxpool(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }

@@ -24,14 +24,22 @@ __device__ static struct channel_consts consts_of(enum channel_sum what, struct 
     return k;
 }
 
-/* Element `at`'s two quantities (cuda.h) added to s1 and s2. */
-__device__ static void add_terms(enum channel_sum what, const float *a, struct channel_inputs in, uint32_t at,
+/* Element `at`'s two quantities (cuda.h) added to s1 and s2; b is of a's type. */
+template <typename T>
+__device__ static void add_terms(enum channel_sum what, const T *a, const T *b, uint32_t at,
                                  struct channel_consts k, double *s1, double *s2) {
-    float v = a[at];
-    if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(in.b[at] * k.scale + k.shift);
+    float v = act_load(a, at);
+    if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(act_load(b, at) * k.scale + k.shift);
     *s1 += v;
     if (what == CHANNEL_SUM_SQUARE) *s2 += (double)v * v;
-    else if (what != CHANNEL_SUM) *s2 += (double)v * ((in.b[at] - k.mean) * k.invstd);
+    else if (what != CHANNEL_SUM) *s2 += (double)v * ((act_load(b, at) - k.mean) * k.invstd);
+}
+
+/* Where run s of `run` images (rows) starts, or N past the end: runs of equal length, the last
+ * ones shorter or empty, so no block divides to find its images. */
+__device__ static uint32_t run_start(int s, uint32_t run, int N) {
+    uint32_t at = (uint32_t)s * run;
+    return at < (uint32_t)N ? at : (uint32_t)N;
 }
 
 int cuda_channel_splits(int N, int C, int HW) {
@@ -41,18 +49,19 @@ int cuda_channel_splits(int N, int C, int HW) {
 }
 
 /* hw divides by HW; a[N][C][HW] has fewer than 2^31 elements (cuda_channel_of checks). */
-__global__ static void partials_kernel(enum channel_sum what, const float *a, struct channel_inputs in,
-                                       double *part, int N, int C, struct fastdiv hw) {
+template <typename T>
+__global__ static void partials_kernel(enum channel_sum what, const T *a, struct channel_inputs in,
+                                       double *part, int N, int C, uint32_t run, struct fastdiv hw) {
     int s = blockIdx.x, S = gridDim.x, c = blockIdx.y;
     uint32_t HW = hw.d;
-    uint32_t n0 = (uint32_t)((long)N * s / S), n1 = (uint32_t)((long)N * (s + 1) / S);
+    uint32_t n0 = run_start(s, run, N), n1 = run_start(s + 1, run, N);
     uint32_t count = (n1 - n0) * HW;
     double s1 = 0.0, s2 = 0.0;
     struct channel_consts k = consts_of(what, in, c);
     for (uint32_t t = threadIdx.x; t < count; t += blockDim.x) {
         uint32_t image = fastdiv_div(t, hw);
         uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
-        add_terms(what, a, in, at, k, &s1, &s2);
+        add_terms(what, a, (const T *)in.b, at, k, &s1, &s2);
     }
     block_sum2(&s1, &s2);
     if (threadIdx.x == 0) {
@@ -62,15 +71,16 @@ __global__ static void partials_kernel(enum channel_sum what, const float *a, st
 }
 
 /* a[N][C] (rows); block (32, ROW_LANES): threadIdx.x the channel within the block's 32. */
-__global__ static void row_partials_kernel(enum channel_sum what, const float *a, struct channel_inputs in,
-                                           double *part, int N, int C) {
+template <typename T>
+__global__ static void row_partials_kernel(enum channel_sum what, const T *a, struct channel_inputs in,
+                                           double *part, int N, int C, uint32_t run) {
     int s = blockIdx.x, S = gridDim.x, c = blockIdx.y * 32 + threadIdx.x, lane = threadIdx.y;
-    uint32_t n0 = (uint32_t)((long)N * s / S), n1 = (uint32_t)((long)N * (s + 1) / S);
+    uint32_t n0 = run_start(s, run, N), n1 = run_start(s + 1, run, N);
     double s1 = 0.0, s2 = 0.0;
     if (c < C) {
         struct channel_consts k = consts_of(what, in, c);
         for (uint32_t n = n0 + lane; n < n1; n += ROW_LANES)
-            add_terms(what, a, in, n * (uint32_t)C + (uint32_t)c, k, &s1, &s2);
+            add_terms(what, a, (const T *)in.b, n * (uint32_t)C + (uint32_t)c, k, &s1, &s2);
     }
     __shared__ double r1[ROW_LANES][32], r2[ROW_LANES][32];
     r1[lane][threadIdx.x] = s1, r2[lane][threadIdx.x] = s2;
@@ -82,17 +92,24 @@ __global__ static void row_partials_kernel(enum channel_sum what, const float *a
     }
 }
 
-int cuda_channel_partials(enum channel_sum what, const float *a, struct channel_inputs in, double *part,
-                          int N, int C, int HW) {
+template <typename T>
+int cuda_channel_partials(enum channel_sum what, const T *a, struct channel_inputs in, double *part, int N,
+                          int C, int HW) {
     int S = cuda_channel_splits(N, C, HW);
+    uint32_t run = (uint32_t)((N + S - 1) / S);
     struct fastdiv hw = cuda_channel_of(N, C, HW).hw; /* (also checks the size) */
     if (HW == 1)
-        row_partials_kernel<<<dim3(S, (C + 31) / 32), dim3(32, ROW_LANES), 0, cuda_stream()>>>(what, a, in,
-                                                                                               part, N, C);
-    else partials_kernel<<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, in, part, N, C, hw);
+        row_partials_kernel<T>
+            <<<dim3(S, (C + 31) / 32), dim3(32, ROW_LANES), 0, cuda_stream()>>>(what, a, in, part, N, C, run);
+    else partials_kernel<T><<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, in, part, N, C, run, hw);
     LAUNCH_CHECK();
     return S;
 }
+
+template int cuda_channel_partials<float>(enum channel_sum, const float *, struct channel_inputs, double *,
+                                          int, int, int);
+template int cuda_channel_partials<bf16_t>(enum channel_sum, const bf16_t *, struct channel_inputs, double *,
+                                           int, int, int);
 
 /* out[c] = scale * the sum, scaled in double before the one rounding to float; a block per
  * channel. */

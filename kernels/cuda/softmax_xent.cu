@@ -3,31 +3,33 @@
  * correct count are reduced in a fixed order. */
 #include "cuda.h"
 
-__global__ static void softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, float *out,
-                                           int N, int classes, float smoothing, double on, double off,
-                                           double div) {
+/* Logits and their gradient of type T (cuda.h). */
+template <typename T>
+__global__ static void softmax_xent_kernel(const T *logits, const int *labels, T *dlogits, float *out, int N,
+                                           int classes, float smoothing, double on, double off, double div) {
     double loss = 0.0, correct = 0.0;
     for (int n = threadIdx.x; n < N; n += blockDim.x) {
-        const float *z = logits + (size_t)n * classes;
+        size_t row0 = (size_t)n * classes;
         int arg = 0;
         for (int j = 1; j < classes; j++)
-            if (z[j] > z[arg]) arg = j;
-        double m = z[arg], sum = 0.0;
-        for (int j = 0; j < classes; j++) sum += exp((double)z[j] - m);
+            if (act_load(logits, row0 + j) > act_load(logits, row0 + arg)) arg = j;
+        double m = act_load(logits, row0 + arg), sum = 0.0;
+        for (int j = 0; j < classes; j++) sum += exp((double)act_load(logits, row0 + j) - m);
         double lse = m + log(sum);
         int label = labels[n];
-        double row = lse - z[label];
+        double row = lse - act_load(logits, row0 + label);
         if (smoothing != 0.0f) {
             double zsum = 0.0;
-            for (int j = 0; j < classes; j++) zsum += z[j];
+            for (int j = 0; j < classes; j++) zsum += act_load(logits, row0 + j);
             row = (1.0 - smoothing) * row + smoothing * (lse - zsum / classes);
         }
         loss += row;
         correct += arg == label;
         if (dlogits)
             for (int j = 0; j < classes; j++)
-                dlogits[(size_t)n * classes + j] =
-                    (float)((exp((double)z[j] - lse) - (j == label ? on : off)) / div);
+                act_store(
+                    dlogits, row0 + j,
+                    (float)((exp((double)act_load(logits, row0 + j) - lse) - (j == label ? on : off)) / div));
     }
     __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
     r1[threadIdx.x] = loss, r2[threadIdx.x] = correct;
@@ -43,11 +45,16 @@ __global__ static void softmax_xent_kernel(const float *logits, const int *label
     }
 }
 
-void cuda_softmax_xent(const float *logits, const int *labels, float *dlogits, float *out, int N, int classes,
-                       float smoothing, enum xent_reduction reduction) {
+template <typename T>
+static void softmax_xent(const void *logits, const int *labels, void *dlogits, float *out, int N, int classes,
+                         float smoothing, enum xent_reduction reduction) {
     double off = (double)smoothing / classes, on = 1.0 - smoothing + off;
     double div = reduction == XENT_MEAN ? N : 1.0;
-    softmax_xent_kernel<<<1, CUDA_THREADS, 0, cuda_stream()>>>(logits, labels, dlogits, out, N, classes,
-                                                               smoothing, on, off, div);
+    softmax_xent_kernel<T><<<1, CUDA_THREADS, 0, cuda_stream()>>>((const T *)logits, labels, (T *)dlogits,
+                                                                  out, N, classes, smoothing, on, off, div);
     LAUNCH_CHECK();
 }
+
+template <typename T> static void fill(struct kernels *k) { k->softmax_xent = softmax_xent<T>; }
+
+void cuda_fill_softmax_xent(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }
