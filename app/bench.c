@@ -163,6 +163,7 @@ struct bench {
     struct bench_config c;
     struct dist d;
     int threads, on_cpu, bf16;
+    int graphs; /* CIFAR10_CUDA_GRAPHS (device_graphs_wanted) */
     const struct kernels *k;
     const char *isa;           /* the vector path in use */
     double peak_one[3];        /* FP32 FMA peak of isas[i]: one thread alone (-1: not here) */
@@ -408,6 +409,8 @@ static int bench_start(struct bench *b, int argc, char **argv) {
     char device[512];
     b->k = device_select(b->c.device, b->c.precision, 1, b->d.local_rank, device, sizeof device, &e);
     dist_agree(b->k ? 0 : 1, e.msg);
+    b->graphs = device_graphs_wanted(&e);
+    dist_agree(b->graphs < 0 ? 1 : 0, e.msg);
     dist_print_all(device);
     /* The same answer on every rank (the peak measurement is collective). */
     b->on_cpu = dist_max_double(b->k->host ? 0.0 : 1.0) == 0.0;
@@ -428,6 +431,7 @@ int main(int argc, char **argv) {
     model_init(&b.m, net_find(c->model), b.k, c->batch, 1);
     if (c->first_bias_stopped) stop_first_bias(&b.m, c->model);
     b.grads = dist_grads_attach(&b.m, (size_t)(c->bucket_mb * 1048576.0), !b.on_cpu);
+    b.m.graphs = b.graphs; /* (only where the backend records them and one rank runs: model.h) */
     batches_init(&b.q, b.k, c->batch);
     fill_random(&b.q, c->batch, b.m.net->classes, b.d.rank);
     time_runs(&b);

@@ -12,6 +12,13 @@ int device_parse(const char *s, enum device_kind *out) {
     return 0;
 }
 
+int device_graphs_wanted(struct err *e) {
+    const char *v = getenv("CIFAR10_CUDA_GRAPHS");
+    if (!v || !*v || strcmp(v, "off") == 0) return 0;
+    if (strcmp(v, "on") == 0) return 1;
+    return err_set(e, "CIFAR10_CUDA_GRAPHS=%s: expected on or off", v), -1;
+}
+
 int precision_parse(const char *s, enum precision *out) {
     if (strcmp(s, "auto") == 0) *out = PRECISION_AUTO;
     else if (strcmp(s, "fp32") == 0) *out = PRECISION_FP32;
@@ -79,9 +86,12 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
                NULL;
     size_t used = strlen(desc);
     if (precision == PRECISION_BF16 || (precision == PRECISION_AUTO && native && bf16_ok)) {
-        snprintf(desc + used, size - used, ", bf16 products (%s)",
+        const struct kernels *b = kernels_cuda_bf16(gpu);
+        snprintf(desc + used, size - used, ", bf16 %s (%s)",
+                 b->act_size == 2 ? "activations"
+                                  : "products on float activations (CIFAR10_CUDA_BF16=copies)",
                  precision == PRECISION_BF16 ? "--precision bf16" : "auto: bf16 tensor cores, recipe allows");
-        return kernels_cuda_bf16(gpu);
+        return b;
     }
     if (precision == PRECISION_AUTO)
         snprintf(desc + used, size - used, ", fp32 (auto: %s)",

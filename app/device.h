@@ -13,8 +13,9 @@ enum device_kind { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 int device_parse(const char *s, enum device_kind *out);
 
 /* --precision: the number format of the convolutions' and linear layers' products. fp32:
- * float throughout; bf16: operands rounded to bfloat16, float accumulation and outputs, float
- * everything else (kernels_cpu_bf16, kernels_cuda_bf16); auto: bf16 where the CPU has
+ * float throughout; bf16: operands rounded to bfloat16, float accumulation; on the CPU float
+ * outputs and everything else float (kernels_cpu_bf16), on the GPU bf16 activations too
+ * (kernels_cuda_bf16); auto: bf16 where the CPU has
  * AVX512_BF16 (the GPU bf16 tensor cores) and the network's recipe allows it, else fp32. */
 enum precision { PRECISION_AUTO, PRECISION_FP32, PRECISION_BF16 };
 int precision_parse(const char *s, enum precision *out);
@@ -29,5 +30,10 @@ const char *precision_name(enum precision p);
  * --device=cuda or --precision=bf16 cannot be honoured. */
 const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
                                     int local_rank, char *desc, size_t size, struct err *e);
+
+/* CIFAR10_CUDA_GRAPHS: "on" records training steps as CUDA graphs where the backend can and
+ * one rank owns the GPU (struct model's graphs); "off" or unset runs them op by op, the
+ * default until graphs have run on a GPU. 1 or 0; -1 with one line in e for another value. */
+int device_graphs_wanted(struct err *e);
 
 #endif

@@ -108,6 +108,8 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank,
                                             t->device, sizeof t->device, &e);
     dist_agree(k ? 0 : 1, e.msg);
+    int graphs = device_graphs_wanted(&e);
+    dist_agree(graphs < 0 ? 1 : 0, e.msg);
     if (t->d.rank == 0) {
         char quota[32] = "none";
         if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
@@ -137,12 +139,14 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     t->m.label_smoothing = (float)c->label_smoothing;
     t->m.loss_reduction = c->loss;
     t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), !k->host);
+    t->m.graphs = graphs > 0 && !k->host && dist_grads_mode(t->grads) == DIST_GRADS_LOCAL;
     if (t->d.rank == 0) {
         printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
         if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
             if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
             else printf(", one allreduce after backward");
         }
+        if (t->m.graphs) printf("; training steps as CUDA graphs (CIFAR10_CUDA_GRAPHS=on)");
         printf("\n");
     }
     t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));

@@ -38,6 +38,8 @@
 
 /* An event on a backend's queues (opaque; the CPU backend's are always complete). */
 struct kernels_event;
+/* A recorded sequence of compute-queue ops (capture_end), run again by graph_launch. */
+struct kernels_graph;
 
 /* The passes of a convolution, as bits, for conv_workspace. */
 enum conv_pass { CONV_FORWARD = 1, CONV_BACKWARD_DATA = 2, CONV_BACKWARD_FILTER = 4 };
@@ -47,6 +49,13 @@ enum conv_pass { CONV_FORWARD = 1, CONV_BACKWARD_DATA = 2, CONV_BACKWARD_FILTER 
  * (kernels_conv_out). */
 struct conv_shape {
     int N, C, K, H, W, k, pad;
+};
+
+/* sgd_update_groups: group g's settings apply where group[i] == g (g < SGD_GROUPS);
+ * SGD_SKIP leaves p[i] and m[i] as they are (a stopped tensor, alignment padding). */
+enum { SGD_GROUPS = 2, SGD_SKIP = 255 };
+struct sgd_group {
+    float lr, weight_decay;
 };
 
 /* How softmax_xent reduces its per-sample losses (nn.CrossEntropyLoss's reduction). */
@@ -229,12 +238,34 @@ struct kernels {
     void (*sgd_update)(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                        float weight_decay, float grad_scale, int nesterov);
 
+    /* The same update over all of p[n] in one call, element i with the lr and weight decay of
+     * group[i] (uint8 in backend memory; enum SGD_GROUPS, SGD_SKIP) from g[SGD_GROUPS] (host
+     * memory): parameter groups (airbench's batch-norm tensors) and stopped tensors without a
+     * call per tensor; each element computes as sgd_update with its group's settings. */
+    void (*sgd_update_groups)(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                              const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
+
     /* Lookahead (airbench's LookaheadState.update) over p[n] and its average ema[n]:
      * ema = torch.lerp(ema, p, weight), then p = ema; airbench's weight is 1 - decay, computed
      * by the caller in double as Python does. The lerp is PyTorch's formula in float:
      * ema + w * (p - ema) when |w| < 0.5, else p - (p - ema) * (1 - w), so weight 1 gives
      * ema = p and weight 0 leaves ema exactly. */
     void (*lookahead_update)(float *p, float *ema, size_t n, float weight);
+
+    /* Graphs (CUDA graphs): capture_begin makes the compute-queue ops called after it, up to
+     * capture_end, be recorded instead of run, and returns 0; or returns -1 where the backend
+     * cannot (the CPU), which records nothing and changes nothing. capture_end returns the
+     * recording, ready to run; graph_launch runs it on the compute queue, with the arguments
+     * and buffers its ops were called with (their contents as they are then); graph_destroy
+     * frees it (once what runs it has finished). Between capture_begin and capture_end only ops
+     * that run on the compute queue may be called: no alloc, copy, download, event or timer
+     * call, no convolution shape not planned before, nothing that needs more scratch than an
+     * earlier run of the same ops did (run them once first); a backend stops with a message
+     * naming what broke the rule. */
+    int (*capture_begin)(void);
+    struct kernels_graph *(*capture_end)(void);
+    void (*graph_launch)(struct kernels_graph *g);
+    void (*graph_destroy)(struct kernels_graph *g);
 
     /* Waits for everything issued, then releases everything the backend created (CUDA: the
      * convolution plans, scratch, cuDNN and cuBLAS handles, queues) and ends with

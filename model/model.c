@@ -193,6 +193,8 @@ static void init_tensors(struct model *m, uint64_t seed) {
     m->batches_tracked = 0;
 }
 
+static void graphs_clear(struct model *m);
+
 /* Whether layer i is a GELU that the batch norm before it applies (it does nothing itself). */
 static int fused_away(const struct model *m, int i) { return i > 0 && m->layers[i - 1].gelu_fused; }
 
@@ -261,12 +263,14 @@ void model_plan_batch(struct model *m, int n) {
 void model_free(struct model *m) {
     const struct kernels *k = m->k;
     model_timing(m, 0);
+    graphs_clear(m);
     for (int i = 0; i < m->nlayers; i++)
         if (!shares_output(m, i)) k->free(m->layers[i].act);
     void *bufs[] = {m->params,   m->grads,  m->momentum, m->buffers, m->input,
                     m->bn_saved, m->grad_a, m->grad_b,   m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
     if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
+    if (m->sgd_groups) k->free(m->sgd_groups);
     free(m->host_logits), free(m->host_raw), free(m->layers), free(m->tensors);
     memset(m, 0, sizeof *m);
 }
@@ -434,10 +438,10 @@ static int prepare_input(struct model *m, const struct model_input *in) {
     return in->n;
 }
 
-int model_forward_backward(struct model *m, const struct model_input *in) {
+/* A training step's ops: the input, forward, loss, backward. */
+static void train_ops(struct model *m, const struct model_input *in) {
     int n = prepare_input(m, in);
     forward(m, n, 1);
-    m->batches_tracked++;
     void *d = m->grad_a, *other = m->grad_b; /* d: gradient w.r.t. the current layer's output */
     size_t P = m->nparams, ready_end = P;
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
@@ -463,7 +467,50 @@ int model_forward_backward(struct model *m, const struct model_input *in) {
         d = dx;
     }
     CHECK(ready_end == 0);
-    return n;
+}
+
+static void graphs_clear(struct model *m) {
+    for (int i = 0; i < m->ngraphs; i++)
+        if (m->graph[i].g) m->k->graph_destroy(m->graph[i].g);
+    m->ngraphs = 0;
+}
+
+static int graph_matches(const struct model_graph *g, const struct model *m, const struct model_input *in) {
+    return g->n == in->n && g->reflect == in->reflect && g->img == in->img && g->geom == in->geom &&
+           g->labels == in->labels && g->generation == m->generation &&
+           g->label_smoothing == m->label_smoothing && g->loss_reduction == m->loss_reduction;
+}
+
+/* The step as a graph (struct model): 1 when it ran so, 0 when the caller runs it op by op. */
+static int graph_step(struct model *m, const struct model_input *in) {
+    if (!m->graphs || m->grads_ready || m->marks[0]) return 0;
+    struct model_graph *g = NULL;
+    for (int i = 0; i < m->ngraphs && !g; i++)
+        if (graph_matches(&m->graph[i], m, in)) g = &m->graph[i];
+    if (!g) { /* first sight: remember it, run op by op (plans convolutions, sizes scratch) */
+        if (m->ngraphs == MODEL_GRAPHS) graphs_clear(m);
+        m->graph[m->ngraphs++] =
+            (struct model_graph){in->n,         in->reflect,        in->img,           in->geom, in->labels,
+                                 m->generation, m->label_smoothing, m->loss_reduction, NULL};
+        return 0;
+    }
+    if (!g->g) {
+        if (m->k->capture_begin() != 0) { /* the backend has none: op by op from now on */
+            m->graphs = 0;
+            return 0;
+        }
+        train_ops(m, in);
+        g->g = m->k->capture_end();
+    }
+    m->k->graph_launch(g->g);
+    return 1;
+}
+
+int model_forward_backward(struct model *m, const struct model_input *in) {
+    CHECK(in->n >= 1 && in->n <= m->max_batch);
+    if (!graph_step(m, in)) train_ops(m, in);
+    m->batches_tracked++;
+    return in->n;
 }
 
 int model_predict(struct model *m, const struct model_input *in, int *pred_host, float *logits_host) {
@@ -489,6 +536,21 @@ void model_sgd_step(struct model *m, float lr, float momentum, float weight_deca
     model_optimizer_step(m, &(struct sgd_settings){lr, momentum, weight_decay, grad_scale, 1.0f, 0});
 }
 
+/* m->sgd_groups from the tensor table (struct model), through the host. */
+static void make_sgd_groups(struct model *m) {
+    unsigned char *host = XALLOC(m->nparams ? m->nparams : 1);
+    memset(host, SGD_SKIP, m->nparams);
+    for (int t = 0; t < m->ntensors; t++) {
+        const struct model_tensor *mt = &m->tensors[t];
+        if (mt->home != HOME_PARAMS || mt->stopped) continue;
+        memset(host + mt->offset, m->layers[mt->layer].def->kind == LAYER_BATCHNORM, mt->numel);
+    }
+    if (!m->sgd_groups) m->sgd_groups = m->k->alloc(m->nparams ? m->nparams : 1);
+    m->k->upload(m->sgd_groups, host, m->nparams);
+    free(host);
+    m->sgd_groups_stale = 0;
+}
+
 void model_optimizer_step(struct model *m, const struct sgd_settings *s) {
     int whole = s->norm_lr_scale == 1.0f;
     for (int t = 0; whole && t < m->ntensors; t++) whole = !m->tensors[t].stopped;
@@ -497,19 +559,20 @@ void model_optimizer_step(struct model *m, const struct sgd_settings *s) {
                          s->grad_scale, s->nesterov);
         return;
     }
-    for (int t = 0; t < m->ntensors; t++) {
-        const struct model_tensor *mt = &m->tensors[t];
-        if (mt->home != HOME_PARAMS || mt->stopped) continue;
-        float f = m->layers[mt->layer].def->kind == LAYER_BATCHNORM ? s->norm_lr_scale : 1.0f;
-        size_t o = mt->offset;
-        m->k->sgd_update(m->params + o, m->grads + o, m->momentum + o, mt->numel, s->lr * f, s->momentum,
-                         s->weight_decay / f, s->grad_scale, s->nesterov);
-    }
+    /* One call with groups: each tensor computes as a call of its own with these settings. */
+    if (!m->sgd_groups || m->sgd_groups_stale) make_sgd_groups(m);
+    float f = s->norm_lr_scale;
+    const struct sgd_group g[SGD_GROUPS] = {{s->lr, s->weight_decay}, {s->lr * f, s->weight_decay / f}};
+    m->k->sgd_update_groups(m->params, m->grads, m->momentum, m->sgd_groups, m->nparams, g, s->momentum,
+                            s->grad_scale, s->nesterov);
 }
 
 void model_stop_training(struct model *m, int t) {
     CHECK(t >= 0 && t < m->ntensors && m->tensors[t].home == HOME_PARAMS);
     m->tensors[t].stopped = 1;
+    m->sgd_groups_stale = 1;
+    m->generation++; /* the backward changes: the graphs recorded before are stale */
+    graphs_clear(m);
 }
 
 void model_lookahead_init(struct model *m) {

@@ -59,6 +59,17 @@ struct model_layer {
  * backend "final" means "issued": the caller orders itself with events. */
 typedef void model_grads_ready_fn(void *ctx, size_t begin, size_t end);
 
+/* A training step recorded as a graph (kernels.h), and what it was recorded for. */
+struct model_graph {
+    int n, reflect;
+    const void *img, *geom, *labels; /* the batch's buffers (model/input.h) */
+    unsigned generation;             /* model->generation then */
+    float label_smoothing;
+    enum xent_reduction loss_reduction;
+    struct kernels_graph *g; /* NULL: seen once, run op by op */
+};
+#define MODEL_GRAPHS 8
+
 struct model {
     const struct net_def *net;
     const struct kernels *k;
@@ -88,6 +99,22 @@ struct model {
     /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
     float label_smoothing;
     enum xent_reduction loss_reduction;
+    /* Graphs of training steps: with graphs non-zero (the caller's choice; 0 after model_init),
+     * model_forward_backward runs a step whose batch size, batch buffers, loss settings and
+     * trained tensors it has met once before from a graph of its ops, recorded the second
+     * time, where the backend records them (kernels.h: CUDA) and nothing needs the host mid-step
+     * (no grads_ready, not timing); otherwise, and on the first sight, op by op. A graph runs
+     * the same kernels on the same buffers, so the results are the same bit for bit.
+     * generation counts model_stop_training's calls, which retire every graph. */
+    int graphs;
+    unsigned generation;
+    struct model_graph graph[MODEL_GRAPHS];
+    int ngraphs;
+    /* Each float of params in its SGD group (enum SGD_GROUPS: 0, 1 for batch-norm tensors, or
+     * SGD_SKIP for stopped tensors and alignment padding), backend memory [P]: made by the first
+     * model_optimizer_step that needs groups, again after model_stop_training; NULL until then. */
+    unsigned char *sgd_groups;
+    int sgd_groups_stale;
     /* Lookahead averages of params [P] and buffers [S]; NULL until model_lookahead_init. */
     float *ema_params, *ema_buffers;
     /* While timing (model_timing): timer marks around every layer's forward, [0][nlayers + 1],

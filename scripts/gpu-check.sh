@@ -40,9 +40,10 @@
 #                                  carried by prepare), 100 timed steps x 3 runs: airbench94 at
 #                                  1024 in fp32 and bf16 (and its steps after the first bias
 #                                  stops; bf16 also as before bf16 activations,
-#                                  CIFAR10_CUDA_BF16=copies), the workshop CNN at 512; then
-#                                  airbench94's time to
-#                                  accuracy on the real images, 5 bf16 seeds and 1 fp32; the
+#                                  CIFAR10_CUDA_BF16=copies; both with CUDA graphs,
+#                                  CIFAR10_CUDA_GRAPHS=on), the workshop CNN at 512; then
+#                                  airbench94's time to accuracy on the real images, 5 bf16
+#                                  seeds and 1 fp32, and 1 bf16 with CUDA graphs; the
 #                                  lines in perf.txt (and summary.txt) as they come
 #   scripts/gpu-check.sh window    what a GPU window runs first, in one device call (about 8
 #                                  minutes on an H200): test, then perf, each in a folder of
@@ -241,6 +242,12 @@ airbench_ranks() {
     --whiten-images 2000 --model-file "/tmp/a$1${2:+-flags}.safetensors" --resume never "${@:2}" /tmp/gpu-check-data
 }
 
+# airbench_graphs: airbench_ranks 1 with its training steps as CUDA graphs, which its log says.
+airbench_graphs() {
+  CIFAR10_CUDA_GRAPHS=on airbench_ranks 1 | tee "$out/airbench-graphs.log"
+  grep -q 'training steps as CUDA graphs' "$out/airbench-graphs.log"
+}
+
 # same_scores MODEL: a 2-rank GPU model scored on the CPU and on the GPU: the same accuracy
 # lines (airbench94: at its own TTA level 2).
 same_scores() {
@@ -271,6 +278,7 @@ check_test() {
   check "scores cpu=cuda" same_scores /tmp/m2.safetensors
   for np in 1 2; do check "airbench94 train np=$np" airbench_ranks "$np"; done
   check "airbench94 scores cpu=cuda" same_scores /tmp/a2.safetensors
+  check "airbench94 train np=1, CUDA graphs" airbench_graphs
   # bf16 (cuda-bf16: bf16 activations, cuDNN's bf16 convolutions, cuBLAS's bf16 GEMMs); its
   # accuracy line is printed
   check "airbench94 bf16 train np=2" airbench_ranks 2 --precision bf16
@@ -423,11 +431,17 @@ check_perf() {
     perf_ours "airbench94-1024-$prec-first-bias-stopped" nhwc deterministic "$t" "${flags[@]}" --first-bias-stopped
   done
   # bf16 as it was before bf16 activations: float activations with bf16 copies for the products
-  CIFAR10_CUDA_BF16=copies perf_ours "airbench94-1024-bf16-copies" nhwc deterministic "$t" "${flags[@]}" 
+  CIFAR10_CUDA_BF16=copies perf_ours "airbench94-1024-bf16-copies" nhwc deterministic "$t" "${flags[@]}"
+  # training steps as CUDA graphs (CIFAR10_CUDA_GRAPHS=on), bf16 then fp32
+  CIFAR10_CUDA_GRAPHS=on perf_ours "airbench94-1024-bf16-graphs" nhwc deterministic "$t" "${flags[@]}"
+  t=$(images_per_s "$out/perf-torch-airbench94-fp32.log")
+  CIFAR10_CUDA_GRAPHS=on perf_ours "airbench94-1024-fp32-graphs" nhwc deterministic "$t" --model airbench94 \
+    --batch-size 1024
   t=$(perf_torch workshop-512 --batch-size 512)
   perf_ours workshop-512 nhwc deterministic "$t" --batch-size 512
   perf_ours workshop-512 nhwc fastest "$t" --batch-size 512
   perf_ours workshop-512 nchw deterministic "$t" --batch-size 512
+  CIFAR10_CUDA_GRAPHS=on perf_ours workshop-512-graphs nhwc deterministic "$t" --batch-size 512
   real_data
   local seed prec log
   for run in bf16:1 bf16:2 bf16:3 bf16:4 bf16:5 fp32:1; do
@@ -440,6 +454,12 @@ check_perf() {
   done
   grep 'bf16 seed' "$out/perf.txt" | sed -n 's/.*accuracy \([0-9.]*\)%.*time to accuracy \([0-9.]*\) s.*/\1 \2/p' |
     awk '{a += $1; s += $2; n++} END {if (n) printf "airbench94 bf16, %d seeds: mean accuracy %.2f %%, mean time to accuracy %.2f s\n", n, a / n, s / n}' |
+    tee -a "$out/perf.txt"
+  log=$out/tta-bf16-graphs.log
+  CIFAR10_CUDA_GRAPHS=on build/cifar10-train --device=cuda --model airbench94 --precision bf16 --no-eval --seed 1 \
+    --model-file /tmp/tta.safetensors --resume never /tmp/cifar10-real >"$log" 2>&1 ||
+    { echo "training failed: $log"; fails=$((fails + 1)); }
+  echo "airbench94 bf16 seed 1, CUDA graphs: $(grep -h '^final test accuracy' "$log"); $(grep -h '^time to accuracy' "$log")" |
     tee -a "$out/perf.txt"
   cat "$out/perf.txt" >>"$out/summary.txt"
   step_done perf

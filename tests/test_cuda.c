@@ -371,6 +371,45 @@ static void test_lockstep(const struct net_def *net, const struct cifar_set *set
     for (int j = 0; j < 2; j++) step_state_free(&st[j]), batches_free(&q[j]), model_free(&m[j]);
 }
 
+/* Training steps as CUDA graphs (struct model's graphs) against the same steps op by op, on
+ * the same GPU: bit for bit the same losses, weights, momentum and statistics. 9 steps of
+ * airbench94's recipe (the batch-norm group, so the grouped update too) from 2 alternating batch
+ * slots: each slot's graph recorded on its second step; the first layer's bias (where there is
+ * one) stopped before step 5, which retires every graph, recorded again on steps 7 and 8; and a
+ * last partial batch, met once, so op by op. */
+static void test_graphs(const struct net_def *net, const struct cifar_set *set) {
+    enum { B = 64, STEPS = 9 };
+    size_t P, S;
+    sizes_of(net, &P, &S);
+    float loss[2][STEPS], *w[2] = {fnew(P), fnew(P)}, *mo[2] = {fnew(P), fnew(P)},
+                          *bn[2] = {fnew(S), fnew(S)};
+    int recorded = 0;
+    for (int graphs = 0; graphs < 2; graphs++) {
+        struct model m;
+        struct batches q;
+        model_init(&m, net, gpu, B, 11);
+        batches_init(&q, gpu, B);
+        m.label_smoothing = airbench.label_smoothing, m.loss_reduction = airbench.loss;
+        m.graphs = graphs;
+        for (int s = 0; s < STEPS; s++) {
+            if (s == 4 && m.layers[0].bias >= 0) model_stop_training(&m, m.layers[0].bias);
+            submit(&q, set, s * B, s + 1 == STEPS ? 37 : B, airbench.augment, s);
+            check_forward_backward(&m, &q);
+            gpu->download(&loss[graphs][s], m.grads + P, sizeof(float));
+            model_optimizer_step(&m, &airbench.sgd);
+        }
+        for (int i = 0; graphs && i < m.ngraphs; i++) recorded += m.graph[i].g != NULL;
+        model_get_state(&m, w[graphs], mo[graphs], bn[graphs]);
+        batches_free(&q);
+        model_free(&m);
+    }
+    EXPECT(recorded == 2, "%s: %d graphs recorded after the last step, want 2", net->name, recorded);
+    EXPECT(memcmp(loss[0], loss[1], sizeof loss[0]) == 0 && memcmp(w[0], w[1], P * 4) == 0 &&
+               memcmp(mo[0], mo[1], P * 4) == 0 && memcmp(bn[0], bn[1], S * 4) == 0,
+           "%s: %d steps as CUDA graphs differ from the same steps op by op", net->name, STEPS);
+    for (int j = 0; j < 2; j++) free(w[j]), free(mo[j]), free(bn[j]);
+}
+
 /* A model trained on one device, written to a file, scored on the other. */
 static void test_cross_device(const struct net_def *net, const struct cifar_set *set) {
     size_t P, S;
@@ -482,11 +521,13 @@ int main(int argc, char **argv) {
         for (size_t j = 0; j < sizeof schedules / sizeof schedules[0]; j++)
             test_lockstep(nets[i], &set, &schedules[j]);
         test_cross_device(nets[i], &set);
+        test_graphs(nets[i], &set);
     }
     /* The real network under its own recipe (the convolutions of 31x31 .. 3x3 maps). */
     printf("test_cuda: %s\n", net_airbench94.name);
     test_lockstep(&net_airbench94, &set, &schedules[sizeof schedules / sizeof schedules[0] - 1]);
     test_cross_device(&net_airbench94, &set);
+    test_graphs(&net_airbench94, &set);
     test_second_gpu(&set, gpus);
     gpu->shutdown();
     free(set.records), free(raw);

@@ -31,6 +31,14 @@ static double cpu_timer_seconds(struct kernels_event *from, struct kernels_event
 }
 /* NCHW is already PyTorch's flatten order. */
 static void cpu_flatten(void *x, int N, int C, int HW) { (void)x, (void)N, (void)C, (void)HW; }
+/* No graphs: ops run as they are called (capture_begin refuses, so the others are never
+ * reached). */
+static int cpu_capture_begin(void) { return -1; }
+static struct kernels_graph *cpu_capture_end(void) { err_die(1, "internal error: capture_end on the CPU"); }
+static void cpu_graph_launch(struct kernels_graph *g) {
+    (void)g;
+    err_die(1, "internal error: graph_launch on the CPU");
+}
 /* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
 static void cpu_shutdown(void) {}
 
@@ -76,7 +84,12 @@ static const struct kernels cpu_kernels = {
     .linear_backward = cpu_linear_backward,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
+    .sgd_update_groups = cpu_sgd_update_groups,
     .lookahead_update = cpu_lookahead_update,
+    .capture_begin = cpu_capture_begin,
+    .capture_end = cpu_capture_end,
+    .graph_launch = cpu_graph_launch,
+    .graph_destroy = cpu_graph_launch,
     .shutdown = cpu_shutdown,
 };
 

@@ -58,6 +58,8 @@ void cpu_softmax_xent(const void *logits, const int *labels, void *dlogits, floa
                       float smoothing, enum xent_reduction reduction);
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale, int nesterov);
+void cpu_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                           const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
 void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
 
 /* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there;

@@ -1,6 +1,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <string.h>
 
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale, int nesterov) {
@@ -10,6 +11,21 @@ void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, f
         float v = momentum * m[i] + g;
         m[i] = v;
         p[i] -= lr * (nesterov ? g + momentum * v : v);
+    }
+}
+
+void cpu_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                           const struct sgd_group *g, float momentum, float grad_scale, int nesterov) {
+    struct sgd_group gs[SGD_GROUPS];
+    memcpy(gs, g, sizeof gs);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        if (group[i] >= SGD_GROUPS) continue; /* SGD_SKIP */
+        float lr = gs[group[i]].lr, weight_decay = gs[group[i]].weight_decay;
+        float v0 = grad[i] * grad_scale + weight_decay * p[i];
+        float v = momentum * m[i] + v0;
+        m[i] = v;
+        p[i] -= lr * (nesterov ? v0 + momentum * v : v);
     }
 }
 

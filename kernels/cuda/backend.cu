@@ -23,6 +23,16 @@ static cudnnHandle_t cudnn;
 static cublasHandle_t cublas;
 static void *scratch;
 static size_t scratch_bytes;
+/* Graphs: whether the compute stream is being captured, how many graphs exist, the scratch
+ * buffers outgrown while some did (a graph keeps the pointers its ops were given, so those stay
+ * allocated until shutdown), and cuBLAS's workspace (ours, so no capture makes cuBLAS
+ * allocate). */
+static int capturing, live_graphs;
+enum { MAX_RETIRED = 64 };
+static void *retired[MAX_RETIRED];
+static int nretired;
+#define CUBLAS_WORKSPACE ((size_t)32 << 20)
+static void *cublas_workspace;
 static int nhwc = 1;          /* the activations' layout, set when the backend starts (cuda_table) */
 static int deterministic = 1; /* cuDNN's algorithms: deterministic ones only, likewise */
 
@@ -82,13 +92,54 @@ struct channel_of cuda_channel_of(int N, int C, int HW) {
 
 void *cuda_scratch(size_t bytes) {
     if (bytes > scratch_bytes) {
-        /* The old one may still be in use, by work on any stream. */
+        if (capturing) err_die(1, "internal error: the scratch buffer grows during a graph capture");
+        /* The old one may still be in use, by work on any stream, or by a graph. */
         CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaFree(scratch));
+        if (live_graphs) {
+            CHECK(nretired < MAX_RETIRED);
+            retired[nretired++] = scratch;
+        } else CUDA_CHECK(cudaFree(scratch));
         CUDA_CHECK(cudaMalloc(&scratch, bytes));
         scratch_bytes = bytes;
     }
     return scratch;
+}
+
+/* kernels.h's graphs: stream capture of the compute stream (global mode: a call that is unsafe
+ * in a capture, from any thread, fails it), instantiated when it ends. */
+struct kernels_graph {
+    cudaGraphExec_t exec;
+};
+
+static int cuda_capture_begin(void) {
+    CHECK(!capturing);
+    CUDA_CHECK(cudaStreamBeginCapture(compute_stream, cudaStreamCaptureModeGlobal));
+    capturing = 1;
+    return 0;
+}
+
+static struct kernels_graph *cuda_capture_end(void) {
+    CHECK(capturing);
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamEndCapture(compute_stream, &graph));
+    capturing = 0;
+    struct kernels_graph *g = (struct kernels_graph *)XALLOC(sizeof *g);
+    CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    live_graphs++;
+    return g;
+}
+
+static void cuda_graph_launch(struct kernels_graph *g) {
+    CHECK(!capturing);
+    CUDA_CHECK(cudaGraphLaunch(g->exec, compute_stream));
+}
+
+static void cuda_graph_destroy(struct kernels_graph *g) {
+    CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* no launch of it still running */
+    CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+    free(g);
+    live_graphs--;
 }
 
 static void *cuda_alloc(size_t bytes) {
@@ -211,6 +262,9 @@ static void cuda_shutdown(void) {
     cuda_conv_release();
     CUDA_CHECK(cudaFree(scratch));
     scratch = NULL, scratch_bytes = 0;
+    while (nretired) CUDA_CHECK(cudaFree(retired[--nretired]));
+    CUDA_CHECK(cudaFree(cublas_workspace));
+    cublas_workspace = NULL, live_graphs = 0;
     CUBLAS_CHECK(cublasDestroy(cublas));
     CUDNN_CHECK(cudnnDestroy(cudnn));
     CUDA_CHECK(cudaStreamDestroy(compute_stream));
@@ -221,6 +275,11 @@ static void cuda_shutdown(void) {
 }
 
 static struct kernels table, bf16_table;
+
+/* The bf16 table's form (cuda.h), from CIFAR10_CUDA_BF16. */
+static enum cuda_precision bf16_precision(void) {
+    return switch_from_env("CIFAR10_CUDA_BF16", "activations", "copies") ? CUDA_BF16 : CUDA_BF16_COPIES;
+}
 
 /* kernels_cuda_devices; the loader has found the driver (without one the runtime would only say
  * "driver version is insufficient"). */
@@ -274,6 +333,8 @@ static const struct kernels *cuda_table(int device) {
     CUBLAS_CHECK(cublasSetStream(cublas, compute_stream));
     /* FP32 GEMMs, as PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False). */
     CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
+    CUDA_CHECK(cudaMalloc(&cublas_workspace, CUBLAS_WORKSPACE));
+    CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace, CUBLAS_WORKSPACE));
     selected = device;
     nhwc = switch_from_env("CIFAR10_CUDA_LAYOUT", "nhwc", "nchw");
     deterministic = switch_from_env("CIFAR10_CUDA_ALGOS", "deterministic", "fastest");
@@ -297,14 +358,15 @@ static const struct kernels *cuda_table(int device) {
     table.timer_mark = cuda_timer_mark;
     table.timer_seconds = cuda_timer_seconds;
     table.sgd_update = cuda_sgd_update;
+    table.sgd_update_groups = cuda_sgd_update_groups;
     table.lookahead_update = cuda_lookahead_update;
+    table.capture_begin = cuda_capture_begin;
+    table.capture_end = cuda_capture_end;
+    table.graph_launch = cuda_graph_launch;
+    table.graph_destroy = cuda_graph_destroy;
     table.shutdown = cuda_shutdown;
-    bf16_table = table;
     fill_ops(&table, CUDA_FLOAT);
-    /* The bf16 table: bf16 activations, or float ones with bf16 copies for the products. */
-    bf16_table.name = "cuda-bf16";
-    fill_ops(&bf16_table,
-             switch_from_env("CIFAR10_CUDA_BF16", "activations", "copies") ? CUDA_BF16 : CUDA_BF16_COPIES);
+    bf16_table.name = NULL; /* made on its first request (cuda_bf16_table) */
     return &table;
 }
 
@@ -315,9 +377,17 @@ static int bf16_native(void) {
     return major >= 8; /* bf16 tensor cores: Ampere (sm_80) and newer */
 }
 
+/* The bf16 table: the float one's memory, queues and updates, with bf16 activations, or with
+ * float ones and bf16 copies for the products (CIFAR10_CUDA_BF16=copies, read here, so a typo
+ * in it stops only bf16 runs). */
 static const struct kernels *cuda_bf16_table(int device) {
     cuda_table(device);
     CHECK(bf16_native());
+    if (!bf16_table.name) {
+        bf16_table = table;
+        bf16_table.name = "cuda-bf16";
+        fill_ops(&bf16_table, bf16_precision());
+    }
     return &bf16_table;
 }
 

@@ -119,13 +119,17 @@ __device__ static inline float cuda_gelu_slope(float x) {
 }
 
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
- * shape; both of activation type T, float or bf16, summed as floats): each channel is split into S fixed runs
- * of images (rows when HW is 1) and every (run, channel) sum is taken in double, so the result is
- * deterministic and does not depend on the GPU. With xhat = (b - mean[c]) * invstd[c], writes part[0][S][C] =
- * the sum of the first quantity and part[1][S][C] = the sum of the second: CHANNEL_SUM:        a, nothing
- * (part[1] untouched) CHANNEL_SUM_SQUARE: a, a * a CHANNEL_SUM_XHAT:   a, a * xhat   (batch norm backward: a
- * = dy, b = x) CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch norm
- * backward through a fused GELU) part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
+ * shape; both of activation type T, float or bf16, summed as floats): each channel is split
+ * into S fixed runs of images (rows when HW is 1) and every (run, channel) sum is taken in
+ * double, so the result is deterministic and does not depend on the GPU. With
+ * xhat = (b - mean[c]) * invstd[c], writes part[0][S][C] = the sum of the first quantity and
+ * part[1][S][C] = the sum of the second:
+ *   CHANNEL_SUM:           a, nothing (part[1] untouched)
+ *   CHANNEL_SUM_SQUARE:    a, a * a
+ *   CHANNEL_SUM_XHAT:      a, a * xhat   (batch norm backward: a = dy, b = x)
+ *   CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch
+ *                          norm backward through a fused GELU)
+ * part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
 enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT, CHANNEL_SUM_XHAT_GELU };
 /* What a partial-sum kernel reads besides a: b and a channel's statistics and affine (NULL where
  * the sum needs none). */
@@ -193,6 +197,8 @@ void cuda_conv_release(void);
 /* The float-only ops, the same in every table (elementwise.cu). */
 void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                      float weight_decay, float grad_scale, int nesterov);
+void cuda_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                            const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
 void cuda_lookahead_update(float *p, float *ema, size_t n, float weight);
 
 /* Activation elements of type T (float or bf16) read into float and written from it, rounded

@@ -82,6 +82,26 @@ __global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t 
     }
 }
 
+/* The groups' settings by value (a kernel parameter). */
+struct sgd_groups {
+    struct sgd_group g[SGD_GROUPS];
+};
+
+/* sgd_kernel per element with the settings of group[i]; SGD_SKIP (any value past the groups)
+ * leaves the element alone. */
+__global__ static void sgd_groups_kernel(float *p, const float *grad, float *m, const unsigned char *group,
+                                         size_t n, struct sgd_groups gs, float momentum, float grad_scale,
+                                         int nesterov) {
+    GRID_STRIDE(i, n) {
+        unsigned k = group[i];
+        if (k >= SGD_GROUPS) continue;
+        float g = grad[i] * grad_scale + gs.g[k].weight_decay * p[i];
+        float v = momentum * m[i] + g;
+        m[i] = v;
+        p[i] -= gs.g[k].lr * (nesterov ? g + momentum * v : v);
+    }
+}
+
 /* Lookahead as cpu/sgd.c: ema = torch.lerp(ema, p, w) by its float formula (from the nearer end,
  * chosen by the caller as small = |w| < 0.5), then p = ema. */
 __global__ static void lookahead_kernel(float *p, float *ema, size_t n, float w, int small) {
@@ -175,6 +195,13 @@ void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, 
     sgd_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, grad, m, n, lr, momentum, weight_decay,
                                                                    grad_scale, nesterov);
     LAUNCH_CHECK();
+}
+
+void cuda_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                            const struct sgd_group *g, float momentum, float grad_scale, int nesterov) {
+    struct sgd_groups gs;
+    memcpy(gs.g, g, sizeof gs.g);
+    cuda_launch(sgd_groups_kernel, n, p, grad, m, group, n, gs, momentum, grad_scale, nesterov);
 }
 
 void cuda_lookahead_update(float *p, float *ema, size_t n, float w) {

@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 /* Raised whenever struct cuda_plugin_api or the contract of one of its functions changes. */
-#define CUDA_PLUGIN_VERSION 2
+#define CUDA_PLUGIN_VERSION 3
 #define CUDA_PLUGIN_FILE    "libcifar10-cuda.so"
 
 struct cuda_plugin_api {

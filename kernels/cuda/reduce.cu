@@ -96,7 +96,7 @@ template <typename T>
 int cuda_channel_partials(enum channel_sum what, const T *a, struct channel_inputs in, double *part, int N,
                           int C, int HW) {
     int S = cuda_channel_splits(N, C, HW);
-    uint32_t run = (uint32_t)((N + S - 1) / S);
+    uint32_t run = ((uint32_t)N + (uint32_t)S - 1) / (uint32_t)S;
     struct fastdiv hw = cuda_channel_of(N, C, HW).hw; /* (also checks the size) */
     if (HW == 1)
         row_partials_kernel<T>
