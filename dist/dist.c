@@ -280,6 +280,8 @@ struct dist_grads {
     size_t bucket_floats, total; /* total = P + MODEL_STATS */
     float signals[2];            /* set by dist_grads_signal, for the next reduction */
     float *host;                 /* STAGED: [total] page-locked */
+    float *signals_host;         /* DEVICE: [2] page-locked, the signals on their way up */
+    struct kernels_event *signals_up;
     int nbuckets;                /* buckets closed this step */
     int started, reduced;        /* of them: reduction started (in order), and completed */
     int last_buckets;            /* buckets of the last finished step */
@@ -370,10 +372,18 @@ static float *bucket_buffer(struct dist_grads *g, const struct bucket *b) {
 }
 
 /* The signals join the stats in the first bucket (the one holding them) just before its
- * reduction: behind whatever its download brought (STAGED), in GPU memory for DEVICE. */
+ * reduction: behind whatever its download brought (STAGED); in GPU memory for DEVICE, by a copy
+ * on the transfer queue that only this thread waits for: no kernel writes those two floats, and
+ * upload() would wait for the whole compute queue, in the middle of backward. */
 static void signals_put(struct dist_grads *g, float *dst) {
-    if (g->mode == DIST_GRADS_DEVICE) g->m->k->upload(dst, g->signals, sizeof g->signals);
-    else memcpy(dst, g->signals, sizeof g->signals);
+    if (g->mode != DIST_GRADS_DEVICE) {
+        memcpy(dst, g->signals, sizeof g->signals);
+        return;
+    }
+    const struct kernels *k = g->m->k;
+    memcpy(g->signals_host, g->signals, sizeof g->signals);
+    k->upload_async(dst, g->signals_host, sizeof g->signals, g->signals_up);
+    k->event_wait(g->signals_up);
 }
 
 /* Bucket i's sums exist (on the host, when staged): a staged bucket goes back to the device
@@ -497,6 +507,10 @@ struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, 
     g->open_begin = g->open_end = g->total;
     if (mode == DIST_GRADS_LOCAL) return g;
     if (mode == DIST_GRADS_STAGED) g->host = m->k->host_alloc(g->total * sizeof(float));
+    if (mode == DIST_GRADS_DEVICE) {
+        g->signals_host = m->k->host_alloc(sizeof g->signals);
+        g->signals_up = m->k->event_create();
+    }
     for (int i = 0; i < MAX_BUCKETS; i++) {
         g->b[i].ready = m->k->event_create();
         if (mode == DIST_GRADS_STAGED) g->b[i].back = m->k->event_create();
@@ -588,5 +602,6 @@ void dist_grads_free(struct dist_grads *g) {
         g->m->grads_ready = NULL;
     }
     if (g->host) k->host_free(g->host);
+    if (g->signals_host) k->host_free(g->signals_host), k->event_destroy(g->signals_up);
     free(g);
 }

@@ -12,7 +12,11 @@
  *      (1 and 2 ranks: sums of two floats do not depend on the order);
  *  (d) the mode: STAGED for GPU memory unless DEVICE is opted in on a CUDA-aware MPI;
  *  (e) dist_grads_progress starts a bucket whose download completed early, and copies it back
- *      once reduced, both before dist_grads_finish. */
+ *      once reduced, both before dist_grads_finish;
+ *  (f) DEVICE mode (reductions in device memory) on the same fake: a dist_grads_progress call
+ *      after backward reduces every bucket without a synchronous upload or download (which
+ *      would wait for the whole compute queue; the signals go up on the transfer queue), and
+ *      the sums and signals equal HOST mode's bit for bit. */
 #include "../common/err.h"
 #include "../data/augment.h"
 #include "../data/shard.h"
@@ -58,6 +62,8 @@ static struct {
     int ncopies, cap;
     int delay, polls; /* a queue's oldest copy completes after delay polls (-1: never) */
     int watch;        /* the staged model is running: check its copies and MPI calls */
+    int syncs;        /* upload() and download() calls, counted while count_syncs is set */
+    int count_syncs;
     /* This step of the staged model: bucket downloads (copy indices), reductions started and
      * copy-backs (copy indices), in issue order. */
     int down[MAX_BUCKETS], ndown, nred, back[MAX_BUCKETS], nback;
@@ -208,6 +214,16 @@ static void fake_sgd_update(float *p, const float *grad, float *m, size_t n, flo
     fake.cpu->sgd_update(p, grad, m, n, lr, momentum, weight_decay, grad_scale, nesterov);
 }
 
+/* The synchronous copies, counted for (f). */
+static void fake_upload(void *dst, const void *src, size_t bytes) {
+    fake.syncs += fake.count_syncs;
+    fake.cpu->upload(dst, src, bytes);
+}
+static void fake_download(void *dst, const void *src, size_t bytes) {
+    fake.syncs += fake.count_syncs;
+    fake.cpu->download(dst, src, bytes);
+}
+
 static void fake_init(void) {
     fake.cpu = kernels_cpu();
     fake.k = *fake.cpu;
@@ -221,6 +237,8 @@ static void fake_init(void) {
     fake.k.event_done = fake_event_done;
     fake.k.event_wait = fake_event_wait;
     fake.k.sgd_update = fake_sgd_update;
+    fake.k.upload = fake_upload;
+    fake.k.download = fake_download;
 }
 
 /* ---- MPI, watched through the profiling interface ---- */
@@ -405,6 +423,49 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
     model_free(&s), model_free(&h);
 }
 
+/* (f): three steps of `net` in DEVICE mode on the fake backend beside HOST mode on the CPU. */
+static void test_device(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
+    struct model s, h;
+    struct batches sq, hq;
+    model_init(&s, net, &fake.k, B, 5);
+    model_init(&h, net, kernels_cpu(), B, 5);
+    batches_init(&sq, &fake.k, B), batches_init(&hq, kernels_cpu(), B);
+    size_t P = s.nparams;
+    struct dist_grads *gs = dist_grads_attach_mode(&s, bucket, DIST_GRADS_DEVICE);
+    struct dist_grads *gh = dist_grads_attach_mode(&h, bucket, DIST_GRADS_HOST);
+    int *perm = XALLOC((size_t)set->n * sizeof(int));
+    shard_permutation(7, 0, set->n, perm);
+    fake.delay = 0;
+    for (int step = 0; step < 3; step++) {
+        float ss[MODEL_STATS], sh[MODEL_STATS];
+        float stop = step == 1 && d.rank == d.world - 1, due = d.rank == 0 ? (float)step : 0;
+        dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
+        submit(&sq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        fake.syncs = 0, fake.count_syncs = 1;
+        check_forward_backward(&s, &sq);
+        dist_grads_progress(gs); /* every bucket is ready: all reduced here */
+        fake.count_syncs = 0;
+        EXPECT(fake.syncs == 0, "%s, step %d: %d synchronous copies during the device-memory reductions",
+               net->name, step, fake.syncs);
+        dist_grads_finish(gs, ss);
+        submit(&hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        check_forward_backward(&h, &hq);
+        dist_grads_finish(gh, sh);
+        EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
+               "%s, step %d, rank %d: device-memory sums differ from host-memory sums", net->name, step,
+               d.rank);
+        EXPECT(ss[2] == (step == 1) && ss[3] == step,
+               "%s, step %d, rank %d: device mode: signals summed to (%g, %g), want (%d, %d)", net->name,
+               step, d.rank, ss[2], ss[3], step == 1, step);
+        model_sgd_step(&s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        model_sgd_step(&h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+    }
+    free(perm);
+    dist_grads_free(gs), dist_grads_free(gh);
+    batches_free(&sq), batches_free(&hq);
+    model_free(&s), model_free(&h);
+}
+
 int main(int argc, char **argv) {
     err_set_progname("test_staged");
     dist_init(&argc, &argv, 0, &d);
@@ -418,6 +479,7 @@ int main(int argc, char **argv) {
     struct cifar_set set = check_random_set(n, 54321, &raw);
     test_staged(&test_net, &set, B, 2048);
     test_staged(&net_workshop_cnn, &set, B, 65536);
+    test_device(&test_net, &set, B, 2048);
     free(set.records), free(raw);
     for (int i = 0; i < fake.ncopies; i++) free(fake.copies[i].snapshot);
     free(fake.copies);
