@@ -27,14 +27,17 @@
  *       gradients), GELU: float arithmetic that differs only in summation order and rounding;
  *   relative L2 error <= 1e-6: softmax cross-entropy (loss, dlogits), SGD (3 steps),
  *       lookahead;
- *   exact (==): ReLU, flatten, max pool (values, and the gradient's routing to the first maximum on
- *       ties, or to the last NaN), the argmax count of softmax cross-entropy, the asynchronous copies,
- * lookahead with decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema; relative L2
- * error <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a float sum and keeps 1e-5).
- * Operands rounded to bf16 carry up to 2^-8 relative error each; measured here: im2col and linear about 3e-3,
- * Winograd F(2x2) 4e-3 to 5.8e-3. F(3x3) and F(4x4) reached 1e-2 to 2.7e-2 and F(5x5) 4.1e-2, as their
- * transforms (coefficients up to 8) amplify the rounding of the transformed tiles and filters: conv.c's plan
- * keeps bf16 products on F(2x2) and im2col, and this bound holds it there. The column prints its worst error;
+ *   exact (==): ReLU, flatten, max pool (values, and the gradient's routing to the first maximum
+ *       on ties, or to the last NaN), the argmax count of softmax cross-entropy, the
+ *       asynchronous copies, lookahead with decay 0 and 1 (torch.lerp's formula lands on an end
+ *       exactly) and its p == ema;
+ *   relative L2 error <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a
+ *       float sum and keeps 1e-5). Operands rounded to bf16 carry up to 2^-8 relative error
+ *       each; measured here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5.8e-3.
+ *       F(3x3) and F(4x4) reached 1e-2 to 2.7e-2 and F(5x5) 4.1e-2, as their transforms
+ *       (coefficients up to 8) amplify the rounding of the transformed tiles and filters:
+ *       conv.c's plan keeps bf16 products on F(2x2) and im2col, and this bound holds it
+ *       there. The column prints its worst error;
  *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
  *       pixel from the wrong place is off by a multiple of the scale, about 0.017);
  *   bf16 activations (act_size 2): the inputs are rounded to bf16 before the reference is

@@ -39,6 +39,10 @@ static void cpu_graph_launch(struct kernels_graph *g) {
     (void)g;
     err_die(1, "internal error: graph_launch on the CPU");
 }
+static void cpu_graph_destroy(struct kernels_graph *g) {
+    (void)g;
+    err_die(1, "internal error: graph_destroy on the CPU");
+}
 /* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
 static void cpu_shutdown(void) {}
 
@@ -89,7 +93,7 @@ static const struct kernels cpu_kernels = {
     .capture_begin = cpu_capture_begin,
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,
-    .graph_destroy = cpu_graph_launch,
+    .graph_destroy = cpu_graph_destroy,
     .shutdown = cpu_shutdown,
 };
 

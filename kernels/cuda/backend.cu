@@ -73,6 +73,12 @@ static int switch_from_env(const char *name, const char *yes, const char *no) {
 }
 
 cudaStream_t cuda_stream(void) { return compute_stream; }
+int cuda_capturing(void) { return capturing; }
+
+/* The entry points that must not run during a capture (kernels.h) stop here with the rule. */
+static void not_capturing(const char *what) {
+    if (capturing) err_die(1, "internal error: %s during a graph capture", what);
+}
 cudnnHandle_t cuda_cudnn(void) { return cudnn; }
 cublasHandle_t cuda_cublas(void) { return cublas; }
 
@@ -123,7 +129,8 @@ static struct kernels_graph *cuda_capture_end(void) {
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamEndCapture(compute_stream, &graph));
     capturing = 0;
-    struct kernels_graph *g = (struct kernels_graph *)XALLOC(sizeof *g);
+    struct kernels_graph *g = (struct kernels_graph *)malloc(sizeof *g); /* (XALLOC: not exported) */
+    CHECK(g);
     CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
     live_graphs++;
@@ -136,13 +143,16 @@ static void cuda_graph_launch(struct kernels_graph *g) {
 }
 
 static void cuda_graph_destroy(struct kernels_graph *g) {
+    not_capturing("graph_destroy");
     CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* no launch of it still running */
     CUDA_CHECK(cudaGraphExecDestroy(g->exec));
     free(g);
-    live_graphs--;
+    if (--live_graphs == 0) /* nothing refers to the outgrown scratch buffers any more */
+        while (nretired) CUDA_CHECK(cudaFree(retired[--nretired]));
 }
 
 static void *cuda_alloc(size_t bytes) {
+    not_capturing("alloc");
     void *p = NULL;
     cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
     if (rc != cudaSuccess) {
@@ -160,22 +170,26 @@ static void *cuda_alloc(size_t bytes) {
 }
 
 static void cuda_free(void *p) {
+    not_capturing("free");
     if (!p) return;
     CUDA_CHECK(cudaStreamSynchronize(compute_stream));
     CUDA_CHECK(cudaFree(p));
 }
 
 static void cuda_upload(void *dst, const void *src, size_t bytes) {
+    not_capturing("upload");
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream));
     CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* src may be reused at once */
 }
 
 static void cuda_download(void *dst, const void *src, size_t bytes) {
+    not_capturing("download");
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream));
     CUDA_CHECK(cudaStreamSynchronize(compute_stream));
 }
 
 static void *cuda_host_alloc(size_t bytes) {
+    not_capturing("host_alloc");
     void *p = NULL;
     CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
     memset(p, 0, bytes);
@@ -183,11 +197,13 @@ static void *cuda_host_alloc(size_t bytes) {
 }
 
 static void cuda_host_free(void *p) {
+    not_capturing("host_free");
     if (p) CUDA_CHECK(cudaFreeHost(p));
 }
 
 /* struct kernels_event is a cudaEvent_t (a pointer type) in disguise. */
 static struct kernels_event *cuda_event_create(void) {
+    not_capturing("event_create");
     cudaEvent_t e;
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return (struct kernels_event *)e;
@@ -195,16 +211,19 @@ static struct kernels_event *cuda_event_create(void) {
 
 /* A timer is an event with timing on; its marks are recorded on the compute stream. */
 static struct kernels_event *cuda_timer_create(void) {
+    not_capturing("timer_create");
     cudaEvent_t e;
     CUDA_CHECK(cudaEventCreate(&e));
     return (struct kernels_event *)e;
 }
 
 static void cuda_timer_mark(struct kernels_event *e) {
+    not_capturing("timer_mark");
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)e, compute_stream));
 }
 
 static double cuda_timer_seconds(struct kernels_event *from, struct kernels_event *to) {
+    not_capturing("timer_seconds");
     float ms = 0.0f;
     CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)to));
     CUDA_CHECK(cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to));
@@ -212,6 +231,7 @@ static double cuda_timer_seconds(struct kernels_event *from, struct kernels_even
 }
 
 static void cuda_event_destroy(struct kernels_event *e) {
+    not_capturing("event_destroy");
     if (e) CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e));
 }
 
@@ -222,14 +242,17 @@ static void upload_on(cudaStream_t stream, void *dst, const void *src, size_t by
 }
 
 static void cuda_input_upload_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    not_capturing("input_upload_async");
     upload_on(input_stream, dst, src, bytes, done);
 }
 
 static void cuda_upload_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    not_capturing("upload_async");
     upload_on(transfer_stream, dst, src, bytes, done);
 }
 
 static void cuda_download_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
+    not_capturing("download_async");
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, compute_stream));
     if (bytes == 0) return;
     CUDA_CHECK(cudaStreamWaitEvent(transfer_stream, (cudaEvent_t)done, 0));
@@ -238,17 +261,22 @@ static void cuda_download_async(void *dst, const void *src, size_t bytes, struct
 }
 
 static void cuda_compute_wait(struct kernels_event *e) {
+    not_capturing("compute_wait");
     CUDA_CHECK(cudaStreamWaitEvent(compute_stream, (cudaEvent_t)e, 0));
 }
 
 static int cuda_event_done(struct kernels_event *e) {
+    not_capturing("event_done");
     cudaError_t rc = cudaEventQuery((cudaEvent_t)e);
     if (rc == cudaErrorNotReady) return 0;
     CUDA_CHECK(rc);
     return 1;
 }
 
-static void cuda_event_wait(struct kernels_event *e) { CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e)); }
+static void cuda_event_wait(struct kernels_event *e) {
+    not_capturing("event_wait");
+    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e));
+}
 
 /* The reverse of kernels_cuda(): waits for the device, then releases the plans, the scratch,
  * the handles and the streams, and resets the device (its primary context), which also frees
@@ -263,9 +291,10 @@ static void cuda_shutdown(void) {
     CUDA_CHECK(cudaFree(scratch));
     scratch = NULL, scratch_bytes = 0;
     while (nretired) CUDA_CHECK(cudaFree(retired[--nretired]));
-    CUDA_CHECK(cudaFree(cublas_workspace));
-    cublas_workspace = NULL, live_graphs = 0;
+    live_graphs = 0;
     CUBLAS_CHECK(cublasDestroy(cublas));
+    CUDA_CHECK(cudaFree(cublas_workspace));
+    cublas_workspace = NULL;
     CUDNN_CHECK(cudnnDestroy(cudnn));
     CUDA_CHECK(cudaStreamDestroy(compute_stream));
     CUDA_CHECK(cudaStreamDestroy(input_stream));

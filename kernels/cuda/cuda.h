@@ -48,7 +48,7 @@ const char *cuda_cublas_error(cublasStatus_t s);
 #define LAUNCH_CHECK()                                                                                       \
     do {                                                                                                     \
         CUDA_CHECK(cudaGetLastError());                                                                      \
-        if (CUDA_SYNC) CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));                                     \
+        if (CUDA_SYNC && !cuda_capturing()) CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));                \
     } while (0)
 
 /* Whether convolutions may use TF32 tensor cores (Ampere and newer): yes, as PyTorch's default,
@@ -58,6 +58,8 @@ int cuda_tf32(void);
 
 /* The backend's state (backend.cu), valid after kernels_cuda() succeeded. */
 cudaStream_t cuda_stream(void);
+/* Whether the compute stream is being recorded into a graph (kernels.h capture_begin). */
+int cuda_capturing(void);
 cudnnHandle_t cuda_cudnn(void);
 cublasHandle_t cuda_cublas(void);
 /* A device scratch buffer of at least `bytes`, owned by the backend and reused by every op
