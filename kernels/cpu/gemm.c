@@ -38,17 +38,94 @@ size_t gemm_packed_a_floats(int M, int K) {
 }
 #endif
 
+#if VEC == 16
+#include <immintrin.h>
+typedef __m512 vreg;
+#define VLOAD(p)    _mm512_loadu_ps(p)
+#define VZERO()     _mm512_setzero_ps()
+#define PD(x)       _mm512_castps_pd(x)
+#define PS(x)       _mm512_castpd_ps(x)
+#define UNPACKLO_PS _mm512_unpacklo_ps
+#define UNPACKHI_PS _mm512_unpackhi_ps
+#define UNPACKLO_PD _mm512_unpacklo_pd
+#define UNPACKHI_PD _mm512_unpackhi_pd
+/* r[16] (rows) becomes its transpose: unpacks within 128-bit lanes, then two rounds of lane
+ * shuffles. */
+static inline void transpose_vec(vreg r[VEC]) {
+    vreg t[VEC];
+    for (int i = 0; i < VEC; i += 2)
+        t[i] = UNPACKLO_PS(r[i], r[i + 1]), t[i + 1] = UNPACKHI_PS(r[i], r[i + 1]);
+    for (int i = 0; i < VEC; i += 4) {
+        r[i] = PS(UNPACKLO_PD(PD(t[i]), PD(t[i + 2])));
+        r[i + 1] = PS(UNPACKHI_PD(PD(t[i]), PD(t[i + 2])));
+        r[i + 2] = PS(UNPACKLO_PD(PD(t[i + 1]), PD(t[i + 3])));
+        r[i + 3] = PS(UNPACKHI_PD(PD(t[i + 1]), PD(t[i + 3])));
+    }
+    for (int h = 0; h < VEC; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+#elif VEC == 8
+#include <immintrin.h>
+typedef __m256 vreg;
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VZERO()  _mm256_setzero_ps()
+#define PD(x)    _mm256_castps_pd(x)
+#define PS(x)    _mm256_castpd_ps(x)
+static inline void transpose_vec(vreg r[VEC]) {
+    vreg t[VEC];
+    for (int i = 0; i < VEC; i += 2)
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < VEC; i += 4) {
+        r[i] = PS(_mm256_unpacklo_pd(PD(t[i]), PD(t[i + 2])));
+        r[i + 1] = PS(_mm256_unpackhi_pd(PD(t[i]), PD(t[i + 2])));
+        r[i + 2] = PS(_mm256_unpacklo_pd(PD(t[i + 1]), PD(t[i + 3])));
+        r[i + 3] = PS(_mm256_unpackhi_pd(PD(t[i + 1]), PD(t[i + 3])));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+    for (int i = 0; i < VEC; i++) r[i] = t[i];
+}
+#endif
+
 /* One panel from `lines` source lines that are contiguous in k (line l starts at src + l*ld):
- * dst[k*width + l] = line l's element k for l < lines, 0 for lines <= l < width. Each line is
- * read as one stream: reading all lines at once would touch addresses one stride apart, which
- * for power-of-two strides all fall into the same L1 set. */
+ * dst[k*width + l] = line l's element k for l < lines, 0 for lines <= l < width. On the vector
+ * paths, blocks of VEC lines x VEC k are loaded a vector per line, transposed in registers and
+ * stored a vector (or the width's part of one) per k: a scalar copy per element cost about as
+ * much as the products in the Winograd filter gradient, whose operands are both transposed
+ * (tests/test_ops.c checks every layout on every path). The rest, and the generic path, one
+ * stream per line. */
 static void pack_lines(const float *src, ptrdiff_t ld, int lines, int kc, int width, float *dst) {
+    int k0 = 0;
+#if VEC >= 8
+    int group = width < VEC ? width : VEC; /* lines per transposed block: MR may be below VEC */
+    for (; k0 + VEC <= kc; k0 += VEC)
+        for (int l0 = 0; l0 < width; l0 += group) {
+            vreg r[VEC];
+            for (int l = 0; l < VEC; l++)
+                r[l] = l < group && l0 + l < lines ? VLOAD(src + (l0 + l) * ld + k0) : VZERO();
+            transpose_vec(r);
+            for (int k = 0; k < VEC; k++) {
+                float *d = dst + (size_t)(k0 + k) * width + l0;
+                if (group == VEC) memcpy(d, &r[k], sizeof r[k]);
+                else memcpy(d, &r[k], (size_t)group * sizeof(float));
+            }
+        }
+#endif
     for (int l = 0; l < lines; l++) {
         const float *line = src + l * ld;
-        for (int k = 0; k < kc; k++) dst[k * width + l] = line[k];
+        for (int k = k0; k < kc; k++) dst[k * width + l] = line[k];
     }
     for (int l = lines; l < width; l++)
-        for (int k = 0; k < kc; k++) dst[k * width + l] = 0.0f;
+        for (int k = k0; k < kc; k++) dst[k * width + l] = 0.0f;
 }
 
 /* Packs rows [0, mc) x cols [0, kc) of op(A) into MR-row panels: panel p holds Ap[k*MR + r] =
