@@ -431,10 +431,17 @@ int main(int argc, char **argv) {
     model_init(&b.m, net_find(c->model), b.k, c->batch, 1);
     if (c->first_bias_stopped) stop_first_bias(&b.m, c->model);
     b.grads = dist_grads_attach(&b.m, (size_t)(c->bucket_mb * 1048576.0), !b.on_cpu);
-    b.m.graphs = b.graphs; /* (only where the backend records them and one rank runs: model.h) */
+    b.m.graphs = b.graphs; /* used where the backend records them and nothing needs the host
+                            * mid-step (no allreduce hook): model.h */
     batches_init(&b.q, b.k, c->batch);
     fill_random(&b.q, c->batch, b.m.net->classes, b.d.rank);
     time_runs(&b);
+    if (b.graphs && b.d.rank == 0) { /* whether the timed steps ran as graphs */
+        int recorded = 0;
+        for (int i = 0; i < b.m.ngraphs; i++) recorded += b.m.graph[i].g != NULL;
+        printf("CIFAR10_CUDA_GRAPHS=on: %d step graph(s) recorded%s\n", recorded,
+               recorded ? "" : " (steps ran op by op: a CPU backend, or several ranks)");
+    }
     if (!b.on_cpu) time_layers(&b);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

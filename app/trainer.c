@@ -147,6 +147,9 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
             else printf(", one allreduce after backward");
         }
         if (t->m.graphs) printf("; training steps as CUDA graphs (CIFAR10_CUDA_GRAPHS=on)");
+        else if (graphs > 0)
+            printf("; CIFAR10_CUDA_GRAPHS=on ignored: %s",
+                   k->host ? "the CPU records no graphs" : "several ranks (gradients leave mid-backward)");
         printf("\n");
     }
     t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));

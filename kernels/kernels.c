@@ -7,7 +7,9 @@
 int kernels_conv_out(int size, int k, int pad) { return size + 2 * pad - k + 1; }
 
 /* The bf16 nearest f, ties to even: the upper 16 bits after adding half a unit of the lower
- * ones (less one, plus the kept bit's parity); a NaN keeps its sign and becomes quiet. */
+ * ones (less one, plus the kept bit's parity); a NaN keeps its sign and becomes quiet; a
+ * subnormal stays one, as CUDA's __float2bfloat16_rn (cpu/gemm_bf16.c's bf16_bits flushes
+ * them to zero instead, as VDPBF16PS reads its operands). */
 static uint16_t bf16_of(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);

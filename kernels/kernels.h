@@ -63,7 +63,7 @@ enum xent_reduction { XENT_MEAN, XENT_SUM };
 int kernels_conv_out(int size, int k, int pad);
 
 struct kernels {
-    const char *name; /* "cpu", "cpu-bf16", "cuda" */
+    const char *name; /* "cpu", "cpu-bf16", "cpu-bf16-act", "cuda", "cuda-bf16" */
     int host;         /* 1: the backend computes on the host in host memory (the CPU tables) */
     int nhwc;         /* the activations' layout (top): 0 NCHW (the CPU), 1 NHWC */
     size_t act_size;  /* bytes of an activation element (top): sizeof(float), or 2 (bf16) */
@@ -142,8 +142,8 @@ struct kernels {
      * the bytes. */
 
     /* y[N][K][Ho][Wo] = conv(x[N][C][H][W], w[K][C][k][k], zero padding s->pad, stride 1)
-     * + b[K] (no bias when b is NULL), then max(y, 0) when relu is non-zero (a fused ReLU
-     * layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
+     * + b[K] (no bias when b is NULL), then ReLU as relu_forward when relu is non-zero (a fused
+     * ReLU layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
     void (*conv_forward)(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                          int relu, void *ws, size_t ws_bytes);
     /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: nothing below trains; pass
@@ -151,13 +151,14 @@ struct kernels {
      * CONV_BACKWARD_FILTER), db[K] (skipped when NULL: no bias); dw and db are summed over the
      * batch. When dx_mask[N][C][H][W] is not NULL (the output of a ReLU that fed this
      * convolution, i.e. x itself), dx is also taken through that ReLU's backward:
-     * dx = dx_mask > 0 ? dx : 0. */
+     * dx = dx_mask <= 0 ? 0 : dx (as relu_backward). */
     void (*conv_backward)(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                           float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 
-    /* y[n] = max(x[n], 0); y may equal x. */
+    /* y[n] = x[n] <= 0 ? 0 : x[n] (max(x, 0) keeping NaN, as torch.relu); y may equal x. */
     void (*relu_forward)(const void *x, void *y, size_t n);
-    /* dx[n] = y[n] > 0 ? dy[n] : 0, from the forward output y; dx may equal dy. */
+    /* dx[n] = y[n] <= 0 ? 0 : dy[n], from the forward output y (a NaN passes dy, as in
+     * PyTorch); dx may equal dy. */
     void (*relu_backward)(const void *y, const void *dy, void *dx, size_t n);
 
     /* GELU, exact (erf) form as nn.GELU(): y = x * Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2;
@@ -257,7 +258,7 @@ struct kernels {
      * cannot (the CPU), which records nothing and changes nothing. capture_end returns the
      * recording, ready to run; graph_launch runs it on the compute queue, with the arguments
      * and buffers its ops were called with (their contents as they are then); graph_destroy
-     * frees it (once what runs it has finished). Between capture_begin and capture_end only ops
+     * waits for the compute queue, then frees it. Between capture_begin and capture_end only ops
      * that run on the compute queue may be called: no alloc, copy, download, event or timer
      * call, no convolution shape not planned before, nothing that needs more scratch than an
      * earlier run of the same ops did (run them once first); a backend stops with a message
@@ -277,8 +278,8 @@ struct kernels {
     void (*shutdown)(void);
 };
 
-/* 0 when every op of the table is present and act_size is 4 or 2; else -1 with e naming the
- * first missing one ("the cuda backend has no gelu_backward"). Both backends' constructors check their table
+/* 0 when every op of the table is present and act_size is 4 or 2; else -1 with e saying which
+ * ("the cuda backend has no gelu_backward", or its act_size). Both backends' constructors check their table
  * with it, so a missing op is an internal error at start-up, never a NULL call. */
 int kernels_check(const struct kernels *k, struct err *e);
 
@@ -338,9 +339,10 @@ const struct kernels *kernels_cuda(int device);
  * kernels_cuda_bf16(device): the same backend ("cuda-bf16") with activations in bf16
  * (act_size 2; PyTorch's autocast): convolutions in cuDNN's bf16 configuration and linear
  * layers in cuBLAS's bf16 GEMM, both with float accumulation, every other op computing in
- * float between bf16 loads and stores; only where native. CIFAR10_CUDA_BF16=copies gives the
- * earlier form instead, for comparisons: float activations (act_size 4) with bf16 copies of
- * the convolutions' and linear layers' operands. kernels_cpu_bf16_act() is its CPU twin. */
+ * float between bf16 loads and stores; only where native. CIFAR10_CUDA_BF16 (read when the
+ * table is first made after kernels_cuda): "activations" or unset, that; "copies", float
+ * activations (act_size 4) with bf16 copies of the convolutions' and linear layers' operands,
+ * for comparisons. kernels_cpu_bf16_act() is its CPU twin. */
 int kernels_cuda_bf16_native(void);
 const struct kernels *kernels_cuda_bf16(int device);
 void kernels_cuda_describe(char *buf, size_t size);

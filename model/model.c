@@ -477,8 +477,8 @@ static void graphs_clear(struct model *m) {
 
 static int graph_matches(const struct model_graph *g, const struct model *m, const struct model_input *in) {
     return g->n == in->n && g->reflect == in->reflect && g->img == in->img && g->geom == in->geom &&
-           g->labels == in->labels && g->generation == m->generation &&
-           g->label_smoothing == m->label_smoothing && g->loss_reduction == m->loss_reduction;
+           g->labels == in->labels && g->label_smoothing == m->label_smoothing &&
+           g->loss_reduction == m->loss_reduction;
 }
 
 /* The step as a graph (struct model): 1 when it ran so, 0 when the caller runs it op by op. */
@@ -489,9 +489,13 @@ static int graph_step(struct model *m, const struct model_input *in) {
         if (graph_matches(&m->graph[i], m, in)) g = &m->graph[i];
     if (!g) { /* first sight: remember it, run op by op (plans convolutions, sizes scratch) */
         if (m->ngraphs == MODEL_GRAPHS) graphs_clear(m);
-        m->graph[m->ngraphs++] =
-            (struct model_graph){in->n,         in->reflect,        in->img,           in->geom, in->labels,
-                                 m->generation, m->label_smoothing, m->loss_reduction, NULL};
+        m->graph[m->ngraphs++] = (struct model_graph){.n = in->n,
+                                                      .reflect = in->reflect,
+                                                      .img = in->img,
+                                                      .geom = in->geom,
+                                                      .labels = in->labels,
+                                                      .label_smoothing = m->label_smoothing,
+                                                      .loss_reduction = m->loss_reduction};
         return 0;
     }
     if (!g->g) {
@@ -571,8 +575,7 @@ void model_stop_training(struct model *m, int t) {
     CHECK(t >= 0 && t < m->ntensors && m->tensors[t].home == HOME_PARAMS);
     m->tensors[t].stopped = 1;
     m->sgd_groups_stale = 1;
-    m->generation++; /* the backward changes: the graphs recorded before are stale */
-    graphs_clear(m);
+    graphs_clear(m); /* the backward changes: the graphs recorded before are stale */
 }
 
 void model_lookahead_init(struct model *m) {

@@ -63,7 +63,6 @@ typedef void model_grads_ready_fn(void *ctx, size_t begin, size_t end);
 struct model_graph {
     int n, reflect;
     const void *img, *geom, *labels; /* the batch's buffers (model/input.h) */
-    unsigned generation;             /* model->generation then */
     float label_smoothing;
     enum xent_reduction loss_reduction;
     struct kernels_graph *g; /* NULL: seen once, run op by op */
@@ -105,9 +104,8 @@ struct model {
      * time, where the backend records them (kernels.h: CUDA) and nothing needs the host mid-step
      * (no grads_ready, not timing); otherwise, and on the first sight, op by op. A graph runs
      * the same kernels on the same buffers, so the results are the same bit for bit.
-     * generation counts model_stop_training's calls, which retire every graph. */
+     * model_stop_training retires every graph (the backward changes). */
     int graphs;
-    unsigned generation;
     struct model_graph graph[MODEL_GRAPHS];
     int ngraphs;
     /* Each float of params in its SGD group (enum SGD_GROUPS: 0, 1 for batch-norm tensors, or

@@ -111,7 +111,7 @@ enum {
     F_INPLACE = 1 << 9,    /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
     F_CONFIDENT = 1 << 10, /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
     F_GELU = 1 << 11,      /* batchnorm: with the fused GELU */
-    F_NAN = 1 << 12,       /* maxpool: NaNs in x, one or two in some windows (PyTorch propagates them) */
+    F_NAN = 1 << 12,       /* maxpool, relu: NaNs in x (PyTorch propagates them) */
     F_GROUPS = 1 << 13     /* sgd_update: through sgd_update_groups, two groups and skipped elements */
 };
 static const char *const flag_names[] = {"bias",      "relu",    "mask",     "-dx",   "-dw",
@@ -232,6 +232,7 @@ static const struct op_case cases[] = {
     {OP_RELU, 0, .n = 7},
     {OP_RELU, F_INPLACE, .n = 1001},
     {OP_RELU, 0, .n = 4099},
+    {OP_RELU, F_NAN | F_INPLACE, .n = 1001}, /* NaN stays NaN, its gradient passes (torch.relu) */
     {OP_GELU, 0, .n = 1},
     {OP_GELU, F_INPLACE, .n = 7},
     {OP_GELU, 0, .n = 1001},
@@ -602,10 +603,11 @@ static void run_relu(const struct op_case *c) {
     size_t n = (size_t)c->n;
     name_case(c, "relu n %zu", n);
     float *x = hfill(n, -1, 1), *dy = hfill(n, -1, 1);
-    for (size_t i = 0; i < n; i += 5) x[i] = i % 10 ? 0.0f : -0.0f; /* y = 0 and dx = 0 at zeros */
+    for (size_t i = 0; i < n; i += 5) x[i] = i % 10 ? 0.0f : -0.0f;   /* y = 0 and dx = 0 at zeros */
+    for (size_t i = 3; i < n && c->flags & F_NAN; i += 7) x[i] = NAN; /* y NaN, dx = dy there */
     act_round(x, n), act_round(dy, n);
     double *ry = dnew(n), *rdx = dnew(n);
-    for (size_t i = 0; i < n; i++) ry[i] = x[i] > 0 ? x[i] : 0.0, rdx[i] = x[i] > 0 ? dy[i] : 0.0;
+    for (size_t i = 0; i < n; i++) ry[i] = x[i] <= 0 ? 0.0 : x[i], rdx[i] = x[i] <= 0 ? 0.0 : dy[i];
     void *gx = dev_flat(x, n), *gy = c->flags & F_INPLACE ? gx : dev_act_nan(n);
     B->relu_forward(gx, gy, n);
     expect_abs("y", host_flat(gy, n), ry, n, 0);

@@ -14,8 +14,8 @@
 /* The table whose ops run on the widened copies: cpu-bf16's. */
 static const struct kernels *base(void) { return kernels_cpu_bf16(); }
 
-/* A float copy of n activations at a (NULL for NULL), and room for n outputs (NULL when the
- * output a is NULL: not wanted). Both are freed by narrow. */
+/* A float copy of n activations at a (NULL for NULL; the caller frees it), and room for n
+ * outputs (NULL when the output a is NULL: not wanted; narrow rounds it into a and frees it). */
 static float *widen(const void *a, size_t n) {
     if (!a) return NULL;
     float *t = XALLOC((n ? n : 1) * sizeof(float));

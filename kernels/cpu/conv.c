@@ -247,7 +247,7 @@ static void forward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *
             for (int o = 0; o < K; o++)
                 memcpy(yn + (size_t)o * HWo, yc + o * ld + (size_t)j * HWo, HWo * sizeof(float));
         if (relu)
-            for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] > 0.0f ? yn[i] : 0.0f;
+            for (int i = 0; i < K * HWo; i++) yn[i] = yn[i] <= 0.0f ? 0.0f : yn[i];
     }
 }
 
@@ -315,7 +315,7 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
             float *dxn = dx + (n0 + j) * CHW;
             col2im(col + (size_t)j * HWo, ld, dxn, s);
             if (mask)
-                for (size_t i = 0; i < CHW; i++) dxn[i] = mask[(n0 + j) * CHW + i] > 0.0f ? dxn[i] : 0.0f;
+                for (size_t i = 0; i < CHW; i++) dxn[i] = mask[(n0 + j) * CHW + i] <= 0.0f ? 0.0f : dxn[i];
         }
     }
 }

@@ -1,32 +1,33 @@
 #include "cpu.h"
 
 #include <math.h>
-#include <string.h>
+
+/* One element of torch.optim.SGD's step (struct kernels sgd_update), written once so that
+ * sgd_update_groups computes each element exactly as sgd_update does. */
+static inline __attribute__((always_inline)) void sgd_element(float *restrict p, float *restrict m,
+                                                              float grad, float lr, float momentum,
+                                                              float weight_decay, float grad_scale,
+                                                              int nesterov) {
+    float g = grad * grad_scale + weight_decay * *p;
+    float v = momentum * *m + g;
+    *m = v;
+    *p -= lr * (nesterov ? g + momentum * v : v);
+}
 
 void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                     float weight_decay, float grad_scale, int nesterov) {
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale + weight_decay * p[i];
-        float v = momentum * m[i] + g;
-        m[i] = v;
-        p[i] -= lr * (nesterov ? g + momentum * v : v);
-    }
+    for (size_t i = 0; i < n; i++)
+        sgd_element(&p[i], &m[i], grad[i], lr, momentum, weight_decay, grad_scale, nesterov);
 }
 
 void cpu_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
                            const struct sgd_group *g, float momentum, float grad_scale, int nesterov) {
-    struct sgd_group gs[SGD_GROUPS];
-    memcpy(gs, g, sizeof gs);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        if (group[i] >= SGD_GROUPS) continue; /* SGD_SKIP */
-        float lr = gs[group[i]].lr, weight_decay = gs[group[i]].weight_decay;
-        float v0 = grad[i] * grad_scale + weight_decay * p[i];
-        float v = momentum * m[i] + v0;
-        m[i] = v;
-        p[i] -= lr * (nesterov ? v0 + momentum * v : v);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (group[i] < SGD_GROUPS) /* else SGD_SKIP */
+            sgd_element(&p[i], &m[i], grad[i], g[group[i]].lr, momentum, g[group[i]].weight_decay, grad_scale,
+                        nesterov);
 }
 
 /* torch.lerp's float formula (aten/src/ATen/native/Lerp.h): from whichever end the weight is

@@ -449,9 +449,9 @@ INLINE void output_tiles_m(int m, const float *M, size_t ms, float *Y, size_t ys
 
 /* y[H][W] of one plane from its tiles' outputs Y (slot j m + i, stride ys, tile t at t) + bias,
  * the positions inside the map only; then ReLU (relu) or the ReLU-backward mask (mask:
- * y = mask > 0 ? y : 0). Each output row is first assembled whole in buf (TW m floats: the
- * tiles' m columns each, constant trip counts), then copied out to its W pixels with the bias
- * and the activation in one vector loop. */
+ * y = mask <= 0 ? 0 : y; NaN passes both, as PyTorch's ReLU). Each output row is first assembled whole in buf
+ * (TW m floats: the tiles' m columns each, constant trip counts), then copied out to its W pixels with the
+ * bias and the activation in one vector loop. */
 INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int relu, const float *mask,
                             float *y, int H, int W, float *restrict buf) {
     int TW = tiling(m, H, W).TW;
@@ -463,8 +463,8 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int re
         const float *restrict mrow = mask ? mask + (size_t)oy * W : NULL;
         for (int ox = 0; ox < W; ox++) {
             float v = buf[ox] + bias;
-            if (relu) v = v > 0.0f ? v : 0.0f;
-            if (mask) v = mrow[ox] > 0.0f ? v : 0.0f;
+            if (relu) v = v <= 0.0f ? 0.0f : v;
+            if (mask) v = mrow[ox] <= 0.0f ? 0.0f : v;
             row[ox] = v;
         }
     }

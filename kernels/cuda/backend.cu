@@ -25,7 +25,7 @@ static void *scratch;
 static size_t scratch_bytes;
 /* Graphs: whether the compute stream is being captured, how many graphs exist, the scratch
  * buffers outgrown while some did (a graph keeps the pointers its ops were given, so those stay
- * allocated until shutdown), and cuBLAS's workspace (ours, so no capture makes cuBLAS
+ * allocated until no graph is left), and cuBLAS's workspace (ours, so no capture makes cuBLAS
  * allocate). */
 static int capturing, live_graphs;
 enum { MAX_RETIRED = 64 };

@@ -214,8 +214,8 @@ __device__ static inline void act_store(bf16_t *p, size_t i, float v) { p[i] = _
  * activations, float otherwise. */
 #define CUDA_FILL_BY_TYPE(k, p, fill) ((p) == CUDA_BF16 ? fill<bf16_t>(k) : fill<float>(k))
 
-/* Shared by the op files, for T float and bf16 (elementwise.cu, reduce.cu, layout.cu):
- * cuda_relu_forward/backward and cuda_gelu_* are the table's ops on T elements; cuda_bias_act:
+/* Shared by the op files, for T float and bf16 (elementwise.cu): cuda_relu_forward/backward
+ * are the table's ReLU ops on T elements (conv.cu's fused ReLU uses them too); cuda_bias_act:
  * y[N][C][HW] += scale * b[C], then ReLU when relu != 0 (b not NULL: without a bias, call
  * cuda_relu_forward or nothing; NCHW indexing: an NHWC map is [N * HW][C][1]). */
 template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n);

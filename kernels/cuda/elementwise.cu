@@ -9,12 +9,12 @@
 template <typename T> __global__ static void relu_forward_kernel(const T *x, T *y, size_t n) {
     GRID_STRIDE(i, n) {
         float v = act_load(x, i);
-        act_store(y, i, v > 0.0f ? v : 0.0f);
+        act_store(y, i, v <= 0.0f ? 0.0f : v); /* NaN stays NaN, as PyTorch's ReLU */
     }
 }
 
 template <typename T> __global__ static void relu_backward_kernel(const T *y, const T *dy, T *dx, size_t n) {
-    GRID_STRIDE(i, n) act_store(dx, i, act_load(y, i) > 0.0f ? act_load(dy, i) : 0.0f);
+    GRID_STRIDE(i, n) act_store(dx, i, act_load(y, i) <= 0.0f ? 0.0f : act_load(dy, i));
 }
 
 template <typename T> __global__ static void gelu_forward_kernel(const T *x, T *y, size_t n) {
@@ -67,19 +67,23 @@ __global__ static void bias_act_kernel(T *y, const float *b, float scale, uint32
                                        int relu) {
     GRID_STRIDE32(i, n) {
         float v = act_load(y, i) + scale * b[channel_at(i, ch)];
-        act_store(y, i, relu && !(v > 0.0f) ? 0.0f : v);
+        act_store(y, i, relu && v <= 0.0f ? 0.0f : v);
     }
 }
 
-/* torch.optim.SGD as in cpu/sgd.c, the same operation order (so only FMA contraction differs). */
+/* One element of torch.optim.SGD's step as in cpu/sgd.c, the same operation order (so only FMA
+ * contraction differs), written once for both kernels below. */
+__device__ static inline void sgd_element(float *p, float *m, float grad, float lr, float momentum,
+                                          float weight_decay, float grad_scale, int nesterov) {
+    float g = grad * grad_scale + weight_decay * *p;
+    float v = momentum * *m + g;
+    *m = v;
+    *p -= lr * (nesterov ? g + momentum * v : v);
+}
+
 __global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
                                   float weight_decay, float grad_scale, int nesterov) {
-    GRID_STRIDE(i, n) {
-        float g = grad[i] * grad_scale + weight_decay * p[i];
-        float v = momentum * m[i] + g;
-        m[i] = v;
-        p[i] -= lr * (nesterov ? g + momentum * v : v);
-    }
+    GRID_STRIDE(i, n) sgd_element(&p[i], &m[i], grad[i], lr, momentum, weight_decay, grad_scale, nesterov);
 }
 
 /* The groups' settings by value (a kernel parameter). */
@@ -94,11 +98,9 @@ __global__ static void sgd_groups_kernel(float *p, const float *grad, float *m, 
                                          int nesterov) {
     GRID_STRIDE(i, n) {
         unsigned k = group[i];
-        if (k >= SGD_GROUPS) continue;
-        float g = grad[i] * grad_scale + gs.g[k].weight_decay * p[i];
-        float v = momentum * m[i] + g;
-        m[i] = v;
-        p[i] -= gs.g[k].lr * (nesterov ? g + momentum * v : v);
+        if (k < SGD_GROUPS)
+            sgd_element(&p[i], &m[i], grad[i], gs.g[k].lr, momentum, gs.g[k].weight_decay, grad_scale,
+                        nesterov);
     }
 }
 

@@ -29,7 +29,7 @@ static void gemm(enum cuda_precision p, cudaDataType_t c_type, cublasOperation_t
 }
 
 /* Workspace: with bf16 activations, a bf16 copy of the weight (cuBLAS multiplies two bf16
- * operands); otherwise none (cuBLAS keeps its own). */
+ * operands); otherwise none (cuBLAS works in the backend's workspace, backend.cu). */
 template <enum cuda_precision P> static size_t linear_workspace(int N, int I, int O) {
     (void)N;
     return P == CUDA_BF16 ? ((size_t)O * I * sizeof(bf16_t) + 255) / 256 * 256 : 0;
@@ -44,13 +44,18 @@ static const void *weight_for(const float *w, int I, int O, void *ws, size_t ws_
     return ws;
 }
 
+/* The cuBLAS type of activations of type T. */
+template <typename T> static cudaDataType_t act_type(void) {
+    return sizeof(T) == 2 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 /* Activations are T (bf16 with CUDA_BF16, float otherwise). */
 template <enum cuda_precision P, typename T>
 static void linear_forward(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                            float scale, void *ws, size_t ws_bytes) {
     /* y^T (O x N, ldc O) = scale * w (stored I x O, lda I)^T x (I x N, ldb I). */
     const void *wo = weight_for<P>(w, I, O, ws, ws_bytes);
-    gemm(P, CUDA_R_16BF, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &scale, wo, I, x, I, y, O);
+    gemm(P, act_type<T>(), CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &scale, wo, I, x, I, y, O);
     if (b) cuda_bias_act((T *)y, b, scale, N, O, 1, 0);
 }
 
@@ -62,7 +67,7 @@ static void linear_backward(const void *x, const float *w, const void *dy, void 
     /* dx[N][I] = scale * dy w: column-major I x N = w (I x O) times dy (O x N). */
     if (dx) {
         const void *wo = weight_for<P>(w, I, O, ws, ws_bytes);
-        gemm(P, CUDA_R_16BF, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &scale, wo, I, dy, O, dx, I);
+        gemm(P, act_type<T>(), CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &scale, wo, I, dy, O, dx, I);
     }
     if (!db) return;
     /* db[O] = scale * the sum over n of dy[n][O]: the channel sum with HW = 1. */
