@@ -100,16 +100,40 @@ static void test_airbench94_plan(void) {
     model_free(&m);
 }
 
-/* Records the ready ranges of one backward. */
+/* Records the ready ranges of the last backward (P: the model's nparams; a backward's first
+ * range is the stats', [P, P + MODEL_STATS), so one starting there starts a new record). */
 struct ranges {
     int n;
-    size_t begin[64], end[64];
+    size_t P, begin[64], end[64];
 };
 
 static void record(void *ctx, size_t begin, size_t end) {
     struct ranges *r = ctx;
+    if (begin == r->P) r->n = 0;
     CHECK(r->n < 64);
     r->begin[r->n] = begin, r->end[r->n] = end, r->n++;
+}
+
+/* `steps` SGD steps (lr 0.05, momentum 0.9, weight decay 5e-4) of m on batches of B images of set
+ * (step s: images s B, s B + 1, ...), crop-flip augmented, fed by q; the mean loss of the first
+ * 5 and of the last 5 steps in *first and *last. */
+static void sgd_steps(struct model *m, struct batches *q, const struct cifar_set *set, int B, int steps,
+                      float *first, float *last) {
+    int idx[64];
+    CHECK(B <= 64 && steps >= 5);
+    *first = *last = 0.0f;
+    for (int step = 0; step < steps; step++) {
+        for (int i = 0; i < B; i++) idx[i] = (step * B + i) % set->n;
+        struct batch *b = batches_next(q);
+        augment_gather(set, idx, B, 1, 0, 0, b->img, b->geom, b->labels);
+        batches_submit(q, B);
+        check_forward_backward(m, q);
+        float loss;
+        m->k->download(&loss, m->grads + m->nparams, sizeof loss);
+        if (step < 5) *first += loss / 5;
+        if (step >= steps - 5) *last += loss / 5;
+        model_sgd_step(m, 0.05f, 0.9f, 5e-4f, 1.0f);
+    }
 }
 
 static void test_test_net(void) {
@@ -135,24 +159,12 @@ static void test_test_net(void) {
 
     uint8_t *raw;
     struct cifar_set set = check_learnable_set(256, &raw);
-    struct ranges r = {0};
+    struct ranges r = {.P = m.nparams};
     m.grads_ready = record, m.grads_ready_ctx = &r;
     float *frozen0 = XALLOC(m.nbuffers * 4), *frozen1 = XALLOC(m.nbuffers * 4), *p0 = XALLOC(m.nparams * 4);
     model_get_state(&m, p0, NULL, frozen0);
-    int idx[16];
-    float first = 0, last = 0;
-    for (int step = 0; step < 40; step++) {
-        for (int i = 0; i < 16; i++) idx[i] = (step * 16 + i) % set.n;
-        struct batch *b = batches_next(&q);
-        augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
-        batches_submit(&q, 16);
-        r.n = 0;
-        check_forward_backward(&m, &q);
-        float loss = m.grads[m.nparams];
-        if (step < 5) first += loss / 5;
-        if (step >= 35) last += loss / 5;
-        model_sgd_step(&m, 0.05f, 0.9f, 5e-4f, 1.0f);
-    }
+    float first, last;
+    sgd_steps(&m, &q, &set, 16, 40, &first, &last);
     /* Ready ranges: the stats, then one per layer with trainable tensors (0, 2, 4, 6, 7,
      * 11), descending and tiling [0, P + MODEL_STATS). */
     int tiles = r.n == 7 && r.begin[0] == m.nparams && r.end[0] == m.nparams + MODEL_STATS &&
@@ -376,15 +388,8 @@ static void test_graphs_fallback(void) {
         model_init(&m, &test_net, kernels_cpu(), 8, 3);
         batches_init(&q, m.k, 8);
         m.graphs = j;
-        int idx[8];
-        for (int step = 0; step < 5; step++) {
-            for (int i = 0; i < 8; i++) idx[i] = (step * 8 + i) % set.n;
-            struct batch *b = batches_next(&q);
-            augment_gather(&set, idx, 8, 1, 0, 0, b->img, b->geom, b->labels);
-            batches_submit(&q, 8);
-            check_forward_backward(&m, &q);
-            model_sgd_step(&m, 0.05f, 0.9f, 5e-4f, 1.0f);
-        }
+        float first, last;
+        sgd_steps(&m, &q, &set, 8, 5, &first, &last);
         P = m.nparams, w[j] = XALLOC(2 * P * sizeof(float));
         model_get_state(&m, w[j], w[j] + P, NULL);
         if (j) graphs_after = m.graphs;
@@ -473,19 +478,8 @@ static void test_bf16_activations(void) {
     struct batches q;
     model_init(&m, &test_net, kernels_cpu_bf16_act(), 16, 7);
     batches_init(&q, m.k, 16);
-    int idx[16];
-    float first = 0, last = 0;
-    for (int step = 0; step < 40; step++) {
-        for (int i = 0; i < 16; i++) idx[i] = (step * 16 + i) % set.n;
-        struct batch *b = batches_next(&q);
-        augment_gather(&set, idx, 16, 1, 0, 0, b->img, b->geom, b->labels);
-        batches_submit(&q, 16);
-        check_forward_backward(&m, &q);
-        float loss = m.grads[m.nparams];
-        if (step < 5) first += loss / 5;
-        if (step >= 35) last += loss / 5;
-        model_sgd_step(&m, 0.05f, 0.9f, 5e-4f, 1.0f);
-    }
+    float first, last;
+    sgd_steps(&m, &q, &set, 16, 40, &first, &last);
     EXPECT(last < 0.8f * first, "test-net on bf16 activations did not learn: loss %.4f -> %.4f", first, last);
     printf("test_model: test-net on bf16 activations, 40 steps of 16: mean loss of the first 5 %.4f, of the "
            "last "

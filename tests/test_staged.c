@@ -371,21 +371,46 @@ static void check_progress(struct dist_grads *g, const char *name) {
            name, fake.nred);
 }
 
+/* A model on the fake backend in `mode` beside the same model (seed 5) in HOST mode on the CPU
+ * backend, each with its queue of batches and its gradient reduction, and a shard permutation
+ * of set (seed `seed`): the two sides of (b), (c) and (f). */
+struct pair {
+    struct model s, h;
+    struct batches sq, hq;
+    struct dist_grads *gs, *gh;
+    int *perm;
+};
+
+static void pair_init(struct pair *p, const struct net_def *net, const struct cifar_set *set, int B,
+                      size_t bucket, enum dist_grads_mode mode, uint64_t seed) {
+    model_init(&p->s, net, &fake.k, B, 5);
+    model_init(&p->h, net, kernels_cpu(), B, 5);
+    batches_init(&p->sq, &fake.k, B), batches_init(&p->hq, kernels_cpu(), B);
+    p->gs = dist_grads_attach_mode(&p->s, bucket, mode);
+    p->gh = dist_grads_attach_mode(&p->h, bucket, DIST_GRADS_HOST);
+    p->perm = XALLOC((size_t)set->n * sizeof(int));
+    shard_permutation(seed, 0, set->n, p->perm);
+}
+
+static void pair_free(struct pair *p) {
+    free(p->perm);
+    dist_grads_free(p->gs), dist_grads_free(p->gh);
+    batches_free(&p->sq), batches_free(&p->hq);
+    model_free(&p->s), model_free(&p->h);
+}
+
 /* Three steps of `net` in STAGED mode on the fake backend beside the same steps in HOST mode on
  * the CPU backend: step 0's copies complete only when the test or a wait says so, later steps'
  * after 0 and 3 polls. Every rank takes its own shard. */
 static void test_staged(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
-    struct model s, h;
-    struct batches sq, hq;
-    model_init(&s, net, &fake.k, B, 5);
-    model_init(&h, net, kernels_cpu(), B, 5);
-    batches_init(&sq, &fake.k, B), batches_init(&hq, kernels_cpu(), B);
-    size_t P = s.nparams;
-    struct dist_grads *gs = dist_grads_attach_mode(&s, bucket, DIST_GRADS_STAGED);
-    struct dist_grads *gh = dist_grads_attach_mode(&h, bucket, DIST_GRADS_HOST);
-    int *perm = XALLOC((size_t)set->n * sizeof(int));
-    shard_permutation(5, 0, set->n, perm);
-    submit(&sq, NULL, set, shard_slice(perm, 0, d.rank, d.world, B), B);
+    struct pair p;
+    pair_init(&p, net, set, B, bucket, DIST_GRADS_STAGED, 5);
+    struct model *s = &p.s, *h = &p.h;
+    struct batches *sq = &p.sq, *hq = &p.hq;
+    struct dist_grads *gs = p.gs, *gh = p.gh;
+    const int *perm = p.perm;
+    size_t P = s->nparams;
+    submit(sq, NULL, set, shard_slice(perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < 3; step++) {
         float ss[MODEL_STATS], sh[MODEL_STATS];
         /* signals: a stop from the last rank at step 1, rank 0's checkpoint flag = step */
@@ -393,11 +418,11 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
         fake.watch = 1;
         fake.delay = step == 0 ? -1 : 3 * (step - 1);
-        check_forward_backward(&s, &sq);
+        check_forward_backward(s, sq);
         if (step == 0) check_progress(gs, net->name), fake.delay = 1;
-        if (step < 2) submit(&sq, gs, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
+        if (step < 2) submit(sq, gs, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
         dist_grads_finish(gs, ss);
-        model_sgd_step(&s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        model_sgd_step(s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
         fake.watch = 0;
         EXPECT(fake.violations == 0, "%s, step %d: %d ordering violations, the first: %s", net->name, step,
                fake.violations, fake.first);
@@ -405,44 +430,38 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         EXPECT(dist_grads_buckets(gs) > 3, "%s: %d buckets of %zu bytes", net->name, dist_grads_buckets(gs),
                bucket);
 
-        submit(&hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
-        check_forward_backward(&h, &hq);
+        submit(hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        check_forward_backward(h, hq);
         dist_grads_finish(gh, sh);
-        EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
+        EXPECT(memcmp(s->grads, h->grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
                "%s, step %d, rank %d: staged sums differ from host-memory sums", net->name, step, d.rank);
         EXPECT(ss[2] == (step == 1) && ss[3] == step,
                "%s, step %d, rank %d: signals summed to (%g, %g), want (%d, %d)", net->name, step, d.rank,
                ss[2], ss[3], step == 1, step);
-        model_sgd_step(&h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-        EXPECT(memcmp(s.params, h.params, P * sizeof(float)) == 0,
+        model_sgd_step(h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        EXPECT(memcmp(s->params, h->params, P * sizeof(float)) == 0,
                "%s, step %d, rank %d: weights differ after the update", net->name, step, d.rank);
     }
-    free(perm);
-    dist_grads_free(gs), dist_grads_free(gh);
-    batches_free(&sq), batches_free(&hq);
-    model_free(&s), model_free(&h);
+    pair_free(&p);
 }
 
 /* (f): three steps of `net` in DEVICE mode on the fake backend beside HOST mode on the CPU. */
 static void test_device(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
-    struct model s, h;
-    struct batches sq, hq;
-    model_init(&s, net, &fake.k, B, 5);
-    model_init(&h, net, kernels_cpu(), B, 5);
-    batches_init(&sq, &fake.k, B), batches_init(&hq, kernels_cpu(), B);
-    size_t P = s.nparams;
-    struct dist_grads *gs = dist_grads_attach_mode(&s, bucket, DIST_GRADS_DEVICE);
-    struct dist_grads *gh = dist_grads_attach_mode(&h, bucket, DIST_GRADS_HOST);
-    int *perm = XALLOC((size_t)set->n * sizeof(int));
-    shard_permutation(7, 0, set->n, perm);
+    struct pair p;
+    pair_init(&p, net, set, B, bucket, DIST_GRADS_DEVICE, 7);
+    struct model *s = &p.s, *h = &p.h;
+    struct batches *sq = &p.sq, *hq = &p.hq;
+    struct dist_grads *gs = p.gs, *gh = p.gh;
+    const int *perm = p.perm;
+    size_t P = s->nparams;
     fake.delay = 0;
     for (int step = 0; step < 3; step++) {
         float ss[MODEL_STATS], sh[MODEL_STATS];
         float stop = step == 1 && d.rank == d.world - 1, due = d.rank == 0 ? (float)step : 0;
         dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
-        submit(&sq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        submit(sq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
         fake.uploads = fake.downloads = 0, fake.count_syncs = 1;
-        check_forward_backward(&s, &sq);
+        check_forward_backward(s, sq);
         dist_grads_progress(gs); /* every bucket is ready: all reduced here */
         EXPECT(fake.uploads + fake.downloads == 0,
                "%s, step %d: %d synchronous copies during the device-memory reductions", net->name, step,
@@ -451,22 +470,19 @@ static void test_device(const struct net_def *net, const struct cifar_set *set, 
         fake.count_syncs = 0;
         EXPECT(fake.uploads == 0, "%s, step %d: %d synchronous uploads in dist_grads_finish", net->name, step,
                fake.uploads);
-        submit(&hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
-        check_forward_backward(&h, &hq);
+        submit(hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        check_forward_backward(h, hq);
         dist_grads_finish(gh, sh);
-        EXPECT(memcmp(s.grads, h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
+        EXPECT(memcmp(s->grads, h->grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
                "%s, step %d, rank %d: device-memory sums differ from host-memory sums", net->name, step,
                d.rank);
         EXPECT(ss[2] == (step == 1) && ss[3] == step,
                "%s, step %d, rank %d: device mode: signals summed to (%g, %g), want (%d, %d)", net->name,
                step, d.rank, ss[2], ss[3], step == 1, step);
-        model_sgd_step(&s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-        model_sgd_step(&h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        model_sgd_step(s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        model_sgd_step(h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
     }
-    free(perm);
-    dist_grads_free(gs), dist_grads_free(gh);
-    batches_free(&sq), batches_free(&hq);
-    model_free(&s), model_free(&h);
+    pair_free(&p);
 }
 
 int main(int argc, char **argv) {

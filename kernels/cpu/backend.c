@@ -110,7 +110,7 @@ static struct kernels bf16_of(struct kernels k) {
 
 /* The tables are constant once made, so one check decides for every call; a missing op is a
  * bug in this file, reported at start-up rather than as a NULL call later. */
-static const struct kernels *checked(const struct kernels *k) {
+const struct kernels *cpu_table_checked(const struct kernels *k) {
     struct err e;
     if (kernels_check(k, &e) != 0) err_die(1, "internal error: %s", e.msg);
     return k;
@@ -118,7 +118,7 @@ static const struct kernels *checked(const struct kernels *k) {
 
 const struct kernels *kernels_cpu(void) {
     static const struct kernels *t;
-    if (!t) t = checked(&cpu_kernels);
+    if (!t) t = cpu_table_checked(&cpu_kernels);
     return t;
 }
 
@@ -127,7 +127,7 @@ const struct kernels *kernels_cpu_bf16(void) {
     static const struct kernels *t;
     if (!t) {
         bf16 = bf16_of(cpu_kernels);
-        t = checked(&bf16);
+        t = cpu_table_checked(&bf16);
     }
     return t;
 }

@@ -6,6 +6,7 @@
  * slower than cpu-bf16 and no program runs on it. */
 #include "../../common/err.h"
 #include "../kernels.h"
+#include "cpu.h"
 
 #include <stdlib.h>
 
@@ -31,17 +32,22 @@ static void narrow(float *t, void *a, size_t n) {
 
 static void input_prepare(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
                           const float *shift, int reflect) {
-    size_t n = (size_t)N * 3 * 32 * 32;
+    size_t n = (size_t)N * 3 * 32 * 32; /* x[N][3][32][32] */
     float *tx = room(x, n);
     base()->input_prepare(img, geom, tx, N, scale, shift, reflect);
     narrow(tx, x, n);
 }
 
+/* The elements of a convolution's input (*nx) and output (*ny). */
+static void conv_sizes(const struct conv_shape *s, size_t *nx, size_t *ny) {
+    *nx = (size_t)s->N * s->C * s->H * s->W;
+    *ny = (size_t)s->N * s->K * kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
+}
+
 static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                          int relu, void *ws, size_t ws_bytes) {
-    size_t nx = (size_t)s->N * s->C * s->H * s->W;
-    size_t ny =
-        (size_t)s->N * s->K * kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
+    size_t nx, ny;
+    conv_sizes(s, &nx, &ny);
     float *tx = widen(x, nx), *ty = room(y, ny);
     base()->conv_forward(s, tx, w, b, ty, relu, ws, ws_bytes);
     free(tx);
@@ -50,42 +56,40 @@ static void conv_forward(const struct conv_shape *s, const void *x, const float 
 
 static void conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                           float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
-    size_t nx = (size_t)s->N * s->C * s->H * s->W;
-    size_t ny =
-        (size_t)s->N * s->K * kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
+    size_t nx, ny;
+    conv_sizes(s, &nx, &ny);
     float *tx = widen(x, nx), *tdy = widen(dy, ny), *tmask = widen(dx_mask, nx), *tdx = room(dx, nx);
     base()->conv_backward(s, tx, w, tdy, tdx, dw, db, tmask, ws, ws_bytes);
     free(tx), free(tdy), free(tmask);
     narrow(tdx, dx, nx);
 }
 
-/* The element-wise ops: one input and an output of n (y may be x: the copies are apart). */
-static void relu_forward(const void *x, void *y, size_t n) {
+/* The element-wise ops: one or two inputs and an output of n each (the output may be an
+ * input: the copies are apart). */
+typedef void unary_fn(const void *x, void *y, size_t n);
+typedef void binary_fn(const void *a, const void *b, void *out, size_t n);
+
+static void unary(unary_fn *op, const void *x, void *y, size_t n) {
     float *tx = widen(x, n), *ty = room(y, n);
-    base()->relu_forward(tx, ty, n);
+    op(tx, ty, n);
     free(tx);
     narrow(ty, y, n);
 }
 
-static void gelu_forward(const void *x, void *y, size_t n) {
-    float *tx = widen(x, n), *ty = room(y, n);
-    base()->gelu_forward(tx, ty, n);
-    free(tx);
-    narrow(ty, y, n);
+static void binary(binary_fn *op, const void *a, const void *b, void *out, size_t n) {
+    float *ta = widen(a, n), *tb = widen(b, n), *tout = room(out, n);
+    op(ta, tb, tout, n);
+    free(ta), free(tb);
+    narrow(tout, out, n);
 }
 
+static void relu_forward(const void *x, void *y, size_t n) { unary(base()->relu_forward, x, y, n); }
+static void gelu_forward(const void *x, void *y, size_t n) { unary(base()->gelu_forward, x, y, n); }
 static void relu_backward(const void *y, const void *dy, void *dx, size_t n) {
-    float *ty = widen(y, n), *tdy = widen(dy, n), *tdx = room(dx, n);
-    base()->relu_backward(ty, tdy, tdx, n);
-    free(ty), free(tdy);
-    narrow(tdx, dx, n);
+    binary(base()->relu_backward, y, dy, dx, n);
 }
-
 static void gelu_backward(const void *x, const void *dy, void *dx, size_t n) {
-    float *tx = widen(x, n), *tdy = widen(dy, n), *tdx = room(dx, n);
-    base()->gelu_backward(tx, tdy, tdx, n);
-    free(tx), free(tdy);
-    narrow(tdx, dx, n);
+    binary(base()->gelu_backward, x, dy, dx, n);
 }
 
 static void maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k) {
@@ -185,7 +189,5 @@ const struct kernels *kernels_cpu_bf16_act(void) {
     k.linear_forward = linear_forward;
     k.linear_backward = linear_backward;
     k.softmax_xent = softmax_xent;
-    struct err e;
-    if (kernels_check(&k, &e) != 0) err_die(1, "internal error: %s", e.msg);
-    return t = &k;
+    return t = cpu_table_checked(&k);
 }

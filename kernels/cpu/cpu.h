@@ -11,6 +11,10 @@
 
 #include <stddef.h>
 
+/* k, once kernels_check found it complete (else exits naming the missing op: an internal
+ * error); the CPU tables' constructors (backend.c, bf16_act.c) call it. */
+const struct kernels *cpu_table_checked(const struct kernels *k);
+
 void cpu_input_prepare(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
                        const float *shift, int reflect);
 size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);

@@ -213,6 +213,12 @@ __device__ static inline void act_store(bf16_t *p, size_t i, float v) { p[i] = _
 /* The table entries' pointer types of an op file's fill for precision p: T for bf16
  * activations, float otherwise. */
 #define CUDA_FILL_BY_TYPE(k, p, fill) ((p) == CUDA_BF16 ? fill<bf16_t>(k) : fill<float>(k))
+/* The same for the files whose ops also depend on the precision itself (conv.cu, linear.cu):
+ * fill<P, T> with the activation type T of precision P. */
+#define CUDA_FILL_BY_PRECISION(k, p, fill)                                                                   \
+    ((p) == CUDA_BF16          ? fill<CUDA_BF16, bf16_t>(k)                                                  \
+     : (p) == CUDA_BF16_COPIES ? fill<CUDA_BF16_COPIES, float>(k)                                            \
+                               : fill<CUDA_FLOAT, float>(k))
 
 /* Shared by the op files, for T float and bf16 (elementwise.cu): cuda_relu_forward/backward
  * are the table's ReLU ops on T elements (conv.cu's fused ReLU uses them too); cuda_bias_act:

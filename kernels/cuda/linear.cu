@@ -82,8 +82,4 @@ template <enum cuda_precision P, typename T> static void fill_as(struct kernels 
     k->linear_backward = linear_backward<P, T>;
 }
 
-void cuda_fill_linear(struct kernels *k, enum cuda_precision p) {
-    if (p == CUDA_BF16) fill_as<CUDA_BF16, bf16_t>(k);
-    else if (p == CUDA_BF16_COPIES) fill_as<CUDA_BF16_COPIES, float>(k);
-    else fill_as<CUDA_FLOAT, float>(k);
-}
+void cuda_fill_linear(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_PRECISION(k, p, fill_as); }
