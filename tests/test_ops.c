@@ -1108,11 +1108,12 @@ static void expect_complete(const struct kernels *k) {
     EXPECT(kernels_check(k, &e) == 0, "%s: kernels_check: %s", k->name, e.msg);
 }
 
-/* A copy of the CPU table with one op NULL: kernels_check must refuse it, naming the op. */
-static void expect_check_names(const struct kernels *t, const char *op) {
+/* A copy of the CPU table with one op NULL (or a bad act_size): kernels_check must refuse it,
+ * saying `what` (the op's name). */
+static void expect_check_names(const struct kernels *t, const char *what) {
     struct err e = {""};
     int rc = kernels_check(t, &e);
-    EXPECT(rc == -1 && strstr(e.msg, op), "kernels_check with %s NULL: %d \"%s\"", op, rc, e.msg);
+    EXPECT(rc == -1 && strstr(e.msg, what), "kernels_check, want \"%s\": %d \"%s\"", what, rc, e.msg);
 }
 
 static void check_catches_null(void) {
@@ -1131,6 +1132,12 @@ static void check_catches_null(void) {
     t = *kernels_cpu();
     t.shutdown = NULL;
     expect_check_names(&t, "shutdown");
+    t = *kernels_cpu();
+    t.capture_begin = NULL;
+    expect_check_names(&t, "capture_begin");
+    t = *kernels_cpu();
+    t.act_size = 3; /* neither float nor bf16 */
+    expect_check_names(&t, "3-byte elements");
 }
 
 /* ---- The CPU's workspace check ---- */
