@@ -436,11 +436,11 @@ int main(int argc, char **argv) {
     batches_init(&b.q, b.k, c->batch);
     fill_random(&b.q, c->batch, b.m.net->classes, b.d.rank);
     time_runs(&b);
-    if (b.graphs && b.d.rank == 0) { /* whether the timed steps ran as graphs */
+    if (b.graphs && !b.on_cpu && b.d.rank == 0) { /* whether the timed steps ran as graphs */
         int recorded = 0;
         for (int i = 0; i < b.m.ngraphs; i++) recorded += b.m.graph[i].g != NULL;
-        printf("CIFAR10_CUDA_GRAPHS=on: %d step graph(s) recorded%s\n", recorded,
-               recorded ? "" : " (steps ran op by op: a CPU backend, or several ranks)");
+        printf("CUDA graphs: %d step graph(s) recorded%s\n", recorded,
+               recorded ? " (CIFAR10_CUDA_GRAPHS=off: op by op)" : " (steps ran op by op: several ranks)");
     }
     if (!b.on_cpu) time_layers(&b);
     struct rusage ru;

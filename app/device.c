@@ -14,8 +14,9 @@ int device_parse(const char *s, enum device_kind *out) {
 
 int device_graphs_wanted(struct err *e) {
     const char *v = getenv("CIFAR10_CUDA_GRAPHS");
-    if (!v || !*v || strcmp(v, "off") == 0) return 0;
-    if (strcmp(v, "on") == 0) return 1;
+    if (!v || !*v) return 1;
+    if (strcmp(v, "off") == 0) return 0;
+    if (strcmp(v, "on") == 0) return 2;
     return err_set(e, "CIFAR10_CUDA_GRAPHS=%s: expected on or off", v), -1;
 }
 

@@ -31,9 +31,10 @@ const char *precision_name(enum precision p);
 const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
                                     int local_rank, char *desc, size_t size, struct err *e);
 
-/* CIFAR10_CUDA_GRAPHS: "on" records training steps as CUDA graphs where the backend can and
- * one rank owns the GPU (struct model's graphs); "off" or unset runs them op by op, the
- * default until graphs have run on a GPU. 1 or 0; -1 with one line in e for another value. */
+/* CIFAR10_CUDA_GRAPHS: unset, empty or "on" records training steps as CUDA graphs where the
+ * backend can and one rank owns the GPU (struct model's graphs); "off" runs them op by op.
+ * 1 by default, 2 when "on" was asked for (a run that cannot honour it says so), 0 for "off";
+ * -1 with one line in e for another value. */
 int device_graphs_wanted(struct err *e);
 
 #endif

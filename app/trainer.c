@@ -146,8 +146,8 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
             if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
             else printf(", one allreduce after backward");
         }
-        if (t->m.graphs) printf("; training steps as CUDA graphs (CIFAR10_CUDA_GRAPHS=on)");
-        else if (graphs > 0)
+        if (t->m.graphs) printf("; training steps as CUDA graphs (CIFAR10_CUDA_GRAPHS=off: op by op)");
+        else if (graphs == 2)
             printf("; CIFAR10_CUDA_GRAPHS=on ignored: %s",
                    k->host ? "the CPU records no graphs" : "several ranks (gradients leave mid-backward)");
         printf("\n");

@@ -61,6 +61,11 @@ expect_err "train with two DATA" "b: unexpected extra argument"
 run "$BIN/cifar10-train" --epochs 2 --batch-size=8 --learning-rate 0.1 --momentum=0 --seed 9 "$T/nope"
 expect_rc 1 "train --flag value and --flag=value"
 expect_err "train missing data" "$T/nope: No such file or directory"
+# A bad value of a run-time switch: one line naming it, before any data is read.
+"$BIN/tests/make_synthetic" "$T/syn" 8 8 >/dev/null || exit 1
+run env CIFAR10_CUDA_GRAPHS=maybe "$BIN/cifar10-train" --device cpu --model-file "$T/syn.safetensors" "$T/syn"
+expect_rc 1 "train CIFAR10_CUDA_GRAPHS=maybe"
+expect_err "train CIFAR10_CUDA_GRAPHS=maybe" "CIFAR10_CUDA_GRAPHS=maybe: expected on or off"
 # Under mpirun: one line for the whole job, same exit code.
 run mpirun -np 2 "$BIN/cifar10-train" --epochs=-5 "$T/data"
 expect_rc 2 "mpirun train bad flag"
