@@ -237,6 +237,11 @@ static const struct op_case cases[] = {
     {OP_GELU, F_INPLACE, .n = 7},
     {OP_GELU, 0, .n = 1001},
     {OP_GELU, F_INPLACE, .n = 4099},
+    /* lengths a multiple of 8: 16-byte packs on the GPU (4 floats, 8 bf16) */
+    {OP_RELU, 0, .n = 4096},
+    {OP_RELU, F_NAN | F_INPLACE, .n = 1024},
+    {OP_GELU, F_INPLACE, .n = 4096},
+    {OP_GELU, 0, .n = 8},
 
     /* maxpool: k 2, 3 and 4, floor (rows and columns no window covers), ties, ReLU inputs */
     POOL(3, 4, 6, 8, 2, F_TIES),
@@ -248,6 +253,11 @@ static const struct op_case cases[] = {
     POOL(2, 64, 16, 16, 2, F_RELU),         /* a workshop layer */
     POOL(2, 5, 31, 31, 2, F_NAN | F_RELU),  /* NaN propagates (k = 2: the vector path) */
     POOL(2, 3, 9, 9, 3, F_NAN | F_RELU),    /* ... and with any k */
+    /* channels a multiple of 8: packs of adjacent channels on the GPU in NHWC */
+    POOL(2, 24, 31, 31, 2, F_TIES | F_RELU), /* airbench94's first pool's map */
+    POOL(2, 8, 9, 9, 2, F_NAN | F_RELU),
+    POOL(3, 16, 7, 7, 3, F_TIES),
+    POOL(2, 8, 17, 9, 4, F_TIES | F_RELU),
 
     /* batchnorm: train (y, saved and running statistics), eval, backward */
     BN(5, 3, 12, 1e-5f, 0.1f, 0, F_NO_DX),                 /* also with dx NULL */
@@ -261,6 +271,12 @@ static const struct op_case cases[] = {
     BN(3, 64, 225, 1e-12f, 0.6f, 0, F_GELU | F_NO_DX),
     BN(5, 256, 9, 1e-12f, 0.6f, 0.5f, F_GELU | F_NO_DGAMMA),
     BN(4, 5, 1, 1e-5f, 0.1f, 0, F_GELU),
+    /* channels a multiple of 8 but not of 32 (the GPU's NHWC sums take 32 channels a block) */
+    BN(6, 24, 49, 1e-5f, 0.1f, 0, F_GELU),
+    BN(3, 72, 25, 1e-5f, 0.1f, 0.5f, 0),
+    /* packs in NCHW too: maps of 64 (a pack inside one channel), 1x1 maps (adjacent channels) */
+    BN(3, 16, 64, 1e-5f, 0.1f, 0, F_GELU),
+    BN(40, 16, 1, 1e-5f, 0.1f, 0, F_GELU),
 
     /* linear: y = scale (x w^T + b) */
     LIN(9, 70, 33, 1.0f, F_BIAS),

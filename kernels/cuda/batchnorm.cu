@@ -6,16 +6,22 @@
 #include "cuda.h"
 
 /* y = z = (x - mean[c]) * invstd[c] * gamma[c] + beta[c], in the CPU backend's operation order,
- * or GELU(z). */
-template <typename T>
+ * or GELU(z); V elements a thread (cuda.h's packs), channels c + e * cstep. */
+template <typename T, int V>
 __global__ static void normalize_kernel(const T *x, const float *gamma, const float *beta, const float *mean,
                                         const float *invstd, T *y, uint32_t n, struct channel_of ch,
-                                        int gelu) {
-    GRID_STRIDE32(i, n) {
-        uint32_t c = channel_at(i, ch);
-        float scale = gamma[c] * invstd[c], shift = beta[c] - mean[c] * scale;
-        float z = act_load(x, i) * scale + shift;
-        act_store(y, i, gelu ? cuda_gelu(z) : z);
+                                        int cstep, int gelu) {
+    GRID_STRIDE32(j, n / V) {
+        uint32_t i = j * V, c = channel_at(i, ch);
+        float v[V];
+        pack_load<V>(x, i, v);
+        for (int e = 0; e < V; e++) {
+            uint32_t ce = c + e * cstep;
+            float scale = gamma[ce] * invstd[ce], shift = beta[ce] - mean[ce] * scale;
+            float z = v[e] * scale + shift;
+            v[e] = gelu ? cuda_gelu(z) : z;
+        }
+        pack_store<V>(y, i, v);
     }
 }
 
@@ -56,17 +62,38 @@ __global__ static void backward_stats_kernel(const double *part, int S, int C, d
 }
 
 /* dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy, or with a fused GELU
- * g = dy * GELU'(z). */
-template <typename T>
+ * g = dy * GELU'(z); V elements a thread, channels c + e * cstep. */
+template <typename T, int V>
 __global__ static void backward_dx_kernel(const T *x, const T *dy, const float *gamma, const float *beta,
                                           const float *mean, const float *invstd, const float *coef, T *dx,
-                                          uint32_t n, struct channel_of ch, int gelu) {
-    GRID_STRIDE32(i, n) {
-        uint32_t c = channel_at(i, ch);
-        float k = gamma[c] * invstd[c], g = act_load(dy, i), xi = act_load(x, i);
-        if (gelu) g *= cuda_gelu_slope(xi * k + (beta[c] - mean[c] * k));
-        act_store(dx, i, k * (g - coef[c] - (xi - mean[c]) * invstd[c] * coef[ch.c.d + c]));
+                                          uint32_t n, struct channel_of ch, int cstep, int gelu) {
+    GRID_STRIDE32(j, n / V) {
+        uint32_t i = j * V, c = channel_at(i, ch);
+        float xv[V], g[V];
+        pack_load<V>(x, i, xv);
+        pack_load<V>(dy, i, g);
+        for (int e = 0; e < V; e++) {
+            uint32_t ce = c + e * cstep;
+            float k = gamma[ce] * invstd[ce];
+            if (gelu) g[e] *= cuda_gelu_slope(xv[e] * k + (beta[ce] - mean[ce] * k));
+            g[e] = k * (g[e] - coef[ce] - (xv[e] - mean[ce]) * invstd[ce] * coef[ch.c.d + ce]);
+        }
+        pack_store<V>(dx, i, g);
     }
+}
+
+/* normalize_kernel over x[N][C][HW] into y, packed where the buffers allow (cuda_pack_channels). */
+template <typename T>
+static void normalize(const T *x, const float *gamma, const float *beta, const float *mean,
+                      const float *invstd, T *y, int N, int C, int HW, int gelu) {
+    size_t n = (size_t)N * C * HW;
+    int cstep, V = cuda_pack_channels<T>(C, HW, &cstep, x, y);
+    struct channel_of ch = cuda_channel_of(N, C, HW);
+    if (V > 1)
+        cuda_launch(normalize_kernel<T, CUDA_PACK<T>>, n / V, x, gamma, beta, mean, invstd, y, (uint32_t)n,
+                    ch, cstep, gelu);
+    else
+        cuda_launch(normalize_kernel<T, 1>, n, x, gamma, beta, mean, invstd, y, (uint32_t)n, ch, cstep, gelu);
 }
 
 /* The table's entries, activations of type T (the pointers' elements). */
@@ -82,9 +109,7 @@ static void batchnorm_forward_train(const void *x, const float *gamma, const flo
     stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, 1.0 / count, momentum, eps,
                                                          save_mean, save_invstd, running_mean, running_var);
     LAUNCH_CHECK();
-    size_t n = (size_t)N * C * HW;
-    cuda_launch(normalize_kernel<T>, n, (const T *)x, gamma, beta, (const float *)save_mean,
-                (const float *)save_invstd, (T *)y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
+    normalize((const T *)x, gamma, beta, save_mean, save_invstd, (T *)y, N, C, HW, gelu);
 }
 
 template <typename T>
@@ -96,9 +121,7 @@ static void batchnorm_forward_eval(const void *x, const float *gamma, const floa
     eval_stats_kernel<<<cuda_blocks((size_t)C), CUDA_THREADS, 0, cuda_stream()>>>(running_var, eps, invstd,
                                                                                   C);
     LAUNCH_CHECK();
-    size_t n = (size_t)N * C * HW;
-    cuda_launch(normalize_kernel<T>, n, (const T *)x, gamma, beta, running_mean, (const float *)invstd,
-                (T *)y, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
+    normalize((const T *)x, gamma, beta, running_mean, invstd, (T *)y, N, C, HW, gelu);
 }
 
 template <typename T>
@@ -119,8 +142,14 @@ static void batchnorm_backward(const void *x, const void *dy, const float *gamma
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
-    cuda_launch(backward_dx_kernel<T>, n, (const T *)x, (const T *)dy, gamma, beta, save_mean, save_invstd,
-                (const float *)coef, (T *)dx, (uint32_t)n, cuda_channel_of(N, C, HW), gelu);
+    int cstep, V = cuda_pack_channels<T>(C, HW, &cstep, x, dy, dx);
+    struct channel_of ch = cuda_channel_of(N, C, HW);
+    if (V > 1)
+        cuda_launch(backward_dx_kernel<T, CUDA_PACK<T>>, n / V, (const T *)x, (const T *)dy, gamma, beta,
+                    save_mean, save_invstd, (const float *)coef, (T *)dx, (uint32_t)n, ch, cstep, gelu);
+    else
+        cuda_launch(backward_dx_kernel<T, 1>, n, (const T *)x, (const T *)dy, gamma, beta, save_mean,
+                    save_invstd, (const float *)coef, (T *)dx, (uint32_t)n, ch, cstep, gelu);
 }
 
 template <typename T> static void fill(struct kernels *k) {

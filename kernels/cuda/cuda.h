@@ -210,6 +210,63 @@ __device__ static inline float act_load(const float *p, size_t i) { return p[i];
 __device__ static inline float act_load(const bf16_t *p, size_t i) { return __bfloat162float(p[i]); }
 __device__ static inline void act_store(float *p, size_t i, float v) { p[i] = v; }
 __device__ static inline void act_store(bf16_t *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+/* Packs: V consecutive activation elements moved by one access, into and out of float v[V].
+ * V is 1 (act_load / act_store) or CUDA_PACK<T>, 16 bytes: 4 floats or 8 bf16 (one element a
+ * thread, the memory-bound kernels moved bf16 activations at a quarter of an H200's bandwidth:
+ * docs/results.md, 2026-11-27). A 16-byte pack needs p + i 16-byte aligned; cuda_pack chooses
+ * V for the buffers at hand. Stores round as act_store (to nearest even). */
+template <typename T> constexpr int CUDA_PACK = 16 / (int)sizeof(T);
+template <int V, typename T> __device__ static inline void pack_load(const T *p, size_t i, float *v) {
+    static_assert(V == 1 || V == CUDA_PACK<T>, "a pack is one element or 16 bytes");
+    if constexpr (V == 1) v[0] = act_load(p, i);
+    else if constexpr (sizeof(T) == sizeof(float)) {
+        float4 a = *reinterpret_cast<const float4 *>(p + i);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    } else {
+        uint4 u = *reinterpret_cast<const uint4 *>(p + i);
+        __nv_bfloat162 h[4];
+        memcpy(h, &u, sizeof u);
+        for (int k = 0; k < 4; k++) {
+            float2 f = __bfloat1622float2(h[k]);
+            v[2 * k] = f.x, v[2 * k + 1] = f.y;
+        }
+    }
+}
+template <int V, typename T> __device__ static inline void pack_store(T *p, size_t i, const float *v) {
+    static_assert(V == 1 || V == CUDA_PACK<T>, "a pack is one element or 16 bytes");
+    if constexpr (V == 1) act_store(p, i, v[0]);
+    else if constexpr (sizeof(T) == sizeof(float)) {
+        *reinterpret_cast<float4 *>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+        __nv_bfloat162 h[4];
+        for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+        uint4 u;
+        memcpy(&u, h, sizeof u);
+        *reinterpret_cast<uint4 *>(p + i) = u;
+    }
+}
+/* The pack width for a pass over n elements of type T through the buffers a, b, c (NULL: not
+ * used): CUDA_PACK<T> when n is a multiple of it and every buffer is 16-byte aligned, else 1. */
+template <typename T>
+static inline int cuda_pack(size_t n, const void *a, const void *b = nullptr, const void *c = nullptr) {
+    const int V = CUDA_PACK<T>;
+    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return n % V == 0 && bits % 16 == 0 ? V : 1;
+}
+/* The same for a[N][C][HW] whose elements' channels matter (channel_of): a pack must then hold
+ * one channel's elements (HW a multiple of the width) or consecutive channels of one row (HW 1,
+ * C a multiple: NHWC maps, linear outputs). *cstep: how far the channel moves from one element
+ * of a pack to the next (0 or 1). */
+template <typename T>
+static inline int cuda_pack_channels(int C, int HW, int *cstep, const void *a, const void *b = nullptr,
+                                     const void *c = nullptr) {
+    const int V = CUDA_PACK<T>;
+    *cstep = HW == 1;
+    int fits = HW == 1 ? C % V == 0 : HW % V == 0;
+    return fits ? cuda_pack<T>((size_t)C * HW, a, b, c) : 1;
+}
+
 /* The table entries' pointer types of an op file's fill for precision p: T for bf16
  * activations, float otherwise. */
 #define CUDA_FILL_BY_TYPE(k, p, fill) ((p) == CUDA_BF16 ? fill<bf16_t>(k) : fill<float>(k))

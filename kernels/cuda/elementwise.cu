@@ -1,30 +1,59 @@
 /* Element-wise ops: ReLU, GELU, bias (+ ReLU) after a convolution or linear layer, the SGD and
  * lookahead updates over flat parameter buffers, and the input pipeline (crop/flip +
- * normalisation of uint8 images). One thread per element, grid-stride loops (a grid may be
- * capped); size_t indices, except where an element's channel is needed: there 32-bit indices
- * and fastdiv.h's division (tensors of fewer than 2^31 elements, checked). */
+ * normalisation of uint8 images). One thread per element or per pack of elements (cuda.h),
+ * grid-stride loops (a grid may be capped); size_t indices, except where an element's channel is needed:
+ * there 32-bit indices and fastdiv.h's division (tensors of fewer than 2^31 elements, checked). */
 #include "cuda.h"
 
-/* Activations of type T (float or bf16, cuda.h's act_load / act_store). */
-template <typename T> __global__ static void relu_forward_kernel(const T *x, T *y, size_t n) {
-    GRID_STRIDE(i, n) {
-        float v = act_load(x, i);
-        act_store(y, i, v <= 0.0f ? 0.0f : v); /* NaN stays NaN, as PyTorch's ReLU */
+/* Activations of type T (float or bf16, cuda.h's act_load / act_store), V elements a thread
+ * (cuda.h's packs; n a multiple of V). In place (y == x, dx == dy) is allowed: each thread
+ * reads its pack before writing it. */
+template <typename T, int V> __global__ static void relu_forward_kernel(const T *x, T *y, size_t n) {
+    GRID_STRIDE(j, n / V) {
+        float v[V];
+        pack_load<V>(x, j * V, v);
+        for (int e = 0; e < V; e++) v[e] = v[e] <= 0.0f ? 0.0f : v[e]; /* NaN stays NaN, as PyTorch's ReLU */
+        pack_store<V>(y, j * V, v);
     }
 }
 
-template <typename T> __global__ static void relu_backward_kernel(const T *y, const T *dy, T *dx, size_t n) {
-    GRID_STRIDE(i, n) act_store(dx, i, act_load(y, i) <= 0.0f ? 0.0f : act_load(dy, i));
+template <typename T, int V>
+__global__ static void relu_backward_kernel(const T *y, const T *dy, T *dx, size_t n) {
+    GRID_STRIDE(j, n / V) {
+        float v[V], g[V];
+        pack_load<V>(y, j * V, v);
+        pack_load<V>(dy, j * V, g);
+        for (int e = 0; e < V; e++) g[e] = v[e] <= 0.0f ? 0.0f : g[e];
+        pack_store<V>(dx, j * V, g);
+    }
 }
 
-template <typename T> __global__ static void gelu_forward_kernel(const T *x, T *y, size_t n) {
-    GRID_STRIDE(i, n) act_store(y, i, cuda_gelu(act_load(x, i)));
+template <typename T, int V> __global__ static void gelu_forward_kernel(const T *x, T *y, size_t n) {
+    GRID_STRIDE(j, n / V) {
+        float v[V];
+        pack_load<V>(x, j * V, v);
+        for (int e = 0; e < V; e++) v[e] = cuda_gelu(v[e]);
+        pack_store<V>(y, j * V, v);
+    }
 }
 
-/* Each thread reads dy[i] before writing dx[i], so dx may equal dy. */
-template <typename T> __global__ static void gelu_backward_kernel(const T *x, const T *dy, T *dx, size_t n) {
-    GRID_STRIDE(i, n) act_store(dx, i, act_load(dy, i) * cuda_gelu_slope(act_load(x, i)));
+template <typename T, int V>
+__global__ static void gelu_backward_kernel(const T *x, const T *dy, T *dx, size_t n) {
+    GRID_STRIDE(j, n / V) {
+        float v[V], g[V];
+        pack_load<V>(x, j * V, v);
+        pack_load<V>(dy, j * V, g);
+        for (int e = 0; e < V; e++) g[e] *= cuda_gelu_slope(v[e]);
+        pack_store<V>(dx, j * V, g);
+    }
 }
+
+/* kernel<T, V> over n elements of the buffers a, b, c (and args...): packed where n and the
+ * buffers allow (cuda_pack), else one element a thread. */
+#define LAUNCH_PACKED(kernel, T, n, a, b, c, ...)                                                            \
+    (cuda_pack<T>((n), (a), (b), (c)) > 1                                                                    \
+         ? cuda_launch(kernel<T, CUDA_PACK<T>>, (n) / CUDA_PACK<T>, __VA_ARGS__)                             \
+         : cuda_launch(kernel<T, 1>, (n), __VA_ARGS__))
 
 /* float <-> bf16 for the bf16 convolutions (conv.cu): round to nearest even, and widen. */
 __global__ static void to_bf16_kernel(const float *src, __nv_bfloat16 *dst, size_t n) {
@@ -61,13 +90,20 @@ __global__ static void from_bf16_kernel(const __nv_bfloat16 *src, float *dst, si
     GRID_STRIDE(i, n) dst[i] = __bfloat162float(src[i]);
 }
 
-/* y[N][C][HW] += scale * b[C], then ReLU when relu != 0. */
-template <typename T>
+/* y[N][C][HW] += scale * b[C], then ReLU when relu != 0; V elements a thread, channels
+ * c + e * cstep (cuda_pack_channels). */
+template <typename T, int V>
 __global__ static void bias_act_kernel(T *y, const float *b, float scale, uint32_t n, struct channel_of ch,
-                                       int relu) {
-    GRID_STRIDE32(i, n) {
-        float v = act_load(y, i) + scale * b[channel_at(i, ch)];
-        act_store(y, i, relu && v <= 0.0f ? 0.0f : v);
+                                       int cstep, int relu) {
+    GRID_STRIDE32(j, n / V) {
+        uint32_t i = j * V, c = channel_at(i, ch);
+        float v[V];
+        pack_load<V>(y, i, v);
+        for (int e = 0; e < V; e++) {
+            v[e] += scale * b[c + e * cstep];
+            v[e] = relu && v[e] <= 0.0f ? 0.0f : v[e];
+        }
+        pack_store<V>(y, i, v);
     }
 }
 
@@ -165,24 +201,28 @@ void cuda_from_bf16(const bf16_t *src, float *dst, size_t n) {
 }
 
 template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n) {
-    cuda_launch(relu_forward_kernel<T>, n, (const T *)x, (T *)y, n);
+    LAUNCH_PACKED(relu_forward_kernel, T, n, x, y, nullptr, (const T *)x, (T *)y, n);
 }
 
 template <typename T> void cuda_relu_backward(const void *y, const void *dy, void *dx, size_t n) {
-    cuda_launch(relu_backward_kernel<T>, n, (const T *)y, (const T *)dy, (T *)dx, n);
+    LAUNCH_PACKED(relu_backward_kernel, T, n, y, dy, dx, (const T *)y, (const T *)dy, (T *)dx, n);
 }
 
 template <typename T> static void gelu_forward(const void *x, void *y, size_t n) {
-    cuda_launch(gelu_forward_kernel<T>, n, (const T *)x, (T *)y, n);
+    LAUNCH_PACKED(gelu_forward_kernel, T, n, x, y, nullptr, (const T *)x, (T *)y, n);
 }
 
 template <typename T> static void gelu_backward(const void *x, const void *dy, void *dx, size_t n) {
-    cuda_launch(gelu_backward_kernel<T>, n, (const T *)x, (const T *)dy, (T *)dx, n);
+    LAUNCH_PACKED(gelu_backward_kernel, T, n, x, dy, dx, (const T *)x, (const T *)dy, (T *)dx, n);
 }
 
 template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int relu) {
     size_t n = (size_t)N * C * HW;
-    cuda_launch(bias_act_kernel<T>, n, y, b, scale, (uint32_t)n, cuda_channel_of(N, C, HW), relu);
+    int cstep, V = cuda_pack_channels<T>(C, HW, &cstep, y);
+    struct channel_of ch = cuda_channel_of(N, C, HW);
+    if (V > 1)
+        cuda_launch(bias_act_kernel<T, CUDA_PACK<T>>, n / V, y, b, scale, (uint32_t)n, ch, cstep, relu);
+    else cuda_launch(bias_act_kernel<T, 1>, n, y, b, scale, (uint32_t)n, ch, cstep, relu);
 }
 
 template void cuda_relu_forward<float>(const void *, void *, size_t);

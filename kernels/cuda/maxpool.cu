@@ -1,8 +1,8 @@
 /* k x k max pool with stride k (nn.MaxPool2d(k), floor): y[N][C][H/k][W/k] from x[N][C][H][W]
  * in the backend's layout (NCHW, or NHWC: y[N][H/k][W/k][C]), one thread per output element,
- * so in NHWC a warp reads 32 adjacent channels. NaN propagates as in PyTorch: an element
- * replaces the maximum when it is larger or NaN, so dy goes to the last NaN of a window, else to
- * its first maximum in row-major order (strict '>'), as cpu/maxpool.c does.
+ * or in NHWC per pack of adjacent channels (16 bytes, cuda.h) where C and the buffers allow. NaN propagates
+ * as in PyTorch: an element replaces the maximum when it is larger or NaN, so dy goes to the last NaN of a
+ * window, else to its first maximum in row-major order (strict '>'), as cpu/maxpool.c does.
  *
  * Backward: windows do not overlap (stride = k), so the thread of a window writes all k*k of
  * its dx elements, dy at the maximum and 0 elsewhere, with no atomics. Rows and columns past
@@ -54,63 +54,86 @@ __device__ static struct window window_of(uint32_t o, struct pool p) {
     return w;
 }
 
-/* The maximum of the k x k window at x + at (rows W * step apart, columns step apart) and, in
- * *best, the row-major offset r * k + c of its first occurrence; NaN and the last NaN's offset
- * when the window has one. */
-template <typename T> __device__ static float window_max(const T *x, uint32_t at, struct pool p, int *best) {
-    float m = act_load(x, at);
-    int b = 0, k = (int)p.k;
+/* The maxima of the k x k windows of the V channels at x + at (a pack: cuda.h; rows W * step
+ * apart, columns step apart) in m[V] and, in best[V], the row-major offset r * k + c of each
+ * one's first occurrence; NaN and the last NaN's offset where a window has one. */
+template <int V, typename T>
+__device__ static void window_max(const T *x, uint32_t at, struct pool p, float *m, int *best) {
+    int k = (int)p.k;
+    pack_load<V>(x, at, m);
+    for (int e = 0; e < V; e++) best[e] = 0;
     for (int r = 0; r < k; r++)
         for (int c = 0; c < k; c++) {
-            float v = act_load(x, at + (r * p.W + c) * p.step);
-            if (v > m || isnan(v)) m = v, b = r * k + c;
+            float v[V];
+            pack_load<V>(x, at + (r * p.W + c) * p.step, v);
+            for (int e = 0; e < V; e++)
+                if (v[e] > m[e] || isnan(v[e])) m[e] = v[e], best[e] = r * k + c;
         }
-    *best = b;
-    return m;
 }
 
-/* Activations of type T (cuda.h); a maximum is one of x's values, so storing it loses nothing. */
-template <typename T>
+/* Activations of type T (cuda.h), V channels a thread (V > 1 in NHWC only); a maximum is one of
+ * x's values, so storing it loses nothing. */
+template <typename T, int V>
 __global__ static void maxpool_forward_kernel(const T *x, T *y, uint32_t total, struct pool p) {
-    GRID_STRIDE32(o, total) {
-        int best;
-        act_store(y, o, window_max(x, window_of(o, p).at, p, &best));
+    GRID_STRIDE32(j, total / V) {
+        uint32_t o = j * V;
+        float m[V];
+        int best[V];
+        window_max<V>(x, window_of(o, p).at, p, m, best);
+        pack_store<V>(y, o, m);
     }
 }
 
 /* The zeros of dx that no window covers, written by the windows of the last column (the
  * W % k columns to their right) and of the last row (the H % k rows below them, and below the
  * right-hand columns for the corner window). */
-template <typename T> __device__ static void border_zero(T *dx, struct window w, struct pool p) {
+template <int V, typename T> __device__ static void border_zero(T *dx, struct window w, struct pool p) {
     uint32_t right = w.j + 1 == p.wo.d ? p.W - p.wo.d * p.k : 0; /* columns past this window's row */
     uint32_t below = w.i + 1 == p.ho.d ? p.H - p.ho.d * p.k : 0; /* rows past this window's column */
+    float zero[V];
+    for (int e = 0; e < V; e++) zero[e] = 0.0f;
     for (uint32_t r = 0; r < p.k + below; r++)
         for (uint32_t c = r < p.k ? p.k : 0; c < p.k + right; c++)
-            act_store(dx, w.at + (r * p.W + c) * p.step, 0.0f);
+            pack_store<V>(dx, w.at + (r * p.W + c) * p.step, zero);
 }
 
-template <typename T>
+template <typename T, int V>
 __global__ static void maxpool_backward_kernel(const T *x, const T *dy, T *dx, uint32_t total, struct pool p,
                                                int relu) {
     int k = (int)p.k;
-    GRID_STRIDE32(o, total) {
+    GRID_STRIDE32(j, total / V) {
+        uint32_t o = j * V;
         struct window w = window_of(o, p);
-        int best;
-        float m = window_max(x, w.at, p, &best);
-        float v =
-            relu && m <= 0.0f ? 0.0f : act_load(dy, o); /* through the ReLU whose output x is (NaN passes) */
+        float m[V], g[V], out[V];
+        int best[V];
+        window_max<V>(x, w.at, p, m, best);
+        pack_load<V>(dy, o, g);
+        for (int e = 0; e < V; e++) /* through the ReLU whose output x is (NaN passes) */
+            if (relu && m[e] <= 0.0f) g[e] = 0.0f;
         for (int r = 0; r < k; r++)
-            for (int c = 0; c < k; c++)
-                act_store(dx, w.at + (r * p.W + c) * p.step, r * k + c == best ? v : 0.0f);
-        border_zero(dx, w, p);
+            for (int c = 0; c < k; c++) {
+                for (int e = 0; e < V; e++) out[e] = r * k + c == best[e] ? g[e] : 0.0f;
+                pack_store<V>(dx, w.at + (r * p.W + c) * p.step, out);
+            }
+        border_zero<V>(dx, w, p);
     }
+}
+
+/* The pack width: V channels a thread in NHWC where C and the buffers allow, else 1. */
+template <typename T>
+static int pool_pack(struct pool p, const void *a, const void *b, const void *c = nullptr) {
+    int cstep;
+    return p.nhwc ? cuda_pack_channels<T>((int)p.C, 1, &cstep, a, b, c) : 1;
 }
 
 template <typename T> static void maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k) {
     if (H < k || W < k) return; /* no window: y is empty */
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    cuda_launch(maxpool_forward_kernel<T>, total, (const T *)x, (T *)y, total, p);
+    if (pool_pack<T>(p, x, y) > 1)
+        cuda_launch(maxpool_forward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x, (T *)y,
+                    total, p);
+    else cuda_launch(maxpool_forward_kernel<T, 1>, total, (const T *)x, (T *)y, total, p);
 }
 
 template <typename T>
@@ -122,7 +145,12 @@ static void maxpool_backward(const void *x, const void *dy, void *dx, int N, int
     }
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    cuda_launch(maxpool_backward_kernel<T>, total, (const T *)x, (const T *)dy, (T *)dx, total, p, relu);
+    if (pool_pack<T>(p, x, dy, dx) > 1)
+        cuda_launch(maxpool_backward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x,
+                    (const T *)dy, (T *)dx, total, p, relu);
+    else
+        cuda_launch(maxpool_backward_kernel<T, 1>, total, (const T *)x, (const T *)dy, (T *)dx, total, p,
+                    relu);
 }
 
 template <typename T> static void fill(struct kernels *k) {

@@ -2,12 +2,13 @@
  *   HW > 1 (NCHW maps): grid (S, C), one block per (run of images, channel), the block's
  *     threads along the run's elements, then a shared-memory tree;
  *   HW == 1 (rows: NHWC maps as [N*HW][C], linear outputs): grid (S, C / 32), a block of 32
- *     channels x ROW_LANES rows, so a warp reads 32 adjacent channels of one row; each
- *     thread sums every ROW_LANES-th row of the run, then the lanes are added in order.
+ *     channels x lanes of rows (row_partials_kernel), each thread a pack of channels (16
+ *     bytes where the buffers allow); each thread sums every lanes-th row of the run, then
+ *     the lanes are added in order.
  * Either way about 1024 blocks, enough to fill any GPU. */
 #include "cuda.h"
 
-#define ROW_LANES 8
+#define ROW_THREADS 256
 
 /* A channel's constants for the sums: its mean and invstd, and the batch norm's scale and shift
  * (z = x * scale + shift, as its forward computes z). */
@@ -24,15 +25,21 @@ __device__ static struct channel_consts consts_of(enum channel_sum what, struct 
     return k;
 }
 
-/* Element `at`'s two quantities (cuda.h) added to s1 and s2; b is of a's type. */
-template <typename T>
+/* The V elements at a + at (a pack: cuda.h; channels k[0..V-1]) added to their sums s1[e] and
+ * s2[e] (cuda.h's quantities); b is of a's type. */
+template <int V, typename T>
 __device__ static void add_terms(enum channel_sum what, const T *a, const T *b, uint32_t at,
-                                 struct channel_consts k, double *s1, double *s2) {
-    float v = act_load(a, at);
-    if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(act_load(b, at) * k.scale + k.shift);
-    *s1 += v;
-    if (what == CHANNEL_SUM_SQUARE) *s2 += (double)v * v;
-    else if (what != CHANNEL_SUM) *s2 += (double)v * ((act_load(b, at) - k.mean) * k.invstd);
+                                 const struct channel_consts *k, double *s1, double *s2) {
+    float va[V], vb[V];
+    pack_load<V>(a, at, va);
+    if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU) pack_load<V>(b, at, vb);
+    for (int e = 0; e < V; e++) {
+        float v = va[e];
+        if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(vb[e] * k[e].scale + k[e].shift);
+        s1[e] += v;
+        if (what == CHANNEL_SUM_SQUARE) s2[e] += (double)v * v;
+        else if (what != CHANNEL_SUM) s2[e] += (double)v * ((vb[e] - k[e].mean) * k[e].invstd);
+    }
 }
 
 /* Where run s of `run` images (rows) starts, or N past the end: runs of equal length, the last
@@ -61,7 +68,7 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
     for (uint32_t t = threadIdx.x; t < count; t += blockDim.x) {
         uint32_t image = fastdiv_div(t, hw);
         uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
-        add_terms(what, a, (const T *)in.b, at, k, &s1, &s2);
+        add_terms<1>(what, a, (const T *)in.b, at, &k, &s1, &s2);
     }
     block_sum2(&s1, &s2);
     if (threadIdx.x == 0) {
@@ -70,26 +77,52 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
     }
 }
 
-/* a[N][C] (rows); block (32, ROW_LANES): threadIdx.x the channel within the block's 32. */
-template <typename T>
-__global__ static void row_partials_kernel(enum channel_sum what, const T *a, struct channel_inputs in,
-                                           double *part, int N, int C, uint32_t run) {
-    int s = blockIdx.x, S = gridDim.x, c = blockIdx.y * 32 + threadIdx.x, lane = threadIdx.y;
+/* a[N][C] (rows): a block of ROW_THREADS covers 32 channels as 32 / V packs of V channels
+ * (cuda.h; V = 1: a warp reads 32 adjacent channels of one row) times ROW_THREADS * V / 32
+ * lanes; each thread sums every lanes-th row of the run, then each channel's lanes are added
+ * in order. The sum is a template parameter so that each instance holds only the registers
+ * its sum needs (a pack of 8 keeps 16 double sums, and 8 channels' constants for the xhat
+ * sums). */
+template <typename T, int V, enum channel_sum what>
+__global__ static void row_partials_kernel(const T *a, struct channel_inputs in, double *part, int N, int C,
+                                           uint32_t run) {
+    constexpr int P = 32 / V, L = ROW_THREADS / P; /* packs per 32 channels, lanes */
+    int s = blockIdx.x, S = gridDim.x, pack = threadIdx.x % P, lane = threadIdx.x / P;
+    int c0 = blockIdx.y * 32 + pack * V; /* the pack's first channel (C is a multiple of V) */
     uint32_t n0 = run_start(s, run, N), n1 = run_start(s + 1, run, N);
-    double s1 = 0.0, s2 = 0.0;
-    if (c < C) {
-        struct channel_consts k = consts_of(what, in, c);
-        for (uint32_t n = n0 + lane; n < n1; n += ROW_LANES)
-            add_terms(what, a, (const T *)in.b, n * (uint32_t)C + (uint32_t)c, k, &s1, &s2);
+    double s1[V], s2[V];
+    for (int e = 0; e < V; e++) s1[e] = 0.0, s2[e] = 0.0;
+    if (c0 < C) {
+        struct channel_consts k[V];
+        for (int e = 0; e < V; e++) k[e] = consts_of(what, in, c0 + e);
+        for (uint32_t n = n0 + lane; n < n1; n += L)
+            add_terms<V>(what, a, (const T *)in.b, n * (uint32_t)C + (uint32_t)c0, k, s1, s2);
     }
-    __shared__ double r1[ROW_LANES][32], r2[ROW_LANES][32];
-    r1[lane][threadIdx.x] = s1, r2[lane][threadIdx.x] = s2;
+    __shared__ double r[2][L][32];
+    for (int e = 0; e < V; e++) r[0][lane][pack * V + e] = s1[e], r[1][lane][pack * V + e] = s2[e];
     __syncthreads();
-    if (lane == 0 && c < C) {
-        for (int l = 1; l < ROW_LANES; l++) s1 += r1[l][threadIdx.x], s2 += r2[l][threadIdx.x];
-        part[(size_t)s * C + c] = s1;
-        if (what != CHANNEL_SUM) part[(size_t)(S + s) * C + c] = s2;
+    int q = threadIdx.x / 32, cc = threadIdx.x % 32, c = blockIdx.y * 32 + cc; /* a thread per sum */
+    if (q < 2 && c < C && (q == 0 || what != CHANNEL_SUM)) {
+        double sum = r[q][0][cc];
+        for (int l = 1; l < L; l++) sum += r[q][l][cc];
+        part[(size_t)(q * S + s) * C + c] = sum;
     }
+}
+
+/* row_partials_kernel<T, V, what> on grid (S, C / 32 rounded up), chosen by what at run time. */
+template <typename T, int V, enum channel_sum what>
+static void rows_launch(dim3 grid, const T *a, struct channel_inputs in, double *part, int N, int C,
+                        uint32_t run) {
+    row_partials_kernel<T, V, what><<<grid, ROW_THREADS, 0, cuda_stream()>>>(a, in, part, N, C, run);
+}
+template <typename T, int V>
+static void rows_partials(enum channel_sum what, dim3 grid, const T *a, struct channel_inputs in,
+                          double *part, int N, int C, uint32_t run) {
+    static void (*const by_sum[])(dim3, const T *, struct channel_inputs, double *, int, int, uint32_t) = {
+        rows_launch<T, V, CHANNEL_SUM>, rows_launch<T, V, CHANNEL_SUM_SQUARE>,
+        rows_launch<T, V, CHANNEL_SUM_XHAT>, rows_launch<T, V, CHANNEL_SUM_XHAT_GELU>};
+    CHECK((unsigned)what < sizeof by_sum / sizeof by_sum[0]);
+    by_sum[what](grid, a, in, part, N, C, run);
 }
 
 template <typename T>
@@ -98,9 +131,11 @@ int cuda_channel_partials(enum channel_sum what, const T *a, struct channel_inpu
     int S = cuda_channel_splits(N, C, HW);
     uint32_t run = ((uint32_t)N + (uint32_t)S - 1) / (uint32_t)S;
     struct fastdiv hw = cuda_channel_of(N, C, HW).hw; /* (also checks the size) */
-    if (HW == 1)
-        row_partials_kernel<T>
-            <<<dim3(S, (C + 31) / 32), dim3(32, ROW_LANES), 0, cuda_stream()>>>(what, a, in, part, N, C, run);
+    int cstep;
+    dim3 rows(S, (C + 31) / 32);
+    if (HW == 1 && cuda_pack_channels<T>(C, 1, &cstep, a, in.b) > 1)
+        rows_partials<T, CUDA_PACK<T>>(what, rows, a, in, part, N, C, run);
+    else if (HW == 1) rows_partials<T, 1>(what, rows, a, in, part, N, C, run);
     else partials_kernel<T><<<dim3(S, C), CUDA_THREADS, 0, cuda_stream()>>>(what, a, in, part, N, C, run, hw);
     LAUNCH_CHECK();
     return S;
