@@ -406,7 +406,7 @@ static int bench_start(struct bench *b, int argc, char **argv) {
     b->threads = b->c.threads ? b->c.threads : cpus.usable / sharing;
     if (b->threads < 1) b->threads = 1;
     omp_set_num_threads(b->threads);
-    char device[512];
+    char device[768];
     b->k = device_select(b->c.device, b->c.precision, 1, b->d.local_rank, device, sizeof device, &e);
     dist_agree(b->k ? 0 : 1, e.msg);
     b->graphs = device_graphs_wanted(&e);

@@ -76,7 +76,7 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
     }
     int gpu = local_rank % gpus;
     const struct kernels *k = kernels_cuda(gpu);
-    char name[256];
+    char name[512];
     kernels_cuda_describe(name, sizeof name);
     snprintf(desc, size, "cuda: GPU %d of %d visible, %s (local rank %d)%s", gpu, gpus, name, local_rank,
              want == DEVICE_AUTO ? " (auto)" : "");

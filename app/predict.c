@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(o.threads);
     struct err e = {""};
-    char desc[512];
+    char desc[768];
     const struct kernels *k = device_select(o.device, PRECISION_FP32, 0, 0, desc, sizeof desc, &e);
     if (!k) err_die(1, "%s", e.msg);
     const struct net_def *net = checkpoint_net(o.model_file, &e);

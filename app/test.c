@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(threads);
 
-    char desc[512];
+    char desc[768];
     const struct kernels *k = device_select(device, PRECISION_FP32, 0, 0, desc, sizeof desc, &e);
     if (!k) err_die(1, "%s", e.msg);
     printf("device: %s\n", desc);

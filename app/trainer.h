@@ -39,7 +39,7 @@ struct trainer {
     struct model_state h;     /* host copies of the state, for broadcasts and files */
     float *buffer_sums;       /* [S] host scratch for averaging running statistics */
     struct run_info info;     /* run id, epochs done, global step, settings */
-    char device[512];         /* what --device chose for this rank */
+    char device[768];         /* what --device chose for this rank */
     struct dist_grads *grads; /* bucketed gradient allreduce */
     int *pred;                /* [batch] */
     int *perm;                /* [train.n] this epoch's order */

@@ -230,7 +230,7 @@ void dist_barrier(void) {
 }
 
 void dist_print_all(const char *line) {
-    char mine[256] = "";
+    char mine[768] = "";
     snprintf(mine, sizeof mine, "%s", line);
     char *all = self.rank == 0 ? XALLOC((size_t)self.world * sizeof mine) : NULL;
     MPI_Request r;

@@ -81,7 +81,7 @@ void dist_barrier(void);
 /* Wall-clock seconds (MPI_Wtime). */
 double dist_time(void);
 
-/* Rank 0 prints every rank's line (up to 255 characters), in rank order: "rank R: line". */
+/* Rank 0 prints every rank's line (up to 767 characters), in rank order: "rank R: line". */
 void dist_print_all(const char *line);
 
 /* Whether this Open MPI can take GPU memory in its calls (MPIX_Query_cuda_support(); 0 for an

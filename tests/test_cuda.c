@@ -480,7 +480,7 @@ static void test_second_gpu(const struct cifar_set *set, int gpus) {
         if (dev == 1) gpu->shutdown(), gpu = gpu_table(1);
         train_run(net, gpu, set, 32, 1, 1, &(struct run){&l[dev], g[dev], w[dev], NULL});
     }
-    char name[256];
+    char name[512];
     kernels_cuda_describe(name, sizeof name);
     printf("test_cuda: GPU 1: %s: a step %s GPU 0's\n", name,
            memcmp(w[0], w[1], P * 4) == 0 ? "bit for bit as" : "within tolerance of");
@@ -517,7 +517,7 @@ int main(int argc, char **argv) {
         }
         cpu = kernels_cpu_bf16_act(), gpu_table = kernels_cuda_bf16, gpu = kernels_cuda_bf16(0);
     }
-    char name[256];
+    char name[512];
     kernels_cuda_describe(name, sizeof name);
     printf("test_cuda: GPU 0: %s; tolerances: loss %g, logits %g, gradients %g, weights %g, course %g\n",
            name, tol->loss, tol->logits, tol->grads, tol->weights, tol->course);
