@@ -186,6 +186,10 @@ static const struct op_case cases[] = {
     CONV(2, 7, 3, 5, 3, 5, 4, F_BIAS),                       /* pad k-1, image smaller than the window: 9x7 */
     CONV(4, 40, 12, 5, 3, 3, 1, F_BIAS),          /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
     CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW), /* C*25 = 300 > KC with 5x5 */
+    /* few input channels (C k^2 <= 16): the GPU's own forward in NHWC (cuda_small_conv) */
+    CONV(4, 3, 24, 32, 32, 2, 0, F_BIAS | F_NO_DX), /* airbench94's whitening layer */
+    CONV(2, 3, 5, 9, 9, 2, 1, F_BIAS | F_RELU),     /* 5 outputs: no packs; pad 1 */
+    CONV(2, 4, 16, 7, 8, 2, 1, F_RELU | F_NO_DB),   /* C k^2 = 16, no bias, ReLU, pad 1 */
 
     /* conv, the workshop's 3x3 pad 1 on even maps with 16+ channels on the side a pass reads and
      * the side it writes: Winograd for the forward, dx and dw (float: F(4x4), exact tiles, or
@@ -1320,7 +1324,7 @@ static void cuda_column(void) {
     B = kernels_cuda(0);
     const char *algos = getenv("CIFAR10_CUDA_ALGOS");
     exact_reruns = !(algos && strcmp(algos, "fastest") == 0);
-    char name[256];
+    char name[512];
     kernels_cuda_describe(name, sizeof name);
     printf("test_ops: cuda: GPU 0: %s\n", name);
     expect_complete(B);
@@ -1367,6 +1371,26 @@ static void cuda_column(void) {
         tol_products = TOL;
         B->shutdown();
     }
+    /* cuDNN's forward for few input channels in NHWC (CIFAR10_CUDA_SMALL_CONV=cudnn; ours is
+     * the default): conv and linear. */
+    const char *env_small = getenv("CIFAR10_CUDA_SMALL_CONV");
+    char saved_small[16] = "";
+    if (env_small) snprintf(saved_small, sizeof saved_small, "%s", env_small);
+    CHECK(setenv("CIFAR10_CUDA_LAYOUT", "nhwc", 1) == 0 &&
+          setenv("CIFAR10_CUDA_SMALL_CONV", "cudnn", 1) == 0);
+    B = kernels_cuda(0);
+    snprintf(where, sizeof where, "cuda nhwc, CIFAR10_CUDA_SMALL_CONV=cudnn, conv and linear");
+    run_cases(2);
+    B->shutdown();
+    if (kernels_cuda_bf16_native()) {
+        CHECK(setenv("CIFAR10_CUDA_BF16", "activations", 1) == 0);
+        B = kernels_cuda_bf16(0);
+        snprintf(where, sizeof where, "cuda-bf16 nhwc, CIFAR10_CUDA_SMALL_CONV=cudnn");
+        bf16_act_cases();
+        B->shutdown();
+    }
+    CHECK((env_small ? setenv("CIFAR10_CUDA_SMALL_CONV", saved_small, 1)
+                     : unsetenv("CIFAR10_CUDA_SMALL_CONV")) == 0);
     CHECK((env ? setenv("CIFAR10_CUDA_LAYOUT", saved, 1) : unsetenv("CIFAR10_CUDA_LAYOUT")) == 0);
     CHECK((env_bf16 ? setenv("CIFAR10_CUDA_BF16", saved_bf16, 1) : unsetenv("CIFAR10_CUDA_BF16")) == 0);
     exact_reruns = 1;

@@ -35,6 +35,7 @@ static int nretired;
 static void *cublas_workspace;
 static int nhwc = 1;          /* the activations' layout, set when the backend starts (cuda_table) */
 static int deterministic = 1; /* cuDNN's algorithms: deterministic ones only, likewise */
+static int small_conv = 1;    /* the forward of convolutions on few input channels: ours, likewise */
 
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
     fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d\n", err_progname(), api, expr, what, file, line);
@@ -62,6 +63,7 @@ int cuda_tf32(void) {
 
 int cuda_nhwc(void) { return nhwc; }
 int cuda_deterministic(void) { return deterministic; }
+int cuda_small_conv(void) { return small_conv; }
 
 /* Environment variable `name`: 1 for `yes` (or unset, empty), 0 for `no`; anything else is an
  * error naming both. */
@@ -367,6 +369,7 @@ static const struct kernels *cuda_table(int device) {
     selected = device;
     nhwc = switch_from_env("CIFAR10_CUDA_LAYOUT", "nhwc", "nchw");
     deterministic = switch_from_env("CIFAR10_CUDA_ALGOS", "deterministic", "fastest");
+    small_conv = switch_from_env("CIFAR10_CUDA_SMALL_CONV", "ours", "cudnn");
     table.name = "cuda";
     table.nhwc = nhwc;
     table.alloc = cuda_alloc;
@@ -433,7 +436,7 @@ static void describe(char *buf, size_t size) {
     CUDA_CHECK(cudaDriverGetVersion(&driver));
     snprintf(buf, size,
              "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s, "
-             "%s; activations %s)",
+             "%s; activations %s%s)",
              p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000,
              driver % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100,
              p.major < 8   ? "FP32"
@@ -441,7 +444,10 @@ static void describe(char *buf, size_t size) {
                            : "FP32 (NVIDIA_TF32_OVERRIDE=0)",
              deterministic ? "deterministic algorithms (CIFAR10_CUDA_ALGOS=fastest: any)"
                            : "the fastest algorithms, deterministic or not (CIFAR10_CUDA_ALGOS=fastest)",
-             nhwc ? "NHWC (CIFAR10_CUDA_LAYOUT=nchw: NCHW)" : "NCHW (CIFAR10_CUDA_LAYOUT=nchw)");
+             nhwc ? "NHWC (CIFAR10_CUDA_LAYOUT=nchw: NCHW)" : "NCHW (CIFAR10_CUDA_LAYOUT=nchw)",
+             !nhwc        ? ""
+             : small_conv ? "; few-channel forward ours (CIFAR10_CUDA_SMALL_CONV=cudnn: cuDNN's)"
+                          : "; few-channel forward cuDNN's (CIFAR10_CUDA_SMALL_CONV=cudnn)");
 }
 
 /* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */

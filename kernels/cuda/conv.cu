@@ -1,6 +1,7 @@
 /* Stride-1 k x k convolutions with zero padding (struct conv_shape: x[N][C][H][W],
  * w[K][C][k][k], y[N][K][Ho][Wo], Ho = H + 2 pad - k + 1) with cuDNN, plus our bias (+ ReLU)
- * and bias-gradient kernels.
+ * and bias-gradient kernels, and our own forward for few input channels in NHWC
+ * (small_conv_kernel, cuda_small_conv).
  *
  * Plans: per shape (all of N, C, K, H, W, k, pad) a plan holds the descriptors and, per pass
  * (forward, backward-data, backward-filter), the deterministic algorithms cudnnFind* timed,
@@ -305,8 +306,20 @@ static size_t cudnn_bytes(const struct plan *p, int acts, size_t ws_bytes) {
 #define BF16_OF(P) ((P) != CUDA_FLOAT)
 #define ACTS_OF(P) ((P) == CUDA_BF16_COPIES)
 
+/* The forward on few input channels (cuda_small_conv): C k^2 <= SMALL_CKK, the filter small
+ * enough for shared memory. cuDNN runs airbench94's 3 -> 24 2x2 whitening layer without tensor
+ * cores (C 3), 0.24 ms of a 4.14 ms bf16 step on an H200 with its bias kernel (2026-11-27), for
+ * 0.57 GFLOP and 53 MB of traffic. NHWC, and not with CUDA_BF16_COPIES (kept as it was). */
+#define SMALL_CKK 16
+template <enum cuda_precision P> static bool small_forward(const struct conv_shape *s) {
+    int ckk = s->C * s->k * s->k;
+    return P != CUDA_BF16_COPIES && cuda_nhwc() && cuda_small_conv() && ckk <= SMALL_CKK &&
+           (size_t)s->K * ckk * sizeof(float) <= 48 * 1024;
+}
+
 template <enum cuda_precision P> static size_t conv_workspace(const struct conv_shape *s, unsigned passes) {
     CHECK(passes < 1u << PASSES);
+    if (small_forward<P>(s)) passes &= ~(unsigned)CONV_FORWARD; /* ours: no workspace, nothing to time */
     struct plan *p = plan_get(s, BF16_OF(P));
     size_t bytes = 0;
     for (int i = 0; i < PASSES; i++)
@@ -339,11 +352,87 @@ template <typename T> static void bias_act(const struct plan *p, void *y, const 
     } else if (relu) cuda_relu_forward<T>(y, y, (size_t)rows * p->s.K * hw);
 }
 
+/* The shape for small_conv_kernel: dividers by K / V (packs per pixel), Wo, Ho and C k^2. */
+struct small_conv {
+    uint32_t C, H, W, K, k, pad, Ho, Wo, ckk, total; /* total: output packs */
+    struct fastdiv kv, wo, ho, fck;
+};
+
+/* y[n][oy][ox][o] = b[o] + sum over (u, v, c) of x[n][oy + u - pad][ox + v - pad][c] w[o][c][u][v]
+ * (NHWC; zero padding), then ReLU when relu; b may be NULL. A thread per output pixel and pack
+ * of V output channels (cuda.h), float sums in the order u, v, c; the filter in shared memory
+ * as [c][u][v][o], so a pack's weights are adjacent, and in bf16 (T) rounded to bf16 first, as
+ * cuDNN's bf16 convolution reads it. */
+template <typename T, int V>
+__global__ static void small_conv_kernel(const T *x, const float *w, const float *b, T *y,
+                                         struct small_conv g, int relu) {
+    extern __shared__ float sw[];
+    for (uint32_t i = threadIdx.x; i < g.K * g.ckk; i += blockDim.x) {
+        uint32_t o = fastdiv_div(i, g.fck), r = i - o * g.ckk;
+        float v = w[i];
+        if constexpr (sizeof(T) == 2) v = __bfloat162float(__float2bfloat16_rn(v));
+        sw[r * g.K + o] = v;
+    }
+    __syncthreads();
+    GRID_STRIDE32(j, g.total) {
+        uint32_t pix = fastdiv_div(j, g.kv), o0 = (j - pix * g.kv.d) * V;
+        uint32_t row = fastdiv_div(pix, g.wo), ox = pix - row * g.Wo;
+        uint32_t n = fastdiv_div(row, g.ho), oy = row - n * g.Ho;
+        float acc[V];
+        for (int e = 0; e < V; e++) acc[e] = b ? b[o0 + e] : 0.0f;
+        for (uint32_t u = 0; u < g.k; u++) {
+            uint32_t iy = oy + u - g.pad; /* wraps past H when above the image */
+            if (iy >= g.H) continue;
+            for (uint32_t v = 0; v < g.k; v++) {
+                uint32_t ix = ox + v - g.pad;
+                if (ix >= g.W) continue;
+                const T *xp = x + ((n * g.H + iy) * g.W + ix) * g.C;
+                for (uint32_t c = 0; c < g.C; c++) {
+                    float xv = act_load(xp, c);
+                    const float *wr = sw + ((c * g.k + u) * g.k + v) * g.K + o0;
+                    for (int e = 0; e < V; e++) acc[e] += xv * wr[e];
+                }
+            }
+        }
+        for (int e = 0; e < V; e++)
+            if (relu && acc[e] <= 0.0f) acc[e] = 0.0f;
+        pack_store<V>(y, (size_t)pix * g.K + o0, acc);
+    }
+}
+
+template <typename T>
+static void small_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                               void *y, int relu) {
+    struct small_conv g;
+    g.C = (uint32_t)s->C, g.H = (uint32_t)s->H, g.W = (uint32_t)s->W, g.K = (uint32_t)s->K;
+    g.k = (uint32_t)s->k, g.pad = (uint32_t)s->pad, g.ckk = g.C * g.k * g.k;
+    g.Ho = (uint32_t)kernels_conv_out(s->H, s->k, s->pad),
+    g.Wo = (uint32_t)kernels_conv_out(s->W, s->k, s->pad);
+    CHECK(g.Ho >= 1 && g.Wo >= 1 && (uint64_t)s->N * g.H * g.W * g.C < (uint64_t)1 << 31 &&
+          (uint64_t)s->N * g.Ho * g.Wo * g.K < (uint64_t)1 << 31);
+    int cstep, V = cuda_pack_channels<T>(s->K, 1, &cstep, y);
+    g.total = (uint32_t)s->N * g.Ho * g.Wo * (g.K / (uint32_t)V);
+    g.kv = fastdiv_make(g.K / (uint32_t)V), g.wo = fastdiv_make(g.Wo), g.ho = fastdiv_make(g.Ho);
+    g.fck = fastdiv_make(g.ckk);
+    size_t shared = (size_t)g.K * g.ckk * sizeof(float);
+    if (V > 1)
+        small_conv_kernel<T, CUDA_PACK<T>><<<cuda_blocks(g.total), CUDA_THREADS, shared, cuda_stream()>>>(
+            (const T *)x, w, b, (T *)y, g, relu);
+    else
+        small_conv_kernel<T, 1><<<cuda_blocks(g.total), CUDA_THREADS, shared, cuda_stream()>>>(
+            (const T *)x, w, b, (T *)y, g, relu);
+    LAUNCH_CHECK();
+}
+
 /* The table's entries for precision P, activations of type T (bf16 with CUDA_BF16, float
  * otherwise). */
 template <enum cuda_precision P, typename T>
 static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                          int relu, void *ws, size_t ws_bytes) {
+    if (small_forward<P>(s)) {
+        small_conv_forward<T>(s, x, w, b, y, relu);
+        return;
+    }
     struct plan *p = plan_get(s, BF16_OF(P));
     size_t cudnn_ws_bytes = cudnn_bytes(p, ACTS_OF(P), ws_bytes), ny = (size_t)s->N * s->K * p->Ho * p->Wo;
     void *cudnn_ws = (char *)ws + conversion_bytes(p, ACTS_OF(P));
@@ -447,6 +536,11 @@ template <enum cuda_precision P>
 static void conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                           size_t size) {
     int i = pass == CONV_FORWARD ? FORWARD : pass == CONV_BACKWARD_DATA ? BACKWARD_DATA : BACKWARD_FILTER;
+    if (pass == CONV_FORWARD && small_forward<P>(s)) {
+        snprintf(buf, size, "ours (direct, few input channels), 0.0 MiB%s, NHWC",
+                 P == CUDA_BF16 ? ", bf16" : "");
+        return;
+    }
     struct plan *p = plan_get(s, BF16_OF(P));
     const struct algo *a = choose(p, i, cudnn_bytes(p, ACTS_OF(P), ws_bytes));
     snprintf(buf, size, "%s, %s, %.1f MiB%s%s", algo_name(i, a->algo), math_name(a->math),

@@ -104,6 +104,10 @@ int cuda_nhwc(void);
  * reproducible), chosen when the backend starts: unless CIFAR10_CUDA_ALGOS=fastest (0: the
  * fastest cudnnFind timed, as PyTorch's cudnn.benchmark; atomics may reorder sums). */
 int cuda_deterministic(void);
+/* Whether the forward of a convolution on few input channels (C k^2 <= 16 in NHWC: airbench94's
+ * 2x2 whitening layer on RGB, which cuDNN runs without tensor cores) is our direct kernel (1),
+ * unless CIFAR10_CUDA_SMALL_CONV=cudnn (0: cuDNN's, for comparisons); chosen at start. */
+int cuda_small_conv(void);
 /* An activation [N][C][HW] in the backend's layout as the a[rows][C][hw] that channel_of and
  * the channel partials index: itself in NCHW, [N * HW][C][1] in NHWC (a pixel per row). */
 static inline void cuda_act_rows(int nhwc, int *N, int *HW) {
