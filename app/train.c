@@ -291,6 +291,7 @@ int main(int argc, char **argv) {
     trainer_init(&t, argc, argv);
     train_state_start(&t);
     open_metrics(&t);
+    trainer_warm_up(&t);
     const struct train_config *c = &t.c;
     int R = t.d.rank == 0, epochs_run = 0;
     double epochs_time = 0;

@@ -4,6 +4,7 @@
 #include "trainer.h"
 
 #include "../common/err.h"
+#include "../data/augment.h"
 #include "../data/shard.h"
 #include "../model/evaluate.h"
 #include "device.h"
@@ -81,6 +82,18 @@ static void plan_steps(struct trainer *t) {
             t->data.train.n - t->steps * t->global_batch);
 }
 
+/* CIFAR10_WARM_UP (trainer_warm_up): unset or empty, 4 on a GPU and 0 on the CPU; else a count
+ * of steps, 0 to 100; -1 with one line in e for anything else. */
+static int warm_up_steps(const struct kernels *k, struct err *e) {
+    const char *v = getenv("CIFAR10_WARM_UP");
+    if (!v || !*v) return k->host ? 0 : 4;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > 100)
+        return err_set(e, "CIFAR10_WARM_UP=%s: expected a count of steps, 0 to 100", v), -1;
+    return (int)n;
+}
+
 void trainer_init(struct trainer *t, int argc, char **argv) {
     memset(t, 0, sizeof *t);
     cpus_detect(&t->cpus);
@@ -110,6 +123,8 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     dist_agree(k ? 0 : 1, e.msg);
     int graphs = device_graphs_wanted(&e);
     dist_agree(graphs < 0 ? 1 : 0, e.msg);
+    t->warm_up = warm_up_steps(k, &e);
+    dist_agree(t->warm_up < 0 ? 1 : 0, e.msg);
     if (t->d.rank == 0) {
         char quota[32] = "none";
         if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
@@ -163,6 +178,35 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     strbuf_free(&cfg);
     t->pred = XALLOC((size_t)t->batch * sizeof(int));
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
+}
+
+void trainer_warm_up(struct trainer *t) {
+    struct model *m = &t->m;
+    if (t->warm_up == 0) return;
+    float *buffers = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
+    model_get_state(m, NULL, NULL, buffers);
+    int64_t tracked = m->batches_tracked;
+    model_grads_ready_fn *ready = m->grads_ready;
+    m->grads_ready = NULL; /* the gradients stay on this rank */
+    for (int s = 0; s < t->warm_up; s++) {
+        struct batch *b = batches_next(&t->batches);
+        memset(b->img, 0, (size_t)t->batch * CIFAR_IMAGE_BYTES);
+        for (int i = 0; i < t->batch; i++) b->geom[3 * i] = b->geom[3 * i + 1] = 4, b->geom[3 * i + 2] = 0;
+        memset(b->labels, 0, (size_t)t->batch * sizeof(int));
+        b->reflect = augment_reflects(t->c.augment);
+        batches_submit(&t->batches, t->batch);
+        struct model_input in;
+        int slot = batches_take(&t->batches, &in);
+        model_forward_backward(m, &in);
+        batches_release(&t->batches, slot);
+    }
+    m->grads_ready = ready;
+    m->batches_tracked = tracked;
+    model_set_state(m, NULL, NULL, buffers);
+    free(buffers);
+    if (t->d.rank == 0)
+        printf("warm-up: %d steps' forward and backward on zero images, untimed, undone (CIFAR10_WARM_UP)\n",
+               t->warm_up);
 }
 
 void trainer_test_slice(const struct trainer *t, int *begin, int *end) {

@@ -43,6 +43,7 @@ struct trainer {
     struct dist_grads *grads; /* bucketed gradient allreduce */
     int *pred;                /* [batch] */
     int *perm;                /* [train.n] this epoch's order */
+    int warm_up;              /* untimed steps before the run (trainer_warm_up) */
 };
 
 /* Everything before the first step: the stop signals (SIGTERM, SIGINT, SIGUSR1 then ask for a
@@ -52,6 +53,14 @@ struct trainer {
  * --version. trainer_free releases it all. */
 void trainer_init(struct trainer *t, int argc, char **argv);
 void trainer_free(struct trainer *t);
+/* Before the run's clock starts: t->warm_up training steps' forward and backward on a batch of
+ * zero images (the device's first launches of every kernel, which load their modules, and the
+ * recording of the step graphs, as airbench times its runs after a warm-up run). Nothing of it
+ * stays: no update, no gradient leaves the rank, the batch-norm running statistics and the
+ * step counter are restored, the loader's order and augmentation untouched, and the batch
+ * queue is back where it was. CIFAR10_WARM_UP=N sets the count (default 4 on a GPU, 0 on the
+ * CPU, where there is nothing to warm; the tests run it there to see the run unchanged). */
+void trainer_warm_up(struct trainer *t);
 /* This rank's share [begin, end) of the test set, scored by each rank in evaluations. */
 void trainer_test_slice(const struct trainer *t, int *begin, int *end);
 

@@ -109,6 +109,16 @@ run mpi 2 "$BIN/cifar10-train" "${TRAIN[@]}" --bucket-mb 0 --model-file "$T/A0/m
 expect_out "--bucket-mb 0" "^gradients: MPI_Iallreduce on host memory, one allreduce after backward\$"
 check "--bucket-mb 0 trains the same model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/A0/model.safetensors")
 
+# Untimed warm-up steps before the run (a GPU's default; 3 here, so the batch queue's slots end
+# shifted): nothing of them stays, the same model bit for bit; a bad count is refused.
+mkdir -p "$T/W"
+run mpi 2 env CIFAR10_WARM_UP=3 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/W/model.safetensors" "$D"
+expect_out "warm-up line" "^warm-up: 3 steps' forward and backward on zero images, untimed, undone \(CIFAR10_WARM_UP\)\$"
+check "CIFAR10_WARM_UP=3 trains the same model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/W/model.safetensors")
+run env CIFAR10_WARM_UP=-1 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/W/bad.safetensors" "$D"
+expect_rc 1 "CIFAR10_WARM_UP=-1"
+expect_err "CIFAR10_WARM_UP=-1" "CIFAR10_WARM_UP=-1: expected a count of steps, 0 to 100"
+
 # 4. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
 mkdir -p "$T/B"
 B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/B/model.safetensors" "$D")
