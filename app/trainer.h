@@ -58,8 +58,8 @@ void trainer_free(struct trainer *t);
  * recording of the step graphs, as airbench times its runs after a warm-up run). Nothing of it
  * stays: no update, no gradient leaves the rank, the batch-norm running statistics and the
  * step counter are restored, the loader's order and augmentation untouched, and the batch
- * queue is back where it was. CIFAR10_WARM_UP=N sets the count (default 4 on a GPU, 0 on the
- * CPU, where there is nothing to warm; the tests run it there to see the run unchanged). */
+ * queue holds nothing (its two slots are interchangeable). CIFAR10_WARM_UP=N sets the count (default 4 on a
+ * GPU, 0 on the CPU, where there is nothing to warm; the tests run it there to see the run unchanged). */
 void trainer_warm_up(struct trainer *t);
 /* This rank's share [begin, end) of the test set, scored by each rank in evaluations. */
 void trainer_test_slice(const struct trainer *t, int *begin, int *end);

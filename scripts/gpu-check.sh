@@ -30,7 +30,8 @@
 #                                  scored on the CPU. Within window, not TF32 on, NCHW or
 #                                  test_dist in TF32
 #   scripts/gpu-check.sh sanitize  compute-sanitizer memcheck (with leak check), racecheck and
-#                                  synccheck on a 10-step training run, and memcheck on 2 ranks
+#                                  synccheck on a 10-step training run (after its 4 warm-up
+#                                  steps; racecheck without them), and memcheck on 2 ranks
 #                                  of test_dist through the staged path (racecheck on our own
 #                                  kernels, within 4 minutes, failing on a hazard in one of them;
 #                                  the others within 2)
@@ -312,7 +313,8 @@ check_test() {
   step_done test
 }
 
-# sanitized SECONDS TOOL ARGS...: 10 steps of the workshop CNN (160 images, batch 16) under
+# sanitized SECONDS TOOL ARGS...: 10 steps of the workshop CNN (160 images, batch 16; and the
+# untimed warm-up steps unless CIFAR10_WARM_UP says otherwise) under
 # compute-sanitizer, stopped after SECONDS (the step must end within 10 minutes).
 sanitized() {
   local limit=$1 tool=$2

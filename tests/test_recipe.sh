@@ -3,8 +3,8 @@
 #  - mpirun -np 2 with a global batch of 64 and fractional epochs: the recipe's log lines, the
 #    whitening bias stopping, a final score with test-time augmentation, a loss that falls;
 #  - 1 rank takes the same steps over the same images (the global batch is kept);
-#  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit
-#    (weights, momentum, BN statistics, lookahead averages), and so is its metrics file (the
+#  - kill -9 mid-run and the same command again (both with untimed warm-up steps) == the
+#    uninterrupted run, bit for bit (weights, momentum, BN statistics, lookahead averages), and so is its metrics file (the
 #    records past the checkpoint, another run's and a torn line are dropped), and TensorBoard
 #    reads the same scalars from its event files (the resume's START drops the stale points);
 #  - cifar10-test applies the model's own test-time augmentation, --tta overrides it;
@@ -58,7 +58,10 @@ expect_out "1 rank: 21 steps" "3.5 epochs \(21 steps\)"
 
 # 3. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
 mkdir -p "$T/B"
-B_CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/B/model.safetensors" --tensorboard-dir "$T/B/tb" "$D")
+# (with 3 untimed warm-up steps, a GPU's default, in both of its processes: they leave nothing,
+# so B still equals A, which has none)
+B_CMD=(env CIFAR10_WARM_UP=3 mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/B/model.safetensors"
+  --tensorboard-dir "$T/B/tb" "$D")
 setsid "${B_CMD[@]}" >"$T/B1.log" 2>&1 &
 pid=$!
 for _ in $(seq 3000); do [[ -s $T/B/model.checkpoint.safetensors ]] && break; sleep 0.1; done

@@ -145,7 +145,7 @@ static void cross_check_torch(const struct cifar_set *set, int n, const float *w
 
 static void test_filter(void) {
     uint8_t *raw;
-    const int n = 40;
+    const int n = 100; /* two whole chunks of the covariance's sums and a partial one */
     struct cifar_set set = smooth_set(n, &raw);
     double cov[N * N], lambda[N], wd[WHITEN_FILTERS * N], w64[WHITEN_FILTERS * N];
     whiten_covariance(&set, n, cov);
@@ -172,7 +172,7 @@ static void test_filter(void) {
            "filter)\n",
            e64, e32);
     EXPECT(whiten_filter(&set, n + 1, w, &e) == -1 &&
-               strstr(e.msg, "whitening needs 41 training images, the set has 40"),
+               strstr(e.msg, "whitening needs 101 training images, the set has 100"),
            "too few images: %s", e.msg);
     cross_check_torch(&set, n, w);
     free(set.records), free(raw);
