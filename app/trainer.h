@@ -26,6 +26,8 @@ struct trainer {
     struct tensorboard tb;  /* rank 0, with --tensorboard-dir */
     double run_start;       /* dist_time() when training began in this process */
     double whiten_s;        /* rank 0: seconds computing the whitening filter (0: none, resumed) */
+    double checkpoint_s;    /* rank 0: seconds writing checkpoints in this process's run */
+    int checkpoints;        /* rank 0: how many it wrote */
     double logged_at;       /* dist_time() of the last printed loss (or the epoch's start) */
     double lr;              /* the base lr of the last step (SGD's, non-batch-norm group) */
     double checkpoint_at;   /* dist_time() of the last checkpoint (or the run's start) */
