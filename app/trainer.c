@@ -204,6 +204,15 @@ void trainer_warm_up(struct trainer *t) {
     m->batches_tracked = tracked;
     model_set_state(m, NULL, NULL, buffers);
     free(buffers);
+    /* The scoring's kernels too (eval mode changes nothing): one batch of this rank's test slice
+     * at the run's TTA level, the result dropped. */
+    if ((t->c.eval || t->c.tta) && t->data.test.n > 0) {
+        int begin, end;
+        long confusion[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
+        trainer_test_slice(t, &begin, &end);
+        if (end - begin > t->batch) end = begin + t->batch;
+        if (end > begin) evaluate_range(m, &t->data.test, begin, end, t->c.tta, t->pred, confusion);
+    }
     if (t->d.rank == 0)
         printf("warm-up: %d steps' forward and backward on zero images, untimed, undone (CIFAR10_WARM_UP)\n",
                t->warm_up);

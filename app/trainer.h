@@ -56,8 +56,9 @@ struct trainer {
 void trainer_init(struct trainer *t, int argc, char **argv);
 void trainer_free(struct trainer *t);
 /* Before the run's clock starts: t->warm_up training steps' forward and backward on a batch of
- * zero images (the device's first launches of every kernel, which load their modules, and the
- * recording of the step graphs, as airbench times its runs after a warm-up run). Nothing of it
+ * zero images, then one batch of the test slice scored at the run's TTA level (the device's
+ * first launches of every kernel, which load their modules, and the recording of the step
+ * graphs, as airbench times its runs after a warm-up run). Nothing of it
  * stays: no update, no gradient leaves the rank, the batch-norm running statistics and the
  * step counter are restored, the loader's order and augmentation untouched, and the batch
  * queue holds nothing (its two slots are interchangeable). CIFAR10_WARM_UP=N sets the count (default 4 on a
