@@ -6,54 +6,58 @@
 #include "cuda.h"
 
 /* Activations of type T (float or bf16, cuda.h's act_load / act_store), V elements a thread
- * (cuda.h's packs; n a multiple of V). In place (y == x, dx == dy) is allowed: each thread
- * reads its pack before writing it. */
-template <typename T, int V> __global__ static void relu_forward_kernel(const T *x, T *y, size_t n) {
+ * (cuda.h's packs; n a multiple of V): out = f(a) (map_kernel) or f(a, b) (map2_kernel), per
+ * element in float. In place (out == a or b) is allowed: each thread reads its packs before
+ * writing. */
+template <typename T, int V, typename F>
+__global__ static void map_kernel(const T *a, T *out, size_t n, F f) {
     GRID_STRIDE(j, n / V) {
         float v[V];
-        pack_load<V>(x, j * V, v);
-        for (int e = 0; e < V; e++) v[e] = v[e] <= 0.0f ? 0.0f : v[e]; /* NaN stays NaN, as PyTorch's ReLU */
-        pack_store<V>(y, j * V, v);
+        pack_load<V>(a, j * V, v);
+        for (int e = 0; e < V; e++) v[e] = f(v[e]);
+        pack_store<V>(out, j * V, v);
     }
 }
 
-template <typename T, int V>
-__global__ static void relu_backward_kernel(const T *y, const T *dy, T *dx, size_t n) {
+template <typename T, int V, typename F>
+__global__ static void map2_kernel(const T *a, const T *b, T *out, size_t n, F f) {
     GRID_STRIDE(j, n / V) {
-        float v[V], g[V];
-        pack_load<V>(y, j * V, v);
-        pack_load<V>(dy, j * V, g);
-        for (int e = 0; e < V; e++) g[e] = v[e] <= 0.0f ? 0.0f : g[e];
-        pack_store<V>(dx, j * V, g);
+        float u[V], v[V];
+        pack_load<V>(a, j * V, u);
+        pack_load<V>(b, j * V, v);
+        for (int e = 0; e < V; e++) v[e] = f(u[e], v[e]);
+        pack_store<V>(out, j * V, v);
     }
 }
 
-template <typename T, int V> __global__ static void gelu_forward_kernel(const T *x, T *y, size_t n) {
-    GRID_STRIDE(j, n / V) {
-        float v[V];
-        pack_load<V>(x, j * V, v);
-        for (int e = 0; e < V; e++) v[e] = cuda_gelu(v[e]);
-        pack_store<V>(y, j * V, v);
-    }
+/* The two over n elements: packed where n and the buffers allow (cuda_pack), else one element
+ * a thread. */
+template <typename T, typename F> static void map(const void *a, void *out, size_t n, F f) {
+    if (cuda_pack<T>(n, a, out) > 1)
+        cuda_launch(map_kernel<T, CUDA_PACK<T>, F>, n / CUDA_PACK<T>, (const T *)a, (T *)out, n, f);
+    else cuda_launch(map_kernel<T, 1, F>, n, (const T *)a, (T *)out, n, f);
+}
+template <typename T, typename F> static void map2(const void *a, const void *b, void *out, size_t n, F f) {
+    if (cuda_pack<T>(n, a, b, out) > 1)
+        cuda_launch(map2_kernel<T, CUDA_PACK<T>, F>, n / CUDA_PACK<T>, (const T *)a, (const T *)b, (T *)out,
+                    n, f);
+    else cuda_launch(map2_kernel<T, 1, F>, n, (const T *)a, (const T *)b, (T *)out, n, f);
 }
 
-template <typename T, int V>
-__global__ static void gelu_backward_kernel(const T *x, const T *dy, T *dx, size_t n) {
-    GRID_STRIDE(j, n / V) {
-        float v[V], g[V];
-        pack_load<V>(x, j * V, v);
-        pack_load<V>(dy, j * V, g);
-        for (int e = 0; e < V; e++) g[e] *= cuda_gelu_slope(v[e]);
-        pack_store<V>(dx, j * V, g);
-    }
-}
-
-/* kernel<T, V> over n elements of the buffers a, b, c (and args...): packed where n and the
- * buffers allow (cuda_pack), else one element a thread. */
-#define LAUNCH_PACKED(kernel, T, n, a, b, c, ...)                                                            \
-    (cuda_pack<T>((n), (a), (b), (c)) > 1                                                                    \
-         ? cuda_launch(kernel<T, CUDA_PACK<T>>, (n) / CUDA_PACK<T>, __VA_ARGS__)                             \
-         : cuda_launch(kernel<T, 1>, (n), __VA_ARGS__))
+/* The element-wise functions: ReLU (NaN stays NaN, as PyTorch's) and its gradient through y,
+ * GELU and its gradient through x. */
+struct relu_fn {
+    __device__ float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
+};
+struct relu_grad_fn {
+    __device__ float operator()(float y, float dy) const { return y <= 0.0f ? 0.0f : dy; }
+};
+struct gelu_fn {
+    __device__ float operator()(float x) const { return cuda_gelu(x); }
+};
+struct gelu_grad_fn {
+    __device__ float operator()(float x, float dy) const { return dy * cuda_gelu_slope(x); }
+};
 
 /* float <-> bf16 for the bf16 convolutions (conv.cu): round to nearest even, and widen. */
 __global__ static void to_bf16_kernel(const float *src, __nv_bfloat16 *dst, size_t n) {
@@ -200,20 +204,18 @@ void cuda_from_bf16(const bf16_t *src, float *dst, size_t n) {
     convert(src, dst, n, from_bf16_x8_kernel, from_bf16_kernel);
 }
 
-template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n) {
-    LAUNCH_PACKED(relu_forward_kernel, T, n, x, y, nullptr, (const T *)x, (T *)y, n);
-}
+template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n) { map<T>(x, y, n, relu_fn{}); }
 
 template <typename T> void cuda_relu_backward(const void *y, const void *dy, void *dx, size_t n) {
-    LAUNCH_PACKED(relu_backward_kernel, T, n, y, dy, dx, (const T *)y, (const T *)dy, (T *)dx, n);
+    map2<T>(y, dy, dx, n, relu_grad_fn{});
 }
 
 template <typename T> static void gelu_forward(const void *x, void *y, size_t n) {
-    LAUNCH_PACKED(gelu_forward_kernel, T, n, x, y, nullptr, (const T *)x, (T *)y, n);
+    map<T>(x, y, n, gelu_fn{});
 }
 
 template <typename T> static void gelu_backward(const void *x, const void *dy, void *dx, size_t n) {
-    LAUNCH_PACKED(gelu_backward_kernel, T, n, x, dy, dx, (const T *)x, (const T *)dy, (T *)dx, n);
+    map2<T>(x, dy, dx, n, gelu_grad_fn{});
 }
 
 template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int relu) {
