@@ -399,28 +399,43 @@ static void pair_free(struct pair *p) {
     model_free(&p->s), model_free(&p->h);
 }
 
+/* The same step on the CPU backend in HOST mode (p->h) as the one just reduced on the fake
+ * backend (p->s, its sums ss[]): equal gradients and sums, and the step's signals summed (a
+ * stop at step 1, rank 0's checkpoint flag = step); `mode` names the fake backend's mode. */
+static void expect_host_step(struct pair *p, const struct net_def *net, const struct cifar_set *set, int B,
+                             int step, const float *ss, const char *mode) {
+    float sh[MODEL_STATS];
+    size_t P = p->s.nparams;
+    submit(&p->hq, NULL, set, shard_slice(p->perm, step, d.rank, d.world, B), B);
+    check_forward_backward(&p->h, &p->hq);
+    dist_grads_finish(p->gh, sh);
+    EXPECT(memcmp(p->s.grads, p->h.grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof sh) == 0,
+           "%s, step %d, rank %d: %s sums differ from host-memory sums", net->name, step, d.rank, mode);
+    EXPECT(ss[2] == (step == 1) && ss[3] == step,
+           "%s, step %d, rank %d: %s: signals summed to (%g, %g), want (%d, %d)", net->name, step, d.rank,
+           mode, ss[2], ss[3], step == 1, step);
+}
+
 /* Three steps of `net` in STAGED mode on the fake backend beside the same steps in HOST mode on
  * the CPU backend: step 0's copies complete only when the test or a wait says so, later steps'
  * after 0 and 3 polls. Every rank takes its own shard. */
 static void test_staged(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
     struct pair p;
     pair_init(&p, net, set, B, bucket, DIST_GRADS_STAGED, 5);
-    struct model *s = &p.s, *h = &p.h;
-    struct batches *sq = &p.sq, *hq = &p.hq;
-    struct dist_grads *gs = p.gs, *gh = p.gh;
-    const int *perm = p.perm;
+    struct model *s = &p.s;
+    struct dist_grads *gs = p.gs;
     size_t P = s->nparams;
-    submit(sq, NULL, set, shard_slice(perm, 0, d.rank, d.world, B), B);
+    submit(&p.sq, NULL, set, shard_slice(p.perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < 3; step++) {
-        float ss[MODEL_STATS], sh[MODEL_STATS];
+        float ss[MODEL_STATS];
         /* signals: a stop from the last rank at step 1, rank 0's checkpoint flag = step */
         float stop = step == 1 && d.rank == d.world - 1, due = d.rank == 0 ? (float)step : 0;
-        dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
+        dist_grads_signal(gs, stop, due), dist_grads_signal(p.gh, stop, due);
         fake.watch = 1;
         fake.delay = step == 0 ? -1 : 3 * (step - 1);
-        check_forward_backward(s, sq);
+        check_forward_backward(s, &p.sq);
         if (step == 0) check_progress(gs, net->name), fake.delay = 1;
-        if (step < 2) submit(sq, gs, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
+        if (step < 2) submit(&p.sq, gs, set, shard_slice(p.perm, step + 1, d.rank, d.world, B), B);
         dist_grads_finish(gs, ss);
         model_sgd_step(s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
         fake.watch = 0;
@@ -430,16 +445,9 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
         EXPECT(dist_grads_buckets(gs) > 3, "%s: %d buckets of %zu bytes", net->name, dist_grads_buckets(gs),
                bucket);
 
-        submit(hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
-        check_forward_backward(h, hq);
-        dist_grads_finish(gh, sh);
-        EXPECT(memcmp(s->grads, h->grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
-               "%s, step %d, rank %d: staged sums differ from host-memory sums", net->name, step, d.rank);
-        EXPECT(ss[2] == (step == 1) && ss[3] == step,
-               "%s, step %d, rank %d: signals summed to (%g, %g), want (%d, %d)", net->name, step, d.rank,
-               ss[2], ss[3], step == 1, step);
-        model_sgd_step(h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-        EXPECT(memcmp(s->params, h->params, P * sizeof(float)) == 0,
+        expect_host_step(&p, net, set, B, step, ss, "staged");
+        model_sgd_step(&p.h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        EXPECT(memcmp(s->params, p.h.params, P * sizeof(float)) == 0,
                "%s, step %d, rank %d: weights differ after the update", net->name, step, d.rank);
     }
     pair_free(&p);
@@ -449,19 +457,15 @@ static void test_staged(const struct net_def *net, const struct cifar_set *set, 
 static void test_device(const struct net_def *net, const struct cifar_set *set, int B, size_t bucket) {
     struct pair p;
     pair_init(&p, net, set, B, bucket, DIST_GRADS_DEVICE, 7);
-    struct model *s = &p.s, *h = &p.h;
-    struct batches *sq = &p.sq, *hq = &p.hq;
-    struct dist_grads *gs = p.gs, *gh = p.gh;
-    const int *perm = p.perm;
-    size_t P = s->nparams;
+    struct dist_grads *gs = p.gs;
     fake.delay = 0;
     for (int step = 0; step < 3; step++) {
-        float ss[MODEL_STATS], sh[MODEL_STATS];
+        float ss[MODEL_STATS];
         float stop = step == 1 && d.rank == d.world - 1, due = d.rank == 0 ? (float)step : 0;
-        dist_grads_signal(gs, stop, due), dist_grads_signal(gh, stop, due);
-        submit(sq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        dist_grads_signal(gs, stop, due), dist_grads_signal(p.gh, stop, due);
+        submit(&p.sq, NULL, set, shard_slice(p.perm, step, d.rank, d.world, B), B);
         fake.uploads = fake.downloads = 0, fake.count_syncs = 1;
-        check_forward_backward(s, sq);
+        check_forward_backward(&p.s, &p.sq);
         dist_grads_progress(gs); /* every bucket is ready: all reduced here */
         EXPECT(fake.uploads + fake.downloads == 0,
                "%s, step %d: %d synchronous copies during the device-memory reductions", net->name, step,
@@ -470,17 +474,9 @@ static void test_device(const struct net_def *net, const struct cifar_set *set, 
         fake.count_syncs = 0;
         EXPECT(fake.uploads == 0, "%s, step %d: %d synchronous uploads in dist_grads_finish", net->name, step,
                fake.uploads);
-        submit(hq, NULL, set, shard_slice(perm, step, d.rank, d.world, B), B);
-        check_forward_backward(h, hq);
-        dist_grads_finish(gh, sh);
-        EXPECT(memcmp(s->grads, h->grads, (P + 2) * sizeof(float)) == 0 && memcmp(ss, sh, sizeof ss) == 0,
-               "%s, step %d, rank %d: device-memory sums differ from host-memory sums", net->name, step,
-               d.rank);
-        EXPECT(ss[2] == (step == 1) && ss[3] == step,
-               "%s, step %d, rank %d: device mode: signals summed to (%g, %g), want (%d, %d)", net->name,
-               step, d.rank, ss[2], ss[3], step == 1, step);
-        model_sgd_step(s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
-        model_sgd_step(h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        expect_host_step(&p, net, set, B, step, ss, "device-memory");
+        model_sgd_step(&p.s, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
+        model_sgd_step(&p.h, 0.05f, 0.9f, 5e-4f, 1.0f / d.world);
     }
     pair_free(&p);
 }
