@@ -73,9 +73,9 @@ static void add_patches(const float *x, double *cov) {
         }
 }
 
-/* Images per partial sum: the chunks' sums are taken in parallel and added in chunk order, so
- * the covariance does not depend on the thread count. One thread took 0.16 s for airbench's
- * 5000 images (Xeon, 2026-11-27), most of the GPU's time to accuracy beyond the training. */
+/* Images per partial sum: the chunks' sums are taken in parallel (on one thread, airbench's
+ * 5000 images took a visible part of a GPU run's time to accuracy) and added in chunk order, so
+ * the covariance does not depend on the thread count. */
 #define WHITEN_CHUNK 40
 
 /* part += the patches' products of images [first, end) of set (upper triangle). */

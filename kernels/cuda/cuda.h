@@ -216,10 +216,10 @@ __device__ static inline void act_store(float *p, size_t i, float v) { p[i] = v;
 __device__ static inline void act_store(bf16_t *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
 /* Packs: V consecutive activation elements moved by one access, into and out of float v[V].
- * V is 1 (act_load / act_store) or CUDA_PACK<T>, 16 bytes: 4 floats or 8 bf16 (one element a
- * thread, the memory-bound kernels moved bf16 activations at a quarter of an H200's bandwidth:
- * docs/results.md, 2026-11-27). A 16-byte pack needs p + i 16-byte aligned; cuda_pack chooses
- * V for the buffers at hand. Stores round as act_store (to nearest even). */
+ * V is 1 (act_load / act_store) or CUDA_PACK<T>, 16 bytes: 4 floats or 8 bf16 (one 2-byte
+ * element a thread leaves most of a GPU's memory bandwidth unused). A 16-byte pack needs p + i
+ * 16-byte aligned; cuda_pack chooses V for the buffers at hand. Stores round as act_store (to
+ * nearest even). */
 template <typename T> constexpr int CUDA_PACK = 16 / (int)sizeof(T);
 template <int V, typename T> __device__ static inline void pack_load(const T *p, size_t i, float *v) {
     static_assert(V == 1 || V == CUDA_PACK<T>, "a pack is one element or 16 bytes");
