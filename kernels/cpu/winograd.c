@@ -37,12 +37,12 @@
  * 9.6e-7 (m 3), 1.9e-6 (m 4), 3.1e-6 (m 5) (tests/test_ops.c measures them against double
  * references).
  *
- * Images are processed in chunks (one chunk per thread at a time) so each GEMM has 64 to 256
- * tile columns (CHUNK_BYTES below): the transform domain batches images, so tiny maps (3x3: one
- * m-3 tile) still make wide GEMMs. U is computed once per call and shared by all threads; in float it is also
- * packed once into the GEMM's A panels, and the input transform writes V straight into its B panels
- * (gemm_prepacked: no per-product packing). The filter gradient sums per-thread partial dU in
- * thread order (deterministic for a given thread count).
+ * Images are processed in chunks (one chunk per thread at a time) so each GEMM has 32 or more
+ * tile columns, few enough for the chunk's buffers to stay in cache (MIN_TILES below): the
+ * transform domain batches images, so tiny maps (3x3: one m-3 tile) still make wide GEMMs. U is computed once
+ * per call and shared by all threads; in float it is also packed once into the GEMM's A panels, and the input
+ * transform writes V straight into its B panels (gemm_prepacked: no per-product packing). The filter gradient
+ * sums per-thread partial dU in thread order (deterministic for a given thread count).
  *
  * Compiled once per ISA (isa.h): the transforms work on VEC tiles at a time (GCC vector types),
  * flat over all the tiles of a chunk, so they are vector code of that width. */
@@ -54,16 +54,21 @@
 #include <string.h>
 
 /* Tiles per chunk: the columns of each GEMM (N of the forward's products, K of the filter
- * gradient's), as many as keep a chunk's two transform-domain buffers (V and M, or V and D:
- * a^2 x channels x tiles floats each) within CHUNK_BYTES, between MIN_TILES and MAX_TILES. The
- * products run near the FMA peak from 64 columns; past that, a smaller chunk keeps the buffers
- * in the last-level cache instead of memory. Measured on the Zen 3 class EPYC, airbench94 on
- * one core: 256 tiles for every layer against 128, then 128 against 64, the 64 -> 256 layer at
- * 15x15 (16 MB of buffers at 256 tiles) 9 % and again 9 - 13 % faster, the narrow 24 -> 64 and
- * 64 -> 64 ones (3 - 6 MB) 2 - 5 % slower. */
-#define MIN_TILES   64
+ * gradient's). A chunk's transform-domain buffers (V and M, or V and D: a^2 x channels x tiles
+ * floats each) are written, multiplied and read back once per chunk, so they should stay in
+ * the core's L2 cache; the products run near the FMA peak from 32 columns, one AVX-512 panel.
+ * So a chunk is the fewest whole images that make at least MIN_TILES tiles, unless up to
+ * max(2 MIN_TILES, the tiles whose buffers fit CHUNK_BYTES) a count fills the GEMM's panels
+ * (multiples of PANEL tiles) strictly better: 15x15 maps in F(5x5) have 9 tiles per image,
+ * and 4 images (36 tiles) would leave 44 % of a 64-column product empty where 7 (63) leave
+ * 2 %. Measured on an Intel Xeon (Emerald Rapids, 2 MiB of L2 per core), the airbench94 and
+ * workshop CNN layers on 2 threads against the earlier 64 to 256 tiles within 4 MiB: the
+ * forward and the input gradient took 10 - 49 % less time, the filter gradient 25 % less to
+ * 1 % more (docs/results.md). */
+#define MIN_TILES   32
 #define MAX_TILES   256
-#define CHUNK_BYTES ((size_t)4 << 20)
+#define PANEL       32 /* a multiple of every path's GEMM_NR (32, 16, 8) */
+#define CHUNK_BYTES ((size_t)1 << 20)
 #define AMAX        7 /* a = m + 2 for m <= 5 */
 #define INLINE      static inline __attribute__((always_inline))
 
@@ -77,7 +82,8 @@
     default: f(5, __VA_ARGS__); break;                                                                       \
     }
 
-static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+static inline size_t round_up(size_t n, size_t k) { return (n + k - 1) / k * k; }
+static inline size_t round16(size_t n) { return round_up(n, 16); }
 
 /* The stride between the a^2 transform slots of a buffer holding n floats per slot: 64-byte
  * aligned and one cache line more than n. A tile's a^2 values are read and written together,
@@ -97,11 +103,14 @@ static inline struct tiling tiling(int m, int H, int W) {
     return tl;
 }
 
-/* Images per chunk, for buffers of ch channels in all (in + out, or C + K). */
+/* Images per chunk, for buffers of ch channels in all (in + out, or C + K): see MIN_TILES. */
 static inline int chunk_images(struct tiling tl, int ch) {
     size_t fit = CHUNK_BYTES / ((size_t)tl.a * tl.a * ch * sizeof(float));
-    int target = fit < MIN_TILES ? MIN_TILES : fit > MAX_TILES ? MAX_TILES : (int)fit;
-    return (target + tl.T - 1) / tl.T;
+    size_t T = (size_t)tl.T, hi = fit < 2 * MIN_TILES ? 2 * MIN_TILES : fit > MAX_TILES ? MAX_TILES : fit;
+    size_t g0 = (MIN_TILES + T - 1) / T, g1 = hi / T > g0 ? hi / T : g0, best = g0;
+    for (size_t g = g0 + 1; g <= g1; g++) /* fill g T / (g T rounded up to PANEL), strictly better */
+        if (g * T * round_up(best * T, PANEL) > best * T * round_up(g * T, PANEL)) best = g;
+    return (int)best;
 }
 
 /* Tile capacity of one chunk, in whole GEMM panels of every path (NR 32, 16 or 8). */
