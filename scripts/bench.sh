@@ -99,7 +99,7 @@ if [[ -n $base ]]; then
   rmdir "$base_dir"
   git worktree add --detach "$base_dir" "$base_sha" >/dev/null 2>&1
   echo "bench.sh: building base ${base_sha:0:12} (CPU only) in $base_dir"
-  make -C "$base_dir" -j"$(nproc)" CUDA=0 build/cifar10-bench >"$log/base-build.log" 2>&1 ||
+  make -C "$base_dir" -j"$(nproc)" CUDA=0 BUILD=build build/cifar10-bench >"$log/base-build.log" 2>&1 ||
     { echo "bench.sh: the base commit does not build (see $log/base-build.log)" >&2; exit 1; }
 fi
 
