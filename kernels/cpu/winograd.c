@@ -61,10 +61,8 @@
  * max(2 MIN_TILES, the tiles whose buffers fit CHUNK_BYTES) a count fills the GEMM's panels
  * (multiples of PANEL tiles) strictly better: 15x15 maps in F(5x5) have 9 tiles per image,
  * and 4 images (36 tiles) would leave 44 % of a 64-column product empty where 7 (63) leave
- * 2 %. Measured on an Intel Xeon (Emerald Rapids, 2 MiB of L2 per core), the airbench94 and
- * workshop CNN layers on 2 threads against the earlier 64 to 256 tiles within 4 MiB: the
- * forward and the input gradient took 10 - 49 % less time, the filter gradient 25 % less to
- * 1 % more (docs/results.md). */
+ * 2 %. (Against chunks of 64 to 256 tiles within 4 MiB, which spill a 2 MiB L2: docs/results.md,
+ * "Winograd chunks in L2".) */
 #define MIN_TILES   32
 #define MAX_TILES   256
 #define PANEL       32 /* a multiple of every path's GEMM_NR (32, 16, 8) */

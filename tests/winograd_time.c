@@ -1,0 +1,110 @@
+/* winograd_time [--isa avx512|avx2|generic] [--reps R] N C K H m [N C K H m ...]: times the three
+ * Winograd passes of a 3x3 "same" convolution from C to K channels on N images of H x H, output
+ * tile m (2 to 5; conv.c's plan picks 4 for 32, 16, 8, 31 and 7, 5 for 15, 3 for 3), on the
+ * float path in use (or the one named) with the OpenMP team (OMP_NUM_THREADS): the forward
+ * (winograd_conv3x3, flip 0), the input gradient (flip 1, K -> C) and the filter gradient,
+ * each R times (default 10) after one untimed round, the passes interleaved so that a drifting
+ * machine moves them alike. One line per shape, milliseconds, the minimum and the median:
+ *   winograd: isa=I threads=T N=.. C=.. K=.. H=.. m=.. fwd_ms=MIN/MED dx_ms=MIN/MED dw_ms=MIN/MED
+ * Exit status 2 on bad usage (one line). */
+#include "../common/err.h"
+#include "../kernels/cpu/cpu.h"
+#include "../kernels/kernels.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_REPS = 1000 };
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *floats(size_t n) {
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    CHECK(p);
+    for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    return p;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "MIN/MEDIAN" of t[0..n) in milliseconds, into buf (sorts t). */
+static const char *min_median(double *t, int n, char *buf, size_t size) {
+    qsort(t, (size_t)n, sizeof *t, by_value);
+    snprintf(buf, size, "%.2f/%.2f", t[0] * 1e3, t[n / 2] * 1e3);
+    return buf;
+}
+
+static void time_shape(int N, int C, int K, int H, int m, int reps) {
+    int nt = omp_get_max_threads();
+    size_t ws_floats = winograd_conv_workspace_floats(C, K, H, H, m, nt), f;
+    if ((f = winograd_conv_workspace_floats(K, C, H, H, m, nt)) > ws_floats) ws_floats = f;
+    if ((f = winograd_filter_grad_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
+    size_t HW = (size_t)H * H;
+    float *x = floats((size_t)N * C * HW), *dx = floats((size_t)N * C * HW);
+    float *y = floats((size_t)N * K * HW), *dy = floats((size_t)N * K * HW);
+    float *w = floats((size_t)K * C * 9), *dw = floats((size_t)K * C * 9), *ws = floats(ws_floats);
+    double *t = malloc(3 * (size_t)reps * sizeof *t);
+    CHECK(t);
+    for (int r = -1; r < reps; r++) {
+        double t0 = now();
+        winograd_conv3x3(x, w, 0, NULL, 0, NULL, y, N, C, K, H, H, m, GEMM_FP32, ws);
+        double t1 = now();
+        winograd_conv3x3(dy, w, 1, NULL, 0, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
+        double t2 = now();
+        winograd_filter_grad(x, dy, dw, N, C, K, H, H, m, GEMM_FP32, ws);
+        double t3 = now();
+        if (r >= 0) t[r] = t1 - t0, t[reps + r] = t2 - t1, t[2 * reps + r] = t3 - t2;
+    }
+    char b[3][48];
+    printf("winograd: isa=%s threads=%d N=%d C=%d K=%d H=%d m=%d fwd_ms=%s dx_ms=%s dw_ms=%s\n",
+           kernels_cpu_isa(), nt, N, C, K, H, m, min_median(t, reps, b[0], sizeof b[0]),
+           min_median(t + reps, reps, b[1], sizeof b[1]), min_median(t + 2 * reps, reps, b[2], sizeof b[2]));
+    free(x), free(dx), free(y), free(dy), free(w), free(dw), free(ws), free(t);
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: winograd_time [--isa avx512|avx2|generic] [--reps 1-%d] N C K H m [N C K H m ...]\n",
+            MAX_REPS);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    err_set_progname("winograd_time");
+    int first = 1, reps = 10;
+    while (argc - first >= 2 && strncmp(argv[first], "--", 2) == 0) {
+        if (strcmp(argv[first], "--isa") == 0 && kernels_cpu_select(argv[first + 1]) != 0) {
+            fprintf(stderr, "winograd_time: --isa %s: not a path this CPU has\n", argv[first + 1]);
+            return 2;
+        } else if (strcmp(argv[first], "--reps") == 0) {
+            reps = atoi(argv[first + 1]);
+            if (reps < 1 || reps > MAX_REPS) return usage();
+        } else if (strcmp(argv[first], "--isa") != 0) {
+            return usage();
+        }
+        first += 2;
+    }
+    if (argc - first < 5 || (argc - first) % 5 != 0) return usage();
+    for (int i = first; i < argc; i += 5) {
+        int N = atoi(argv[i]), C = atoi(argv[i + 1]), K = atoi(argv[i + 2]), H = atoi(argv[i + 3]);
+        int m = atoi(argv[i + 4]);
+        if (N < 1 || N > 4096 || C < 1 || C > 4096 || K < 1 || K > 4096 || H < 2 || H > 256 || m < 2 ||
+            m > 5) {
+            fprintf(stderr, "winograd_time: %s %s %s %s %s: N, C, K 1 to 4096, H 2 to 256, m 2 to 5\n",
+                    argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4]);
+            return 2;
+        }
+        time_shape(N, C, K, H, m, reps);
+    }
+    return 0;
+}
