@@ -220,6 +220,10 @@ static const struct op_case cases[] = {
          F_MASK | F_NO_DB), /* airbench94's first group: m 4, 8 tiles per row, the last partial */
     CONV(3, 20, 36, 15, 15, 3, 1, F_BIAS | F_RELU | F_MASK), /* m 5 (bf16: m 4) */
     CONV(2, 64, 96, 15, 15, 3, 1, F_BIAS | F_MASK), /* m 5 on airbench94's second group's map and depth */
+    CONV(16, 20, 24, 15, 15, 3, 1,
+         F_BIAS | F_RELU | F_MASK), /* m 5, 9 tiles an image: chunks of 7 images (63 tiles fill the
+                                       GEMM's panels better than 4's 36), 2 per thread, the last of 2 */
+    CONV(3, 16, 16, 32, 32, 3, 1, F_BIAS | F_MASK), /* m 4, 64 tiles an image: a chunk per image */
     CONV(2, 32, 24, 13, 13, 3, 1, F_BIAS | F_MASK), /* m 5, the last tile row and column 3 of 5 */
     CONV(3, 16, 24, 5, 5, 3, 1, F_BIAS | F_RELU),   /* m 5, one exact tile per image */
     CONV(2, 17, 19, 7, 9, 3, 1,
