@@ -52,6 +52,9 @@
 
 #include <omp.h>
 #include <string.h>
+#if VEC >= 8
+#include <immintrin.h>
+#endif
 
 /* Tiles per chunk: the columns of each GEMM (N of the forward's products, K of the filter
  * gradient's). A chunk's transform-domain buffers (V and M, or V and D: a^2 x channels x tiles
@@ -116,27 +119,33 @@ static inline size_t chunk_tiles(struct tiling tl, int ch) {
     return ((size_t)chunk_images(tl, ch) * tl.T + 31) / 32 * 32;
 }
 
-/* Floats of the zero-bordered copy of one plane that gather_tiles reads from: its tiles'
- * windows, borders included, all lie inside it. */
+/* Floats of the zero-bordered copy of one plane that the transforms read tiles from
+ * (pad_plane): its tiles' windows, borders included, all lie inside it. */
 static inline size_t pad_floats(struct tiling tl) {
     return round16((size_t)(tl.TH * tl.m + 2) * (tl.TW * tl.m + 2));
 }
 
-/* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the tile staging S
- * [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart; then
- * gather_tiles' padded plane (also scatter_tiles' row buffer). */
+/* Floats of one channel of a chunk, padded (pad_plane, pad_floats() apart), then the tiles'
+ * offsets into it (tile_offsets: int32, one table per overlap). */
+static inline size_t planes_floats(struct tiling tl, int ch, int tables) {
+    return (size_t)chunk_images(tl, ch) * pad_floats(tl) + (size_t)tables * chunk_tiles(tl, ch);
+}
+
+/* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the output tiles' staging
+ * S [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart; then
+ * the padded planes of one channel (also scatter_tiles' row buffer) and the tile offsets. */
 static size_t conv_thread_floats(int in, int out, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl, in + out);
     return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) + gemm_workspace_floats() +
-           pad_floats(tl);
+           planes_floats(tl, in + out, 1);
 }
 
 /* Per-thread floats of the filter gradient: partial dU [a^2][C][K], V [a^2][C][T],
- * D [a^2][K][T], S [a^2][T], the GEMM's, the padded plane. */
+ * D [a^2][K][T], the GEMM's, the padded planes and two offset tables (overlap 1 and 0). */
 static size_t grad_thread_floats(int C, int K, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl, C + K);
-    return round16(A2 * C * K) + A2 * (slot_stride(C * T) + slot_stride(K * T) + slot_stride(T)) +
-           gemm_workspace_floats() + pad_floats(tl);
+    return round16(A2 * C * K) + A2 * (slot_stride(C * T) + slot_stride(K * T)) + gemm_workspace_floats() +
+           planes_floats(tl, C + K, 2);
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
@@ -159,21 +168,66 @@ typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
 /* The same vector at any float-aligned address. */
 typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
 
+#if VEC == 16
+typedef __mmask16 lanes;
+#elif VEC == 8
+typedef __m256i lanes;
+#endif
+
+#if VEC >= 8
+/* The mask of lanes 0..n-1 (1 <= n <= VEC). */
+INLINE lanes first_lanes(int n) {
+#if VEC == 16
+    return (__mmask16)((1u << n) - 1);
+#else
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#endif
+}
+#endif
+
 /* Lanes 0..n-1 (1 <= n <= VEC) from p[l * stride], zero past n. */
 INLINE vf load_n(const float *p, size_t stride, int n) {
     if (stride == 1 && n == VEC) return *(const vfu *)p;
+#if VEC == 16
+    if (stride == 1) return (vf)_mm512_maskz_loadu_ps(first_lanes(n), p);
+#elif VEC == 8
+    if (stride == 1) return (vf)_mm256_maskload_ps(p, first_lanes(n));
+#endif
     vf v = (vf){0};
     for (int l = 0; l < n; l++) v[l] = p[l * stride];
     return v;
 }
 
-/* p[l * stride] = lane l, for l < n. */
+/* p[l * stride] = lane l, for l < n (1 <= n <= VEC). */
 INLINE void store_n(float *p, size_t stride, vf v, int n) {
     if (stride == 1 && n == VEC) {
         *(vfu *)p = v;
         return;
     }
+#if VEC == 16
+    if (stride == 1) return _mm512_mask_storeu_ps(p, first_lanes(n), (__m512)v);
+#elif VEC == 8
+    if (stride == 1) return _mm256_maskstore_ps(p, first_lanes(n), (__m256)v);
+#endif
     for (int l = 0; l < n; l++) p[l * stride] = v[l];
+}
+
+/* Lanes 0..n-1 (n <= VEC; none when n <= 0) from base[idx[l]], zero past n; idx holds VEC
+ * readable entries. One gather instruction where the path has them. */
+INLINE vf load_idx(const float *base, const int *idx, int n) {
+#if VEC == 16
+    __mmask16 k = n >= VEC ? (__mmask16)0xffff : n <= 0 ? 0 : first_lanes(n);
+    return (vf)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, _mm512_loadu_si512(idx), base, 4);
+#elif VEC == 8
+    __m256 k = _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    __m256i vi = _mm256_loadu_si256((const __m256i *)idx);
+    return (vf)_mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, vi, k, 4);
+#else
+    vf v = (vf){0};
+    for (int l = 0; l < n && l < VEC; l++) v[l] = base[idx[l]];
+    return v;
+#endif
 }
 
 /* ---- The 1-D transforms, along one dimension with strides (m a constant after inlining) ---- */
@@ -361,64 +415,70 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
 }
 
 /* ---- Tiles ----
- * A chunk's tiles are transformed where they lie in V, D or M: the tile data is first copied
- * into the transform slots (gather_tiles, one image plane at a time), then one flat pass over
- * all the chunk's tiles of a channel transforms them in place, VEC tiles per vector. Flat over
- * the whole chunk, not per plane, so the vectors are full even for 3x3 maps (one tile each). */
+ * A chunk's tiles are read where they lie: each channel's planes of the chunk are first copied
+ * with a zero border (pad_plane), then one flat pass over all the chunk's tiles of that channel
+ * transforms them, VEC tiles per vector, each vector of a transform slot loaded with one gather
+ * at the tiles' offsets (tile_offsets). Flat over the whole chunk, not per plane, so the vectors
+ * are full even for 3x3 maps (one tile each). */
 
-/* dst[(j win + i) ds + ty TW + tx] = src[m ty + j - off][m tx + i - off] (zero outside
- * src[H][W]) for j, i < win (win = m + 2 off; off 1: the forward's input tiles overlap their
- * neighbours by one pixel on each side, off 0: the output gradient's tiles do not), the TH x TW
- * tiles of one plane. The plane is first copied into pad (pad_floats()) with a zero border of
- * off pixels before it and up to the tiles' edge after it, so every tile window is a plain
- * win x win block there: no bounds tests, and the copy loop has constant trip counts (win
- * values of a pad row per tile, one per slot). */
-INLINE void gather_tiles_m(int m, const float *src, int H, int W, int off, float *restrict pad, float *dst,
-                           size_t ds) {
+/* pad[py][px] (PH x PW, PW = TW m + 2 off, PH = TH m + 2 off) = src[py - off][px - off], zero
+ * outside src[H][W]: every tile window (win = m + 2 off values a side; off 1: the forward's input
+ * tiles overlap their neighbours by one pixel on each side, off 0: the output gradient's tiles do
+ * not) is a plain win x win block of it. */
+INLINE void pad_plane_m(int m, const float *restrict src, int H, int W, int off, float *restrict pad) {
     struct tiling tl = tiling(m, H, W);
-    int TW = tl.TW, win = m + 2 * off, PW = TW * m + 2 * off, PH = tl.TH * m + 2 * off;
+    int PW = tl.TW * m + 2 * off, PH = tl.TH * m + 2 * off;
+    vf zero = (vf){0};
     for (int py = 0; py < PH; py++) {
-        float *p = pad + (size_t)py * PW;
+        float *restrict p = pad + (size_t)py * PW;
         int sy = py - off;
         if (sy < 0 || sy >= H) {
-            memset(p, 0, (size_t)PW * sizeof(float));
+            for (int px = 0; px < PW; px += VEC) store_n(p + px, 1, zero, PW - px < VEC ? PW - px : VEC);
             continue;
         }
+        const float *restrict s = src + (size_t)sy * W;
         if (off) p[0] = 0.0f;
-        memcpy(p + off, src + (size_t)sy * W, (size_t)W * sizeof(float));
-        for (int px = off + W; px < PW; px++) p[px] = 0.0f;
-    }
-    for (int ty = 0; ty < tl.TH; ty++)
-        for (int j = 0; j < win; j++) {
-            const float *restrict pr = pad + (size_t)(m * ty + j) * PW;
-            float *restrict d = dst + (size_t)j * win * ds + (size_t)ty * TW;
-            for (int tx = 0; tx < TW; tx++)
-                for (int i = 0; i < win; i++) d[i * ds + tx] = pr[m * tx + i];
+        for (int x = 0; x < W; x += VEC) {
+            int n = W - x < VEC ? W - x : VEC;
+            store_n(p + off + x, 1, load_n(s + x, 1, n), n);
         }
+        for (int px = off + W; px < PW; px += VEC) store_n(p + px, 1, zero, PW - px < VEC ? PW - px : VEC);
+    }
 }
 
 /* One copy per tile size and overlap, both constants. */
-INLINE void gather_tiles_mo(int m, const float *src, int H, int W, int off, float *pad, float *dst,
-                            size_t ds) {
-    off ? gather_tiles_m(m, src, H, W, 1, pad, dst, ds) : gather_tiles_m(m, src, H, W, 0, pad, dst, ds);
+INLINE void pad_plane_mo(int m, const float *src, int H, int W, int off, float *pad) {
+    off ? pad_plane_m(m, src, H, W, 1, pad) : pad_plane_m(m, src, H, W, 0, pad);
 }
 
-static void gather_tiles(int m, const float *src, int H, int W, int off, float *pad, float *dst, size_t ds) {
-    BY_TILE(m, gather_tiles_mo, src, H, W, off, pad, dst, ds);
+static void pad_plane(int m, const float *src, int H, int W, int off, float *pad) {
+    BY_TILE(m, pad_plane_mo, src, H, W, off, pad);
 }
 
-/* Tiles [0, n): V[xi][t] (xi stride vs) = B^T d B of the a^2 tile values d = S[xi][t] (stride
- * ss). panel 0: the tiles of a slot are a plain row, tile t at V + t. panel GEMM_NR: they are
- * rows of the GEMM's B panels (gemm.h), tile t at V + (t / NR) pstride + t % NR, and the last
- * panel is written whole, zero past n. */
-INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs, int n, int panel,
-                          size_t pstride) {
+/* idx[t] for the tiles t = image li T + ty TW + tx of g images: the offset of the tile's window
+ * in the images' padded planes (pad_floats() apart, overlap off); 0 for t in [g T, cap). */
+static void tile_offsets(struct tiling tl, int off, int g, size_t cap, int *idx) {
+    int PW = tl.TW * tl.m + 2 * off;
+    size_t t = 0;
+    for (int li = 0; li < g; li++)
+        for (int ty = 0; ty < tl.TH; ty++)
+            for (int tx = 0; tx < tl.TW; tx++)
+                idx[t++] = (int)((size_t)li * pad_floats(tl)) + tl.m * (ty * PW + tx);
+    for (; t < cap; t++) idx[t] = 0;
+}
+
+/* Tiles [0, n): V[xi][t] (xi stride vs) = B^T d B of the a^2 tile values d[j][i] =
+ * P[j PW + i + idx[t]] (padded planes, overlap 1). panel 0: the tiles of a slot are a plain
+ * row, tile t at V + t. panel GEMM_NR: they are rows of the GEMM's B panels (gemm.h), tile t at
+ * V + (t / NR) pstride + t % NR, and the last panel is written whole, zero past n. */
+INLINE void input_tiles_m(int m, const float *P, int PW, const int *idx, float *V, size_t vs, int n,
+                          int panel, size_t pstride) {
     int a = m + 2, end = panel ? (n + panel - 1) / panel * panel : n;
     for (int t = 0; t < end; t += VEC) {
         int l = n - t < VEC ? n - t : VEC; /* <= 0 in the last panel's padding: zeros */
         vf d[AMAX][AMAX], v[AMAX][AMAX];
         for (int j = 0; j < a; j++)
-            for (int i = 0; i < a; i++) d[j][i] = load_n(S + (size_t)(j * a + i) * ss + t, 1, l);
+            for (int i = 0; i < a; i++) d[j][i] = load_idx(P + j * PW + i, idx + t, l);
         transform_2d(INPUT, m, a, a, d, v);
         float *vt = panel ? V + (size_t)(t / panel) * pstride + t % panel : V + t;
         for (int q = 0; q < a; q++)
@@ -426,14 +486,15 @@ INLINE void input_tiles_m(int m, const float *S, size_t ss, float *V, size_t vs,
     }
 }
 
-/* Tiles [0, n): D[xi][t] (xi stride ds) = A dY A^T of the m^2 values dY = S[j m + i][t]. */
-INLINE void grad_output_tiles_m(int m, const float *S, size_t ss, float *D, size_t ds, int n) {
+/* Tiles [0, n): D[xi][t] (xi stride ds) = A dY A^T of the m^2 values dY[j][i] =
+ * P[j PW + i + idx[t]] (padded planes, overlap 0). */
+INLINE void grad_output_tiles_m(int m, const float *P, int PW, const int *idx, float *D, size_t ds, int n) {
     int a = m + 2;
     for (int t = 0; t < n; t += VEC) {
         int l = n - t < VEC ? n - t : VEC;
         vf g[AMAX][AMAX], d[AMAX][AMAX];
         for (int j = 0; j < m; j++)
-            for (int i = 0; i < m; i++) g[j][i] = load_n(S + (size_t)(j * m + i) * ss + t, 1, l);
+            for (int i = 0; i < m; i++) g[j][i] = load_idx(P + j * PW + i, idx + t, l);
         transform_2d(GRAD_OUTPUT, m, m, a, g, d);
         for (int q = 0; q < a; q++)
             for (int p = 0; p < a; p++) store_n(D + (size_t)(q * a + p) * ds + t, 1, d[q][p], l);
@@ -482,13 +543,13 @@ static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu
     BY_TILE(m, scatter_tiles_m, Y, ys, bias, relu, mask, y, H, W, buf);
 }
 
-static void input_tiles(int m, const float *S, size_t ss, float *V, size_t vs, int n, int panel,
+static void input_tiles(int m, const float *P, int PW, const int *idx, float *V, size_t vs, int n, int panel,
                         size_t pstride) {
-    BY_TILE(m, input_tiles_m, S, ss, V, vs, n, panel, pstride);
+    BY_TILE(m, input_tiles_m, P, PW, idx, V, vs, n, panel, pstride);
 }
 
-static void grad_output_tiles(int m, const float *S, size_t ss, float *D, size_t ds, int n) {
-    BY_TILE(m, grad_output_tiles_m, S, ss, D, ds, n);
+static void grad_output_tiles(int m, const float *P, int PW, const int *idx, float *D, size_t ds, int n) {
+    BY_TILE(m, grad_output_tiles_m, P, PW, idx, D, ds, n);
 }
 
 static void output_tiles(int m, const float *M, size_t ms, float *Y, size_t ys, int n) {
@@ -578,7 +639,10 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         float *Mt = V + A2 * vs;                                        /* ms apart */
         float *S = Mt + A2 * ms;                                        /* ss apart */
         float *gws = S + A2 * ss;
-        float *pad = gws + gemm_workspace_floats();
+        float *pad = gws + gemm_workspace_floats(); /* g padded planes, then the offsets */
+        int *idx = (int *)(pad + (size_t)chunk_images(tl, in + out) * pad_floats(tl));
+        int PW = tl.TW * m + 2;
+        tile_offsets(tl, 1, g, cap, idx);
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
         if (packed) {
 #pragma omp for schedule(static)
@@ -592,9 +656,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             size_t ld = round16(tiles); /* row length of V (unpacked) and M: aligned rows */
             for (int c = 0; c < in; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1, pad,
-                                 S + (size_t)li * tl.T, ss);
-                input_tiles(m, S, ss, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
+                    pad_plane(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1, pad + li * pad_floats(tl));
+                input_tiles(m, pad, PW, idx, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
                             (size_t)in * panel);
             }
             for (int xi = 0; xi < A2; xi++)
@@ -629,12 +692,15 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
         int g = chunk_size(tl, C + K, N, nt);
         int chunks = (N + g - 1) / g;
         float *dU = ws + stride * (size_t)omp_get_thread_num(); /* this thread's partial */
-        size_t vs = slot_stride(C * cap), ds = slot_stride(K * cap), ss = slot_stride(cap);
+        size_t vs = slot_stride(C * cap), ds = slot_stride(K * cap);
         float *V = dU + round16(dU_floats); /* slots vs apart */
         float *D = V + A2 * vs;             /* ds apart */
-        float *S = D + A2 * ds;             /* ss apart */
-        float *gws = S + A2 * ss;
-        float *pad = gws + gemm_workspace_floats();
+        float *gws = D + A2 * ds;
+        float *pad = gws + gemm_workspace_floats(); /* g padded planes, then the offsets */
+        int *idx1 = (int *)(pad + (size_t)chunk_images(tl, C + K) * pad_floats(tl)), *idx0 = idx1 + cap;
+        int PW1 = tl.TW * m + 2, PW0 = tl.TW * m;
+        tile_offsets(tl, 1, g, cap, idx1);
+        tile_offsets(tl, 0, g, cap, idx0);
         memset(dU, 0, dU_floats * sizeof(float));
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
@@ -643,15 +709,13 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1, pad, S + (size_t)li * tl.T,
-                                 ss);
-                input_tiles(m, S, ss, V + (size_t)c * ld, vs, tiles, 0, 0);
+                    pad_plane(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1, pad + li * pad_floats(tl));
+                input_tiles(m, pad, PW1, idx1, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
                 for (int li = 0; li < gn; li++)
-                    gather_tiles(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0, pad,
-                                 S + (size_t)li * tl.T, ss);
-                grad_output_tiles(m, S, ss, D + (size_t)o * ld, ds, tiles);
+                    pad_plane(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0, pad + li * pad_floats(tl));
+                grad_output_tiles(m, pad, PW0, idx0, D + (size_t)o * ld, ds, tiles);
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T (rows ld apart) */
             for (int xi = 0; xi < A2; xi++)
