@@ -446,6 +446,12 @@ INLINE void pad_plane_m(int m, const float *restrict src, int H, int W, int off,
     }
 }
 
+/* Asks for plane p (n floats) in cache ahead of its pad_plane: a chunk reads its images'
+ * planes of one channel, short runs too far apart for the hardware prefetchers. */
+static inline void prefetch_plane(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+}
+
 /* One copy per tile size and overlap, both constants. */
 INLINE void pad_plane_mo(int m, const float *src, int H, int W, int off, float *pad) {
     off ? pad_plane_m(m, src, H, W, 1, pad) : pad_plane_m(m, src, H, W, 0, pad);
@@ -655,8 +661,11 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             int tiles = gn * tl.T;
             size_t ld = round16(tiles); /* row length of V (unpacked) and M: aligned rows */
             for (int c = 0; c < in; c++) {
-                for (int li = 0; li < gn; li++)
-                    pad_plane(m, x + ((size_t)(n0 + li) * in + c) * HW, H, W, 1, pad + li * pad_floats(tl));
+                for (int li = 0; li < gn; li++) {
+                    const float *plane = x + ((size_t)(n0 + li) * in + c) * HW;
+                    if (c + 1 < in) prefetch_plane(plane + HW, HW);
+                    pad_plane(m, plane, H, W, 1, pad + li * pad_floats(tl));
+                }
                 input_tiles(m, pad, PW, idx, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
                             (size_t)in * panel);
             }
@@ -708,13 +717,19 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             int tiles = gn * tl.T;
             size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
-                for (int li = 0; li < gn; li++)
-                    pad_plane(m, x + ((size_t)(n0 + li) * C + c) * HW, H, W, 1, pad + li * pad_floats(tl));
+                for (int li = 0; li < gn; li++) {
+                    const float *plane = x + ((size_t)(n0 + li) * C + c) * HW;
+                    if (c + 1 < C) prefetch_plane(plane + HW, HW);
+                    pad_plane(m, plane, H, W, 1, pad + li * pad_floats(tl));
+                }
                 input_tiles(m, pad, PW1, idx1, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
-                for (int li = 0; li < gn; li++)
-                    pad_plane(m, dy + ((size_t)(n0 + li) * K + o) * HW, H, W, 0, pad + li * pad_floats(tl));
+                for (int li = 0; li < gn; li++) {
+                    const float *plane = dy + ((size_t)(n0 + li) * K + o) * HW;
+                    if (o + 1 < K) prefetch_plane(plane + HW, HW);
+                    pad_plane(m, plane, H, W, 0, pad + li * pad_floats(tl));
+                }
                 grad_output_tiles(m, pad, PW0, idx0, D + (size_t)o * ld, ds, tiles);
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T (rows ld apart) */
