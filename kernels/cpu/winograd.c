@@ -126,14 +126,16 @@ static inline size_t pad_floats(struct tiling tl) {
 }
 
 /* Floats of one channel of a chunk, padded (pad_plane, pad_floats() apart), then the tiles'
- * offsets into it (tile_offsets: int32, one table per overlap). */
+ * offsets into it (tile_offsets: int32, one table per overlap), then an output row's offsets
+ * (row_offsets). */
 static inline size_t planes_floats(struct tiling tl, int ch, int tables) {
-    return (size_t)chunk_images(tl, ch) * pad_floats(tl) + (size_t)tables * chunk_tiles(tl, ch);
+    return (size_t)chunk_images(tl, ch) * pad_floats(tl) + (size_t)tables * chunk_tiles(tl, ch) +
+           round16((size_t)tl.TW * tl.m);
 }
 
 /* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the output tiles' staging
  * S [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart; then
- * the padded planes of one channel (also scatter_tiles' row buffer) and the tile offsets. */
+ * the padded planes of one channel and the tile and row offsets. */
 static size_t conv_thread_floats(int in, int out, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl, in + out);
     return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) + gemm_workspace_floats() +
@@ -167,6 +169,8 @@ size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, 
 typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
 /* The same vector at any float-aligned address. */
 typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
+/* Lane masks of comparisons (-1 true, 0 false). */
+typedef int vi __attribute__((vector_size(VEC * sizeof(int))));
 
 #if VEC == 16
 typedef __mmask16 lanes;
@@ -523,30 +527,35 @@ INLINE void output_tiles_m(int m, const float *M, size_t ms, float *Y, size_t ys
 
 /* y[H][W] of one plane from its tiles' outputs Y (slot j m + i, stride ys, tile t at t) + bias,
  * the positions inside the map only; then ReLU (relu) or the ReLU-backward mask (mask:
- * y = mask <= 0 ? 0 : y; NaN passes both, as PyTorch's ReLU). Each output row is first assembled whole in buf
- * (TW m floats: the tiles' m columns each, constant trip counts), then copied out to its W pixels with the
- * bias and the activation in one vector loop. */
-INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, float bias, int relu, const float *mask,
-                            float *y, int H, int W, float *restrict buf) {
+ * y = mask <= 0 ? 0 : y; NaN passes both, as PyTorch's ReLU). Each output row is gathered VEC
+ * pixels at a time: pixel ox of row oy is Y[(oy % m) m + ox % m][(oy / m) TW + ox / m], at
+ * oidx[ox] = (ox % m) ys + ox / m from its row's start (row_offsets). */
+INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, const int *oidx, float bias, int relu,
+                            const float *mask, float *y, int H, int W) {
     int TW = tiling(m, H, W).TW;
     for (int oy = 0; oy < H; oy++) {
-        const float *restrict src = Y + (size_t)(oy % m) * m * ys + (size_t)(oy / m) * TW;
-        for (int tx = 0; tx < TW; tx++)
-            for (int i = 0; i < m; i++) buf[m * tx + i] = src[i * ys + tx];
-        float *restrict row = y + (size_t)oy * W;
-        const float *restrict mrow = mask ? mask + (size_t)oy * W : NULL;
-        for (int ox = 0; ox < W; ox++) {
-            float v = buf[ox] + bias;
-            if (relu) v = v <= 0.0f ? 0.0f : v;
-            if (mask) v = mrow[ox] <= 0.0f ? 0.0f : v;
-            row[ox] = v;
+        const float *src = Y + (size_t)(oy % m) * m * ys + (size_t)(oy / m) * TW;
+        float *row = y + (size_t)oy * W;
+        const float *mrow = mask ? mask + (size_t)oy * W : NULL;
+        for (int ox = 0; ox < W; ox += VEC) {
+            int n = W - ox < VEC ? W - ox : VEC;
+            vf v = load_idx(src, oidx + ox, n) + bias;
+            if (relu) v = (vf)((vi)v & ~(v <= 0.0f));
+            if (mask) v = (vf)((vi)v & ~(load_n(mrow + ox, 1, n) <= 0.0f));
+            store_n(row + ox, 1, v, n);
         }
     }
 }
 
-static void scatter_tiles(int m, const float *Y, size_t ys, float bias, int relu, const float *mask, float *y,
-                          int H, int W, float *buf) {
-    BY_TILE(m, scatter_tiles_m, Y, ys, bias, relu, mask, y, H, W, buf);
+/* oidx[ox] for scatter_tiles (round16(TW m) entries, 0 past W). */
+static void row_offsets(struct tiling tl, int W, size_t ys, int *oidx) {
+    for (int ox = 0; ox < (int)round16((size_t)tl.TW * tl.m); ox++)
+        oidx[ox] = ox < W ? (int)((size_t)(ox % tl.m) * ys) + ox / tl.m : 0;
+}
+
+static void scatter_tiles(int m, const float *Y, size_t ys, const int *oidx, float bias, int relu,
+                          const float *mask, float *y, int H, int W) {
+    BY_TILE(m, scatter_tiles_m, Y, ys, oidx, bias, relu, mask, y, H, W);
 }
 
 static void input_tiles(int m, const float *P, int PW, const int *idx, float *V, size_t vs, int n, int panel,
@@ -647,8 +656,9 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         float *gws = S + A2 * ss;
         float *pad = gws + gemm_workspace_floats(); /* g padded planes, then the offsets */
         int *idx = (int *)(pad + (size_t)chunk_images(tl, in + out) * pad_floats(tl));
-        int PW = tl.TW * m + 2;
+        int PW = tl.TW * m + 2, *oidx = idx + cap;
         tile_offsets(tl, 1, g, cap, idx);
+        row_offsets(tl, W, ss, oidx);
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
         if (packed) {
 #pragma omp for schedule(static)
@@ -679,8 +689,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
                 output_tiles(m, Mt + (size_t)o * ld, ms, S, ss, tiles);
                 for (int li = 0; li < gn; li++) {
                     size_t off = ((size_t)(n0 + li) * out + o) * HW;
-                    scatter_tiles(m, S + (size_t)li * tl.T, ss, bias ? bias[o] : 0.0f, relu,
-                                  mask ? mask + off : NULL, y + off, H, W, pad);
+                    scatter_tiles(m, S + (size_t)li * tl.T, ss, oidx, bias ? bias[o] : 0.0f, relu,
+                                  mask ? mask + off : NULL, y + off, H, W);
                 }
             }
         }
