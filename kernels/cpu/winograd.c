@@ -596,9 +596,9 @@ INLINE void filters_m(int m, const float *w, int flip, int in, int out, float *U
         }
 }
 
-/* dw[o][c][3][3] = G^T dU[xi][c][o] G. Lanes: VEC output channels. Work-shared over the
- * calling team. */
-INLINE void grad_filters_m(int m, const float *dU, int C, int K, float *dw) {
+/* dw[o][c][3][3] = G^T dU[xi][c][o] G, dU the sum of the parts partial dU (dU + p stride, p <
+ * parts), added in part order. Lanes: VEC output channels. Work-shared over the calling team. */
+INLINE void grad_filters_m(int m, const float *dU, size_t stride, int parts, int C, int K, float *dw) {
     int a = m + 2;
     size_t plane = (size_t)C * K;
 #pragma omp for schedule(static)
@@ -606,8 +606,12 @@ INLINE void grad_filters_m(int m, const float *dU, int C, int K, float *dw) {
         for (int o0 = 0; o0 < K; o0 += VEC) {
             int n = K - o0 < VEC ? K - o0 : VEC;
             vf du[AMAX][AMAX], g[AMAX][AMAX];
-            for (int xi = 0; xi < a * a; xi++)
-                du[xi / a][xi % a] = load_n(dU + xi * plane + (size_t)c * K + o0, 1, n);
+            for (int xi = 0; xi < a * a; xi++) {
+                const float *at = dU + xi * plane + (size_t)c * K + o0;
+                vf sum = load_n(at, 1, n);
+                for (int p = 1; p < parts; p++) sum += load_n(at + p * stride, 1, n);
+                du[xi / a][xi % a] = sum;
+            }
             transform_2d(GRAD_FILTER, m, a, 3, du, g);
             for (int r = 0; r < 3; r++)
                 for (int q = 0; q < 3; q++)
@@ -619,8 +623,8 @@ static void filters(int m, const float *w, int flip, int in, int out, float *U) 
     BY_TILE(m, filters_m, w, flip, in, out, U);
 }
 
-static void grad_filters(int m, const float *dU, int C, int K, float *dw) {
-    BY_TILE(m, grad_filters_m, dU, C, K, dw);
+static void grad_filters(int m, const float *dU, size_t stride, int parts, int C, int K, float *dw) {
+    BY_TILE(m, grad_filters_m, dU, stride, parts, C, K, dw);
 }
 
 /* Images per chunk for a team of nt: up to chunk_images(), but at least one chunk per thread. */
@@ -720,7 +724,7 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
         int PW1 = tl.TW * m + 2, PW0 = tl.TW * m;
         tile_offsets(tl, 1, g, cap, idx1);
         tile_offsets(tl, 0, g, cap, idx0);
-        memset(dU, 0, dU_floats * sizeof(float));
+        float beta = 0.0f; /* the thread's first chunk writes its partial, the others add */
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
             int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
@@ -744,16 +748,13 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T (rows ld apart) */
             for (int xi = 0; xi < A2; xi++)
-                mm(C, K, tiles, 1.0f, V + xi * vs, (ptrdiff_t)ld, 1, D + xi * ds, 1, (ptrdiff_t)ld, 1.0f,
+                mm(C, K, tiles, 1.0f, V + xi * vs, (ptrdiff_t)ld, 1, D + xi * ds, 1, (ptrdiff_t)ld, beta,
                    dU + (size_t)xi * C * K, K, gws);
+            beta = 1.0f;
         }
-        /* Thread 0's partial += the others', in thread order (implicit barrier above). */
-#pragma omp for schedule(static)
-        for (size_t e = 0; e < dU_floats; e++) {
-            float sum = ws[e];
-            for (int t = 1; t < nt; t++) sum += ws[stride * (size_t)t + e];
-            ws[e] = sum;
-        }
-        grad_filters(m, ws, C, K, dw);
+        if (beta == 0.0f) memset(dU, 0, dU_floats * sizeof(float)); /* no chunk here */
+#pragma omp barrier
+        /* The partials summed in thread order as the filters are transformed back. */
+        grad_filters(m, ws, stride, nt, C, K, dw);
     }
 }
