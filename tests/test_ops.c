@@ -285,6 +285,9 @@ static const struct op_case cases[] = {
     /* packs in NCHW too: maps of 64 (a pack inside one channel), 1x1 maps (adjacent channels) */
     BN(3, 16, 64, 1e-5f, 0.1f, 0, F_GELU),
     BN(40, 16, 1, 1e-5f, 0.1f, 0, F_GELU),
+    /* fewer channels than the 3-thread runs' threads (the CPU gives each thread a channel range) */
+    BN(6, 2, 9, 1e-5f, 0.1f, 0, F_GELU),
+    BN(5, 1, 20, 1e-5f, 0.1f, 6.0f, 0),
 
     /* linear: y = scale (x w^T + b) */
     LIN(9, 70, 33, 1.0f, F_BIAS),
