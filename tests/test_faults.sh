@@ -29,13 +29,15 @@ header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1" | tail 
 step_in_epoch() { header "$1" | sed -n 's/.*"step_in_epoch":"\([0-9]*\)".*/\1/p'; }
 # cmd DIR [FLAGS...]: CMD becomes the training command line of a 2-rank run writing into DIR.
 cmd() { CMD=(mpirun -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$1/model.safetensors" "$D" "${@:2}"); }
-# same_as_a DIR WHAT: DIR's model, checkpoint and metrics equal the uninterrupted run's.
-same_as_a() {
-  check "$2: model == uninterrupted, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$1/model.safetensors")
-  check "$2: checkpoint == uninterrupted (lookahead included)" \
-    cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$1/model.checkpoint.safetensors")
-  check "$2: metrics == uninterrupted" python3 tests/check_metrics.py --same "$T/A/model.metrics.jsonl" "$1/model.metrics.jsonl"
+# same_as REF DIR WHAT: DIR's model, checkpoint and metrics equal those of the uninterrupted
+# run in REF; same_as_a DIR WHAT: against run A's.
+same_as() {
+  check "$3: model == uninterrupted, bit for bit" cmp -s <(st_data "$1/model.safetensors") <(st_data "$2/model.safetensors")
+  check "$3: checkpoint == uninterrupted (lookahead included)" \
+    cmp -s <(st_data "$1/model.checkpoint.safetensors") <(st_data "$2/model.checkpoint.safetensors")
+  check "$3: metrics == uninterrupted" python3 tests/check_metrics.py --same "$1/model.metrics.jsonl" "$2/model.metrics.jsonl"
 }
+same_as_a() { same_as "$T/A" "$@"; }
 # wait_line FILE REGEX: until FILE has a matching line (60 s at most).
 wait_line() { for _ in $(seq 600); do grep -qE "$2" "$1" && return 0; sleep 0.1; done; return 1; }
 # launch DIR LINE [FLAGS...]: starts DIR's 2-rank run in the background (output in $T/out and
@@ -60,9 +62,7 @@ finish() {
 # 1. The uninterrupted run: epoch-end checkpoints only.
 mkdir -p "$T/A"
 cmd "$T/A" --checkpoint-interval 0
-a_start=$(date +%s.%N)
 run "${CMD[@]}"
-a_took=$(awk -v a="$a_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 expect_rc 0 "uninterrupted run"
 check "no mid-epoch checkpoint at the end" test "$(step_in_epoch "$T/A/model.checkpoint.safetensors")" = 0
 
@@ -132,13 +132,18 @@ expect_rc 0 "rerun after SIGUSR1"
 same_as_a "$T/F" "SIGUSR1, resumed"
 
 # 5. SIGTERM to mpirun: the ranks get it S s later (odls_base_sigkill_timeout), SIGKILL S s
-# after that. Both windows scale with the machine's load, so S is 0.4 of the uninterrupted run's
-# time (at least 2 s; 5 s of run idle on 2 cores gives 2): the signal, sent at step 2 of 15,
-# still reaches the ranks well before the run's end (about 0.7 of it is left), and S is several
-# steps, so the checkpoint is written before SIGKILL even when one run is slower than the other.
-kill_after=$(awk -v a="$a_took" 'BEGIN { s = int(0.4 * a + 0.5); print s < 2 ? 2 : s }')
-mkdir -p "$T/G"
-mpirun --mca odls_base_sigkill_timeout "$kill_after" -np 2 "$BIN/cifar10-train" "${RECIPE[@]}" \
+# after that. Both windows scale with the machine's load, so S is 0.4 of an uninterrupted run's
+# time (at least 2 s). That run is 6 epochs (36 steps), not A's 15 steps: after the signal, sent
+# at step 2, the run must outlast S by several steps, and with fast steps a short run is mostly
+# start-up (A: about 1 s of start-up and 2 s of steps on 2 cores, too little left after S).
+LONG=("${RECIPE[@]/#2.5/6}") # RECIPE with --epochs 6
+mkdir -p "$T/G0" "$T/G"
+g_start=$(date +%s.%N)
+run mpirun -np 2 "$BIN/cifar10-train" "${LONG[@]}" --checkpoint-interval 0 --model-file "$T/G0/model.safetensors" "$D"
+g_took=$(awk -v a="$g_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+expect_rc 0 "uninterrupted 6-epoch run"
+kill_after=$(awk -v a="$g_took" 'BEGIN { s = int(0.4 * a + 0.5); print s < 2 ? 2 : s }')
+mpirun --mca odls_base_sigkill_timeout "$kill_after" -np 2 "$BIN/cifar10-train" "${LONG[@]}" \
   --checkpoint-interval 0 --model-file "$T/G/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
 pid=$!
 wait_line "$T/out" '^\[1,     2\]'
@@ -146,10 +151,9 @@ kill -TERM "$pid"
 finish
 check "SIGTERM to mpirun ($kill_after s window): non-zero exit ($rc)" test "$rc" != 0
 stopped_run "$T/G" "SIGTERM to mpirun"
-cmd "$T/G" --checkpoint-interval 0
-run "${CMD[@]}"
+run mpirun -np 2 "$BIN/cifar10-train" "${LONG[@]}" --checkpoint-interval 0 --model-file "$T/G/model.safetensors" "$D"
 expect_rc 0 "rerun after SIGTERM to mpirun"
-same_as_a "$T/G" "SIGTERM to mpirun, resumed"
+same_as "$T/G0" "$T/G" "SIGTERM to mpirun, resumed"
 
 # 6. One process, SIGINT; then its mid-epoch checkpoint of 1 rank and one of 2 ranks (from 3.)
 # on the other rank count.
