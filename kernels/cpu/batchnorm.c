@@ -38,22 +38,23 @@ static float *affine_planes(const float *scale, const float *shift, int C, int H
     return s;
 }
 
-/* y = GELU(x * scale[c] + shift[c]) (gelu.c's vector code), image by image; st from
- * affine_planes. */
-static void gelu_images(const float *x, float *y, const float *st, int N, int C, int HW) {
+/* y = x * scale[c] + shift[c] (affine: scale[C], then shift[C]), or GELU of it (gelu.c's
+ * vector code, on affine_planes' copies), image by image. */
+static void affine_images(const float *x, float *y, const float *affine, int N, int C, int HW, int gelu) {
     size_t per = (size_t)C * HW;
-    struct gelu_affine f = cpu_gelu_affine();
+    if (gelu) {
+        float *st = affine_planes(affine, affine + C, C, HW);
+        struct gelu_affine f = cpu_gelu_affine();
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) f.forward(x + (size_t)n * per, y + (size_t)n * per, per, st, st + per);
-}
-
-/* y = x * scale[c] + shift[c], image by image. */
-static void normalize_images(const float *x, float *y, const float *affine, int N, int C, int HW) {
+        for (int n = 0; n < N; n++) f.forward(x + (size_t)n * per, y + (size_t)n * per, per, st, st + per);
+        free(st);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) {
-            const float *xc = x + ((size_t)n * C + c) * HW;
-            float *yc = y + ((size_t)n * C + c) * HW;
+            const float *xc = x + (size_t)n * per + (size_t)c * HW;
+            float *yc = y + (size_t)n * per + (size_t)c * HW;
             float scale = affine[c], shift = affine[C + c];
             for (int i = 0; i < HW; i++) yc[i] = xc[i] * scale + shift;
         }
@@ -107,13 +108,7 @@ void cpu_batchnorm_forward_train(const void *xv, const float *gamma, const float
             finish_stats(c, C, x[(size_t)c * HW], sums[c], sums[C + c], count, gamma, beta, eps, momentum,
                          affine, save_mean, save_invstd, running_mean, running_var);
     }
-    if (gelu) {
-        float *st = affine_planes(affine, affine + C, C, HW);
-        gelu_images(x, y, st, N, C, HW);
-        free(st);
-    } else {
-        normalize_images(x, y, affine, N, C, HW);
-    }
+    affine_images(x, y, affine, N, C, HW, gelu);
     free(sums);
     free(affine);
 }
@@ -127,13 +122,7 @@ void cpu_batchnorm_forward_eval(const void *x, const float *gamma, const float *
         float scale = gamma[c] * invstd, shift = beta[c] - running_mean[c] * scale;
         affine[c] = scale, affine[C + c] = shift;
     }
-    if (gelu) {
-        float *st = affine_planes(affine, affine + C, C, HW);
-        gelu_images(x, y, st, N, C, HW);
-        free(st);
-    } else {
-        normalize_images(x, y, affine, N, C, HW);
-    }
+    affine_images(x, y, affine, N, C, HW, gelu);
     free(affine);
 }
 
