@@ -179,10 +179,10 @@ typedef __m256i lanes;
 #endif
 
 #if VEC >= 8
-/* The mask of lanes 0..n-1 (1 <= n <= VEC). */
+/* The mask of lanes 0..n-1 (none when n <= 0, all when n >= VEC). */
 INLINE lanes first_lanes(int n) {
 #if VEC == 16
-    return (__mmask16)((1u << n) - 1);
+    return n >= VEC ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 #else
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #endif
@@ -220,13 +220,11 @@ INLINE void store_n(float *p, size_t stride, vf v, int n) {
  * readable entries. One gather instruction where the path has them. */
 INLINE vf load_idx(const float *base, const int *idx, int n) {
 #if VEC == 16
-    __mmask16 k = n >= VEC ? (__mmask16)0xffff : n <= 0 ? 0 : first_lanes(n);
-    return (vf)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, _mm512_loadu_si512(idx), base, 4);
+    return (vf)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), first_lanes(n), _mm512_loadu_si512(idx), base,
+                                        4);
 #elif VEC == 8
-    __m256 k = _mm256_castsi256_ps(
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-    __m256i vi = _mm256_loadu_si256((const __m256i *)idx);
-    return (vf)_mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, vi, k, 4);
+    return (vf)_mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, _mm256_loadu_si256((const __m256i *)idx),
+                                        _mm256_castsi256_ps(first_lanes(n)), 4);
 #else
     vf v = (vf){0};
     for (int l = 0; l < n && l < VEC; l++) v[l] = base[idx[l]];
@@ -429,15 +427,19 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
  * outside src[H][W]: every tile window (win = m + 2 off values a side; off 1: the forward's input
  * tiles overlap their neighbours by one pixel on each side, off 0: the output gradient's tiles do
  * not) is a plain win x win block of it. */
+/* p[0..n) = 0, in vectors (a loop of floats becomes a memset call). */
+INLINE void zero_n(float *p, int n) {
+    for (int i = 0; i < n; i += VEC) store_n(p + i, 1, (vf){0}, n - i < VEC ? n - i : VEC);
+}
+
 INLINE void pad_plane_m(int m, const float *restrict src, int H, int W, int off, float *restrict pad) {
     struct tiling tl = tiling(m, H, W);
     int PW = tl.TW * m + 2 * off, PH = tl.TH * m + 2 * off;
-    vf zero = (vf){0};
     for (int py = 0; py < PH; py++) {
         float *restrict p = pad + (size_t)py * PW;
         int sy = py - off;
         if (sy < 0 || sy >= H) {
-            for (int px = 0; px < PW; px += VEC) store_n(p + px, 1, zero, PW - px < VEC ? PW - px : VEC);
+            zero_n(p, PW);
             continue;
         }
         const float *restrict s = src + (size_t)sy * W;
@@ -446,7 +448,7 @@ INLINE void pad_plane_m(int m, const float *restrict src, int H, int W, int off,
             int n = W - x < VEC ? W - x : VEC;
             store_n(p + off + x, 1, load_n(s + x, 1, n), n);
         }
-        for (int px = off + W; px < PW; px += VEC) store_n(p + px, 1, zero, PW - px < VEC ? PW - px : VEC);
+        zero_n(p + off + W, PW - off - W);
     }
 }
 
@@ -463,6 +465,18 @@ INLINE void pad_plane_mo(int m, const float *src, int H, int W, int off, float *
 
 static void pad_plane(int m, const float *src, int H, int W, int off, float *pad) {
     BY_TILE(m, pad_plane_mo, src, H, W, off, pad);
+}
+
+/* Channel c of the gn images from n0 of t[N][chans][H][W], padded (pad_plane, overlap off) into
+ * pad, pad_floats() apart; the next channel's planes prefetched meanwhile. */
+static void pad_channel(struct tiling tl, const float *t, int chans, int c, int n0, int gn, int H, int W,
+                        int off, float *pad) {
+    size_t HW = (size_t)H * W;
+    for (int li = 0; li < gn; li++) {
+        const float *plane = t + ((size_t)(n0 + li) * chans + c) * HW;
+        if (c + 1 < chans) prefetch_plane(plane + HW, HW);
+        pad_plane(tl.m, plane, H, W, off, pad + li * pad_floats(tl));
+    }
 }
 
 /* idx[t] for the tiles t = image li T + ty TW + tx of g images: the offset of the tile's window
@@ -675,11 +689,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             int tiles = gn * tl.T;
             size_t ld = round16(tiles); /* row length of V (unpacked) and M: aligned rows */
             for (int c = 0; c < in; c++) {
-                for (int li = 0; li < gn; li++) {
-                    const float *plane = x + ((size_t)(n0 + li) * in + c) * HW;
-                    if (c + 1 < in) prefetch_plane(plane + HW, HW);
-                    pad_plane(m, plane, H, W, 1, pad + li * pad_floats(tl));
-                }
+                pad_channel(tl, x, in, c, n0, gn, H, W, 1, pad);
                 input_tiles(m, pad, PW, idx, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
                             (size_t)in * panel);
             }
@@ -707,7 +717,7 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
-    size_t HW = (size_t)H * W, dU_floats = (size_t)A2 * C * K;
+    size_t dU_floats = (size_t)A2 * C * K;
     size_t stride = grad_thread_floats(C, K, tl), cap = chunk_tiles(tl, C + K);
 #pragma omp parallel
     {
@@ -731,19 +741,11 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             int tiles = gn * tl.T;
             size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
-                for (int li = 0; li < gn; li++) {
-                    const float *plane = x + ((size_t)(n0 + li) * C + c) * HW;
-                    if (c + 1 < C) prefetch_plane(plane + HW, HW);
-                    pad_plane(m, plane, H, W, 1, pad + li * pad_floats(tl));
-                }
+                pad_channel(tl, x, C, c, n0, gn, H, W, 1, pad);
                 input_tiles(m, pad, PW1, idx1, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
-                for (int li = 0; li < gn; li++) {
-                    const float *plane = dy + ((size_t)(n0 + li) * K + o) * HW;
-                    if (o + 1 < K) prefetch_plane(plane + HW, HW);
-                    pad_plane(m, plane, H, W, 0, pad + li * pad_floats(tl));
-                }
+                pad_channel(tl, dy, K, o, n0, gn, H, W, 0, pad);
                 grad_output_tiles(m, pad, PW0, idx0, D + (size_t)o * ld, ds, tiles);
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T (rows ld apart) */
