@@ -137,21 +137,25 @@ same_as_a "$T/F" "SIGUSR1, resumed"
 # at step 2, the run must outlast S by several steps, and with fast steps a short run is mostly
 # start-up (A: about 1 s of start-up and 2 s of steps on 2 cores, too little left after S).
 LONG=("${RECIPE[@]/#2.5/6}") # RECIPE with --epochs 6
+# long_cmd DIR [MPIRUN FLAGS...]: CMD becomes the 6-epoch run writing into DIR.
+long_cmd() { CMD=(mpirun "${@:2}" -np 2 "$BIN/cifar10-train" "${LONG[@]}" --checkpoint-interval 0 --model-file "$1/model.safetensors" "$D"); }
 mkdir -p "$T/G0" "$T/G"
+long_cmd "$T/G0"
 g_start=$(date +%s.%N)
-run mpirun -np 2 "$BIN/cifar10-train" "${LONG[@]}" --checkpoint-interval 0 --model-file "$T/G0/model.safetensors" "$D"
+run "${CMD[@]}"
 g_took=$(awk -v a="$g_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 expect_rc 0 "uninterrupted 6-epoch run"
 kill_after=$(awk -v a="$g_took" 'BEGIN { s = int(0.4 * a + 0.5); print s < 2 ? 2 : s }')
-mpirun --mca odls_base_sigkill_timeout "$kill_after" -np 2 "$BIN/cifar10-train" "${LONG[@]}" \
-  --checkpoint-interval 0 --model-file "$T/G/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
+long_cmd "$T/G" --mca odls_base_sigkill_timeout "$kill_after"
+"${CMD[@]}" >"$T/out" 2>"$T/err" &
 pid=$!
 wait_line "$T/out" '^\[1,     2\]'
 kill -TERM "$pid"
 finish
 check "SIGTERM to mpirun ($kill_after s window): non-zero exit ($rc)" test "$rc" != 0
 stopped_run "$T/G" "SIGTERM to mpirun"
-run mpirun -np 2 "$BIN/cifar10-train" "${LONG[@]}" --checkpoint-interval 0 --model-file "$T/G/model.safetensors" "$D"
+long_cmd "$T/G"
+run "${CMD[@]}"
 expect_rc 0 "rerun after SIGTERM to mpirun"
 same_as "$T/G0" "$T/G" "SIGTERM to mpirun, resumed"
 
