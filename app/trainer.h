@@ -28,6 +28,9 @@ struct trainer {
     double whiten_s;        /* rank 0: seconds computing the whitening filter (0: none, resumed) */
     double checkpoint_s;    /* rank 0: seconds writing checkpoints in this process's run */
     int checkpoints;        /* rank 0: how many it wrote */
+    double steps_s;         /* seconds in the epochs' training steps (train_epoch) */
+    double scoring_s;       /* seconds scoring the test set after each epoch */
+    double final_s;         /* seconds of the final test-time augmented score */
     double logged_at;       /* dist_time() of the last printed loss (or the epoch's start) */
     double lr;              /* the base lr of the last step (SGD's, non-batch-norm group) */
     double checkpoint_at;   /* dist_time() of the last checkpoint (or the run's start) */

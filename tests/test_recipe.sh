@@ -41,6 +41,11 @@ tta=$(sed -n 's/^time to accuracy \([0-9.]*\) s (whitening \([0-9.]*\) s, then t
 run_s=$(sed -n 's/^run time .* (\([0-9.]*\) s: training, evaluation, checkpoints)$/\1/p' "$T/out")
 check "time to accuracy = whitening + run time - checkpoints, one per epoch (${tta:-no line}; $run_s)" \
   awk -v t="$tta" -v r="$run_s" 'BEGIN { split(t, a, " "); d = a[1] - a[2] - r + a[3]; exit !(a[2] > 0 && a[3] >= 0 && a[4] >= 4 && d * d < 0.06 * 0.06) }'
+phases=$(sed -n 's/^time to accuracy by phase: whitening \([0-9.]*\) s, training steps \([0-9.]*\) s, per-epoch scores \([0-9.]*\) s, final score \([0-9.]*\) s, the rest \(-\{0,1\}[0-9.]*\) s$/\1 \2 \3 \4 \5/p' "$T/out")
+check "the phases add up to the time to accuracy (${phases:-no line})" \
+  awk -v p="$phases" -v t="$tta" 'BEGIN { split(p, a, " "); split(t, b, " "); d = a[1] + a[2] + a[3] + a[4] + a[5] - b[1]
+    w = a[1] - b[2]
+    exit !(w * w < 0.006 * 0.006 && a[2] > a[3] && a[3] > 0 && a[4] > 0 && a[5] > -0.01 && d * d < 0.01 * 0.01) }'
 header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1"; }
 check "checkpoint holds the lookahead averages" grep -q '"optimizer.lookahead.0.weight"' <(header "$T/A/model.checkpoint.safetensors")
 check "checkpoint holds the running statistics' averages" grep -q '"optimizer.lookahead.4.norm2.running_var"' <(header "$T/A/model.checkpoint.safetensors")
