@@ -113,7 +113,7 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            model/whiten.c io/json.c io/safetensors.c io/checkpoint.c io/metrics.c io/tensorboard.c \
            app/options.c app/device.c
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
-ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c
+ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c kernels/cpu/small_conv.c
 ISAS    := generic avx2 avx512
 march_generic := -march=x86-64 -mtune=generic
 march_avx2    := -march=x86-64-v3 -mtune=generic

@@ -51,6 +51,9 @@ struct conv_shape {
     int N, C, K, H, W, k, pad;
 };
 
+/* The activation a convolution's forward applies to its sums (the layer after it, fused). */
+enum conv_act { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_GELU };
+
 /* sgd_update_groups: group g's settings apply where group[i] == g (g < SGD_GROUPS);
  * SGD_SKIP leaves p[i] and m[i] as they are (a stopped tensor, alignment padding). */
 enum { SGD_GROUPS = 2, SGD_SKIP = 255 };
@@ -142,10 +145,11 @@ struct kernels {
      * the bytes. */
 
     /* y[N][K][Ho][Wo] = conv(x[N][C][H][W], w[K][C][k][k], zero padding s->pad, stride 1)
-     * + b[K] (no bias when b is NULL), then ReLU as relu_forward when relu is non-zero (a fused
-     * ReLU layer). Shapes: struct conv_shape. Pass CONV_FORWARD. */
+     * + b[K] (no bias when b is NULL), then the activation act (enum conv_act: a fused ReLU or
+     * GELU layer, as relu_forward or gelu_forward; the sum itself is not kept). Shapes: struct
+     * conv_shape. Pass CONV_FORWARD. */
     void (*conv_forward)(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                         int relu, void *ws, size_t ws_bytes);
+                         enum conv_act act, void *ws, size_t ws_bytes);
     /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: nothing below trains; pass
      * CONV_BACKWARD_DATA), dw[K][C][k][k] (skipped when NULL: a frozen filter; pass
      * CONV_BACKWARD_FILTER), db[K] (skipped when NULL: no bias); dw and db are summed over the

@@ -198,6 +198,24 @@ static void graphs_clear(struct model *m);
 /* Whether layer i is a GELU that the batch norm before it applies (it does nothing itself). */
 static int fused_away(const struct model *m, int i) { return i > 0 && m->layers[i - 1].gelu_fused; }
 
+/* The activation layer i's convolution applies: the ReLU after it (relu_fused), or the GELU
+ * after it where nothing reads that GELU's input: in eval mode, or in training where the GELU
+ * lies below the lowest layer that trains, so its backward never runs (airbench94's whitening
+ * layer once its bias stops). That GELU layer then does nothing; the convolution writes its
+ * output. */
+static enum conv_act conv_act_of(const struct model *m, int i, int train) {
+    const struct model_layer *L = &m->layers[i];
+    if (L->relu_fused) return CONV_ACT_RELU;
+    int gelu_next =
+        L->def->kind == LAYER_CONV && i + 1 < m->nlayers && m->layers[i + 1].def->kind == LAYER_GELU;
+    return gelu_next && (!train || i + 1 < lowest_trained(m)) ? CONV_ACT_GELU : CONV_ACT_NONE;
+}
+
+/* Whether layer i is a GELU that the convolution before it applies, in this mode. */
+static int gelu_in_conv(const struct model *m, int i, int train) {
+    return i > 0 && conv_act_of(m, i - 1, train) == CONV_ACT_GELU;
+}
+
 /* Whether layer i's output is its input's buffer: layers in place, and a fused-away GELU. */
 static int shares_output(const struct model *m, int i) {
     return props_of(&m->layers[i])->in_place || fused_away(m, i);
@@ -316,7 +334,9 @@ void model_layer_describe(const struct model *m, int i, char *buf, size_t size) 
     else if (d->kind == LAYER_LINEAR) snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
     else
         snprintf(buf, size, "%s %dx%dx%d%s", props_of(L)->name, L->in_c, L->in_h, L->in_w,
-                 fused_away(m, i) ? " (fused)" : "");
+                 fused_away(m, i)        ? " (fused)"
+                 : gelu_in_conv(m, i, 1) ? " (in the conv)"
+                                         : "");
 }
 
 double model_layer_flops(const struct model *m, int i, int n, int pass) {
@@ -341,14 +361,16 @@ static void forward_layer(struct model *m, int i, const void *x, int n, int trai
     switch (d->kind) {
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
-        k->conv_forward(&s, x, w, b, y, L->relu_fused, m->ws, m->ws_bytes);
+        enum conv_act act = conv_act_of(m, i, train);
+        k->conv_forward(&s, x, w, b, act == CONV_ACT_GELU ? m->layers[i + 1].act : y, act, m->ws,
+                        m->ws_bytes);
         break;
     }
     case LAYER_RELU:
         if (!(i > 0 && m->layers[i - 1].relu_fused)) k->relu_forward(x, y, count);
         break;
     case LAYER_GELU:
-        if (!fused_away(m, i)) k->gelu_forward(x, y, count);
+        if (!fused_away(m, i) && !gelu_in_conv(m, i, train)) k->gelu_forward(x, y, count);
         break;
     case LAYER_MAXPOOL: k->maxpool_forward(x, y, n, L->in_c, L->in_h, L->in_w, d->k); break;
     case LAYER_BATCHNORM: {

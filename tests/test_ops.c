@@ -8,7 +8,7 @@
  *   cpu   the whole table on the default ISA path with 1 and 3 OpenMP threads (3: more threads
  *         than cores, and than the images of some cases), then the conv, linear, GELU and
  *         fused batch norm + GELU cases (the code that differs per ISA: the GEMM, the Winograd
- *         convolution, GELU) on every ISA path this CPU has, with 2 threads; and, in child processes, that
+ *         and direct convolutions, GELU) on every ISA path this CPU has, with 2 threads; and, in child processes, that
  * the conv and linear ops stop at their CHECK when given a workspace one byte short; cpu-bf16
  * kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU has (amx where the CPU has
  * AMX-BF16 and the OS grants the tile state, avx512bf16 where it has AVX512_BF16, avx2 where it has AVX2; the
@@ -110,7 +110,7 @@ enum {
     F_TIES = 1 << 8,       /* maxpool, softmax_xent: tied maxima */
     F_INPLACE = 1 << 9,    /* relu (y = x, dx = dy), gelu (dx = dy): output in the input's buffer */
     F_CONFIDENT = 1 << 10, /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
-    F_GELU = 1 << 11,      /* batchnorm: with the fused GELU */
+    F_GELU = 1 << 11,      /* batchnorm, conv: with the fused GELU (conv: in the forward) */
     F_NAN = 1 << 12,       /* maxpool, relu: NaNs in x (PyTorch propagates them) */
     F_GROUPS = 1 << 13     /* sgd_update: through sgd_update_groups, two groups and skipped elements */
 };
@@ -334,6 +334,19 @@ static const struct op_case cases[] = {
     {OP_FLATTEN, 0, .flat = {2, 5, 12}},
     {OP_FLATTEN, 0, .flat = {2, 1, 9}},
     {OP_FLATTEN, 0, .flat = {2, 7, 1}},
+
+    /* Cases added later go here: the cases draw their data from one stream in table order
+     * (hfill), so every case above keeps the data it was written and tuned with. */
+    /* the CPU's direct forward (C k^2 <= 27, small_conv.c), the activation fused: blocks of 8
+     * outputs (a partial last block), rows of 16 pixels (a partial last vector) */
+    CONV(3, 3, 24, 32, 32, 2, 0, F_BIAS | F_GELU | F_NO_DX), /* airbench94's whitening layer, its GELU */
+    CONV(3, 3, 32, 32, 32, 3, 1, F_BIAS | F_RELU | F_NO_DX), /* the workshop's first layer */
+    CONV(2, 5, 13, 9, 7, 2, 1, F_GELU | F_NO_DB),            /* C k^2 = 20, 13 outputs, no bias */
+    CONV(2, 1, 9, 19, 40, 3, 2, F_BIAS | F_GELU),            /* one channel, pad k - 1: 21 x 42 */
+    CONV(3, 2, 3, 5, 1, 1, 0, F_BIAS | F_RELU),              /* 1x1 filter on a one-column map */
+    /* GELU after the other paths' sums: Winograd, im2col */
+    CONV(2, 16, 16, 8, 8, 3, 1, F_BIAS | F_GELU),
+    CONV(2, 6, 5, 7, 7, 3, 1, F_GELU | F_NO_DB),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -565,6 +578,12 @@ static void conv_sizes(const struct conv_shape *s, size_t *nx, size_t *nw, size_
     *ny = (size_t)s->N * s->K * Ho * Wo;
 }
 
+/* GELU and its slope in double, from the definition (Phi by erfc: accurate in both tails). */
+static double gelu_ref(double z) { return z * 0.5 * erfc(-z / sqrt(2.0)); }
+static double gelu_slope_ref(double z) {
+    return 0.5 * erfc(-z / sqrt(2.0)) + z * exp(-0.5 * z * z) / sqrt(2.0 * M_PI);
+}
+
 /* y (no ReLU), and from dy: dx, dw, db (accumulated into zeroed arrays), by the definition. */
 static void conv_reference(const struct conv_shape *s, const float *x, const float *w, const float *b,
                            const float *dy, double *y, double *dx, double *dw, double *db) {
@@ -621,6 +640,7 @@ static void run_conv(const struct op_case *c) {
     double *ry = dnew(ny), *rdx = dnew(nx), *rdw = dnew(nw), *rdb = dnew(s->K);
     conv_reference(s, x, w, b, dy, ry, rdx, rdw, rdb);
     for (size_t i = 0; i < ny && c->flags & F_RELU; i++) ry[i] = ry[i] > 0 ? ry[i] : 0.0;
+    for (size_t i = 0; i < ny && c->flags & F_GELU; i++) ry[i] = gelu_ref(ry[i]);
     for (size_t i = 0; i < nx && c->flags & F_MASK; i++) rdx[i] = x[i] > 0 ? rdx[i] : 0.0;
 
     int HW = s->H * s->W, HWo = (int)(ny / ((size_t)s->N * s->K));
@@ -631,7 +651,8 @@ static void run_conv(const struct op_case *c) {
     void *ws = dev_alloc(ws_bytes);
     void *gy = dev_act_nan(ny), *gdx = dev_act_nan(nx);
     float *gdw = dev_nan(nw), *gdb = dev_nan(s->K);
-    B->conv_forward(s, gx, gw, gb, gy, !!(c->flags & F_RELU), ws, ws_bytes);
+    enum conv_act act = c->flags & F_RELU ? CONV_ACT_RELU : c->flags & F_GELU ? CONV_ACT_GELU : CONV_ACT_NONE;
+    B->conv_forward(s, gx, gw, gb, gy, act, ws, ws_bytes);
     expect_products("y", host_act(gy, s->N, s->K, HWo), ry, ny);
     B->conv_backward(s, gx, gw, gdy, gdx, gdw, gdb, mask, ws, ws_bytes);
     expect_products("dx", host_act(gdx, s->N, s->C, HW), rdx, nx);
@@ -670,8 +691,7 @@ static void run_gelu(const struct op_case *c) {
     act_round(x, n), act_round(dy, n);
     double *ry = dnew(n), *rdx = dnew(n);
     for (size_t i = 0; i < n; i++) {
-        double v = x[i], phi_cdf = 0.5 * (1 + erf(v / sqrt(2.0))), phi = exp(-v * v / 2) / sqrt(2 * M_PI);
-        ry[i] = v * phi_cdf, rdx[i] = dy[i] * (phi_cdf + v * phi);
+        ry[i] = gelu_ref(x[i]), rdx[i] = dy[i] * gelu_slope_ref(x[i]);
     }
     void *gx = dev_flat(x, n), *gy = dev_act_nan(n);
     B->gelu_forward(gx, gy, n);
@@ -753,12 +773,6 @@ struct bn_data {
 #define FOR_CHANNEL(k)                                                                                       \
     for (int n_ = 0; n_ < N; n_++)                                                                           \
         for (size_t k = ((size_t)n_ * C + ch) * HW, end_ = k + HW; k < end_; k++)
-
-/* GELU and its slope in double, from the definition (Phi by erfc: accurate in both tails). */
-static double gelu_ref(double z) { return z * 0.5 * erfc(-z / sqrt(2.0)); }
-static double gelu_slope_ref(double z) {
-    return 0.5 * erfc(-z / sqrt(2.0)) + z * exp(-0.5 * z * z) / sqrt(2.0 * M_PI);
-}
 
 /* y = z or GELU(z) (F_GELU), and the backward from g = dy, or dy * GELU'(z). */
 static void bn_reference(const struct op_case *c, struct bn_data *d) {

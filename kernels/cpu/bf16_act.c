@@ -45,11 +45,11 @@ static void conv_sizes(const struct conv_shape *s, size_t *nx, size_t *ny) {
 }
 
 static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                         int relu, void *ws, size_t ws_bytes) {
+                         enum conv_act act, void *ws, size_t ws_bytes) {
     size_t nx, ny;
     conv_sizes(s, &nx, &ny);
     float *tx = widen(x, nx), *ty = room(y, ny);
-    base()->conv_forward(s, tx, w, b, ty, relu, ws, ws_bytes);
+    base()->conv_forward(s, tx, w, b, ty, act, ws, ws_bytes);
     free(tx);
     narrow(ty, y, ny);
 }

@@ -2,7 +2,8 @@
  * x[N][C][H][W] -> y[N][K][Ho][Wo].
  *
  * Each pass runs either Winograd F(m x m, 3x3) (winograd.c) or im2col + GEMM, as plan() below
- * decides from the shape. im2col + GEMM works on a chunk of nb images per thread at a time
+ * decides from the shape; the forward on few input channels runs a direct kernel instead
+ * (small_conv.c, direct_forward). im2col + GEMM works on a chunk of nb images per thread at a time
  * (images_per_gemm: one, except on AMX tiles): the unfolded chunk col[C*k*k][nb][Ho*Wo] turns
  * the convolution into one matrix product per chunk.
  *
@@ -96,6 +97,12 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
     return p;
 }
 
+/* Whether the forward runs small_conv.c's direct kernel: few input channels (a first layer on
+ * RGB: C k^2 <= SMALL_CONV_CKK), except on AMX tiles, which im2col's chunks keep busy. */
+static int direct_forward(const struct conv_shape *s, int tiles) {
+    return !tiles && s->C * s->k * s->k <= SMALL_CONV_CKK;
+}
+
 /* Whether this pass's products run on AMX tiles (the bf16 path in use; gemm_bf16_select may
  * change it between calls). */
 static int on_tiles(enum gemm_math math) { return math == GEMM_BF16 && gemm_bf16_tiles(); }
@@ -108,6 +115,8 @@ static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
     size_t floats = per_thread_floats(s, images_per_gemm(s, 1)) * (size_t)threads +
                     round16((size_t)s->K * s->C * s->k * s->k); /* + the filters transposed */
+    size_t direct = cpu_small_conv_workspace_floats(s, threads);
+    if (direct > floats) floats = direct;
     for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
         struct conv_plan p = plan(s, math, 0);
         size_t f[3] = {0, 0, 0};
@@ -251,10 +260,11 @@ static void forward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *
     }
 }
 
-static void conv_forward(enum gemm_math math, const struct conv_shape *s, const float *x, const float *w,
-                         const float *b, float *y, int relu, void *ws, size_t ws_bytes) {
-    CHECK(ws_bytes >= workspace_bytes(s));
-    int tiles = on_tiles(math), m = plan(s, math, tiles).fwd;
+/* y = the convolution's sums (+ b), then ReLU when relu: Winograd or im2col + GEMM by the
+ * forward's plan. */
+static void sums_forward(enum gemm_math math, int tiles, const struct conv_shape *s, const float *x,
+                         const float *w, const float *b, float *y, int relu, void *ws) {
+    int m = plan(s, math, tiles).fwd;
     if (m) {
         winograd_conv3x3(x, w, 0, b, relu, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
         return;
@@ -274,6 +284,20 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
                           nb > 1 ? yc : y + (size_t)n0 * s->K * out_pixels(s), gws);
         }
     }
+}
+
+/* The forward's sums and ReLU by the pass's plan; a GELU afterwards, in place (no network
+ * fuses one into a convolution that these paths run). */
+static void conv_forward(enum gemm_math math, const struct conv_shape *s, const float *x, const float *w,
+                         const float *b, float *y, enum conv_act act, void *ws, size_t ws_bytes) {
+    CHECK(ws_bytes >= workspace_bytes(s));
+    int tiles = on_tiles(math);
+    if (direct_forward(s, tiles)) {
+        cpu_small_conv_forward(s, x, w, b, y, act, math == GEMM_BF16, ws);
+        return;
+    }
+    sums_forward(math, tiles, s, x, w, b, y, act == CONV_ACT_RELU, ws);
+    if (act == CONV_ACT_GELU) cpu_gelu_forward(y, y, (size_t)s->N * s->K * out_pixels(s));
 }
 
 /* The chunk [n0, n0 + cnt)'s share of the im2col backward: adds its weight and bias gradients
@@ -382,7 +406,7 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
         winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math, ws);
 }
 
-/* "Winograd F(4x4)" or "im2col + GEMM", with the product path: what conv_forward /
+/* "Winograd F(4x4)", "direct" or "im2col + GEMM", with the product path: what conv_forward /
  * conv_backward do for pass (ws_bytes: the same for every method). */
 static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum conv_pass pass, char *buf,
                           size_t size) {
@@ -390,19 +414,20 @@ static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum 
     struct conv_plan p = plan(s, math, tiles);
     int m = pass == CONV_FORWARD ? p.fwd : pass == CONV_BACKWARD_DATA ? p.dx : p.dw;
     const char *path = math == GEMM_FP32 ? gemm_isa() : gemm_bf16_isa();
-    if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
+    if (pass == CONV_FORWARD && direct_forward(s, tiles)) snprintf(buf, size, "direct, %s", path);
+    else if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
     else snprintf(buf, size, "im2col + GEMM, %s", path);
 }
 
 /* The table's entries: float (cpu) and bf16 (cpu-bf16) products, the same code otherwise. */
 void cpu_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                      int relu, void *ws, size_t ws_bytes) {
-    conv_forward(GEMM_FP32, s, x, w, b, y, relu, ws, ws_bytes);
+                      enum conv_act act, void *ws, size_t ws_bytes) {
+    conv_forward(GEMM_FP32, s, x, w, b, y, act, ws, ws_bytes);
 }
 
 void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                           int relu, void *ws, size_t ws_bytes) {
-    conv_forward(GEMM_BF16, s, x, w, b, y, relu, ws, ws_bytes);
+                           enum conv_act act, void *ws, size_t ws_bytes) {
+    conv_forward(GEMM_BF16, s, x, w, b, y, act, ws, ws_bytes);
 }
 
 void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,

@@ -23,13 +23,13 @@ void cpu_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t w
 void cpu_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                             size_t size);
 void cpu_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                      int relu, void *ws, size_t ws_bytes);
+                      enum conv_act act, void *ws, size_t ws_bytes);
 void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                        float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 /* The bf16 table's convolution and linear layer: operands rounded to bf16 for the products
  * (gemm_bf16), everything else as the float ones. */
 void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                           int relu, void *ws, size_t ws_bytes);
+                           enum conv_act act, void *ws, size_t ws_bytes);
 void cpu_conv_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dy,
                             void *dx, float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 void cpu_linear_forward_bf16(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
@@ -89,6 +89,21 @@ typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N,
                               int m, enum gemm_math math, float *ws);
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
 winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winograd_filter_grad_avx512;
+
+/* The direct forward of a convolution on few input channels (small_conv.c, compiled per ISA),
+ * C k^2 <= SMALL_CONV_CKK, with its bias and activation; bf16 rounds the operands of the
+ * products to bf16. ws holds cpu_small_conv_workspace_floats(s, threads) floats, threads the
+ * team the call starts. cpu_small_conv_forward runs the path in use (gemm_dispatch.c). */
+#define SMALL_CONV_CKK 27
+typedef void small_conv_fn(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                           float *y, enum conv_act act, int bf16, float *ws);
+typedef size_t small_conv_ws_fn(const struct conv_shape *s, int threads);
+small_conv_fn small_conv_forward_generic, small_conv_forward_avx2, small_conv_forward_avx512;
+small_conv_ws_fn small_conv_workspace_floats_generic, small_conv_workspace_floats_avx2,
+    small_conv_workspace_floats_avx512;
+void cpu_small_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                            float *y, enum conv_act act, int bf16, float *ws);
+size_t cpu_small_conv_workspace_floats(const struct conv_shape *s, int threads);
 
 /* GELU's ISA paths (gelu.c, compiled per ISA); cpu_gelu_forward/backward call the one in use. */
 typedef void gelu_forward_fn(const float *x, float *y, size_t n);

@@ -72,7 +72,7 @@ void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const 
 
 /* The instruction-set paths: name ("avx512", "avx2", "generic") of the one in use, and a switch
  * used by tests and benchmarks; gemm_select returns -1 when the CPU lacks that path. The choice
- * covers every per-ISA kernel (the GEMM, the Winograd convolution and GELU). */
+ * covers every per-ISA kernel (the GEMM, the Winograd and direct convolutions, GELU). */
 const char *gemm_isa(void);
 int gemm_select(const char *isa);
 

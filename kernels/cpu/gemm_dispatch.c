@@ -17,6 +17,8 @@ struct path {
     double (*probe)(long iters);
     winograd_fn *winograd;
     winograd_grad_fn *winograd_grad;
+    small_conv_fn *small_conv;
+    small_conv_ws_fn *small_conv_ws;
     gemm_pack_a_fn *pack_a;
     gemm_prepacked_fn *prepacked;
     int nr;
@@ -55,11 +57,14 @@ static int has_amx(void) {
 /* Best first. */
 static const struct path paths[] = {
     {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512, winograd_filter_grad_avx512,
-     gemm_pack_a_avx512, gemm_prepacked_avx512, 32, has_avx512},
+     small_conv_forward_avx512, small_conv_workspace_floats_avx512, gemm_pack_a_avx512, gemm_prepacked_avx512,
+     32, has_avx512},
     {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2, winograd_filter_grad_avx2,
-     gemm_pack_a_avx2, gemm_prepacked_avx2, 16, has_avx2},
+     small_conv_forward_avx2, small_conv_workspace_floats_avx2, gemm_pack_a_avx2, gemm_prepacked_avx2, 16,
+     has_avx2},
     {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic, winograd_filter_grad_generic,
-     gemm_pack_a_generic, gemm_prepacked_generic, 8, always},
+     small_conv_forward_generic, small_conv_workspace_floats_generic, gemm_pack_a_generic,
+     gemm_prepacked_generic, 8, always},
 };
 
 static const struct path *current;
@@ -154,6 +159,21 @@ void winograd_conv3x3(const float *x, const float *w, int flip, const float *bia
 void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
                           int m, enum gemm_math math, float *ws) {
     current->winograd_grad(x, dy, dw, N, C, K, H, W, m, math, ws);
+}
+
+void cpu_small_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
+                            float *y, enum conv_act act, int bf16, float *ws) {
+    current->small_conv(s, x, w, b, y, act, bf16, ws);
+}
+
+/* The most any path needs: the path in use may change between sizing and the call (tests). */
+size_t cpu_small_conv_workspace_floats(const struct conv_shape *s, int threads) {
+    size_t most = 0;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        size_t f = paths[i].small_conv_ws(s, threads);
+        most = f > most ? f : most;
+    }
+    return most;
 }
 
 void gemm_parallel(enum gemm_math math, int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa,

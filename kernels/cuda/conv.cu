@@ -1,5 +1,5 @@
 /* Stride-1 k x k convolutions with zero padding (struct conv_shape: x[N][C][H][W],
- * w[K][C][k][k], y[N][K][Ho][Wo], Ho = H + 2 pad - k + 1) with cuDNN, plus our bias (+ ReLU)
+ * w[K][C][k][k], y[N][K][Ho][Wo], Ho = H + 2 pad - k + 1) with cuDNN, plus our bias (+ activation)
  * and bias-gradient kernels, and our own forward for few input channels in NHWC
  * (small_conv_kernel, cuda_small_conv).
  *
@@ -343,13 +343,12 @@ void cuda_conv_release(void) {
     nplans = 0;
 }
 
-/* y's bias (+ ReLU) or ReLU alone, in the plan's layout; y of type T. */
-template <typename T> static void bias_act(const struct plan *p, void *y, const float *b, int relu) {
+/* y's bias (b not NULL) and activation act, one pass in the plan's layout; y of type T. */
+template <typename T> static void bias_act(const struct plan *p, void *y, const float *b, enum conv_act act) {
     int rows = p->s.N, hw = p->Ho * p->Wo;
-    if (b) {
-        cuda_act_rows(p->nhwc, &rows, &hw);
-        cuda_bias_act((T *)y, b, 1.0f, rows, p->s.K, hw, relu);
-    } else if (relu) cuda_relu_forward<T>(y, y, (size_t)rows * p->s.K * hw);
+    if (!b && act == CONV_ACT_NONE) return;
+    cuda_act_rows(p->nhwc, &rows, &hw);
+    cuda_bias_act((T *)y, b, 1.0f, rows, p->s.K, hw, act);
 }
 
 /* The shape for small_conv_kernel: dividers by K / V (packs per pixel), Wo, Ho and C k^2. */
@@ -359,13 +358,13 @@ struct small_conv {
 };
 
 /* y[n][oy][ox][o] = b[o] + sum over (u, v, c) of x[n][oy + u - pad][ox + v - pad][c] w[o][c][u][v]
- * (NHWC; zero padding), then ReLU when relu; b may be NULL. A thread per output pixel and pack
- * of V output channels (cuda.h), float sums in the order u, v, c; the filter in shared memory
- * as [c][u][v][o], so a pack's weights are adjacent, and in bf16 (T) rounded to bf16 first, as
- * cuDNN's bf16 convolution reads it. */
+ * (NHWC; zero padding), then the activation act (cuda_activate); b may be NULL. A thread per output pixel and
+ * pack of V output channels (cuda.h), float sums in the order u, v, c; the filter in shared memory as
+ * [c][u][v][o], so a pack's weights are adjacent, and in bf16 (T) rounded to bf16 first, as cuDNN's bf16
+ * convolution reads it. */
 template <typename T, int V>
 __global__ static void small_conv_kernel(const T *x, const float *w, const float *b, T *y,
-                                         struct small_conv g, int relu) {
+                                         struct small_conv g, int act) {
     extern __shared__ float sw[];
     for (uint32_t i = threadIdx.x; i < g.K * g.ckk; i += blockDim.x) {
         uint32_t o = fastdiv_div(i, g.fck), r = i - o * g.ckk;
@@ -394,15 +393,14 @@ __global__ static void small_conv_kernel(const T *x, const float *w, const float
                 }
             }
         }
-        for (int e = 0; e < V; e++)
-            if (relu && acc[e] <= 0.0f) acc[e] = 0.0f;
+        for (int e = 0; e < V; e++) acc[e] = cuda_activate(acc[e], act);
         pack_store<V>(y, (size_t)pix * g.K + o0, acc);
     }
 }
 
 template <typename T>
 static void small_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
-                               void *y, int relu) {
+                               void *y, enum conv_act act) {
     struct small_conv g;
     g.C = (uint32_t)s->C, g.H = (uint32_t)s->H, g.W = (uint32_t)s->W, g.K = (uint32_t)s->K;
     g.k = (uint32_t)s->k, g.pad = (uint32_t)s->pad, g.ckk = g.C * g.k * g.k;
@@ -417,10 +415,10 @@ static void small_conv_forward(const struct conv_shape *s, const void *x, const 
     size_t shared = (size_t)g.K * g.ckk * sizeof(float);
     if (V > 1)
         small_conv_kernel<T, CUDA_PACK<T>><<<cuda_blocks(g.total), CUDA_THREADS, shared, cuda_stream()>>>(
-            (const T *)x, w, b, (T *)y, g, relu);
+            (const T *)x, w, b, (T *)y, g, act);
     else
         small_conv_kernel<T, 1><<<cuda_blocks(g.total), CUDA_THREADS, shared, cuda_stream()>>>(
-            (const T *)x, w, b, (T *)y, g, relu);
+            (const T *)x, w, b, (T *)y, g, act);
     LAUNCH_CHECK();
 }
 
@@ -428,9 +426,9 @@ static void small_conv_forward(const struct conv_shape *s, const void *x, const 
  * otherwise). */
 template <enum cuda_precision P, typename T>
 static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                         int relu, void *ws, size_t ws_bytes) {
+                         enum conv_act act, void *ws, size_t ws_bytes) {
     if (small_forward<P>(s)) {
-        small_conv_forward<T>(s, x, w, b, y, relu);
+        small_conv_forward<T>(s, x, w, b, y, act);
         return;
     }
     struct plan *p = plan_get(s, BF16_OF(P));
@@ -450,7 +448,7 @@ static void conv_forward(const struct conv_shape *s, const void *x, const float 
                                         (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
                                         p->y, yo));
     if (ACTS_OF(P)) cuda_from_bf16((const bf16_t *)c.y, (float *)y, ny);
-    bias_act<T>(p, y, b, relu);
+    bias_act<T>(p, y, b, act);
 }
 
 /* db[K] = the sum of dy over n, y, x (float in every precision). */

@@ -124,6 +124,11 @@ __device__ static inline float cuda_gelu_slope(float x) {
     return normcdff(x) + x * (expf(-0.5f * x * x) * 0.39894228040143268f);
 }
 
+/* A convolution's fused activation (enum conv_act) on one sum; ReLU keeps NaN (torch.relu). */
+__device__ static inline float cuda_activate(float v, int act) {
+    return act == CONV_ACT_RELU ? (v <= 0.0f ? 0.0f : v) : act == CONV_ACT_GELU ? cuda_gelu(v) : v;
+}
+
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
  * shape; both of activation type T, float or bf16, summed as floats): each channel is split
  * into S fixed runs of images (rows when HW is 1) and every (run, channel) sum is taken in
@@ -282,12 +287,12 @@ static inline int cuda_pack_channels(int C, int HW, int *cstep, const void *a, c
                                : fill<CUDA_FLOAT, float>(k))
 
 /* Shared by the op files, for T float and bf16 (elementwise.cu): cuda_relu_forward/backward
- * are the table's ReLU ops on T elements (conv.cu's fused ReLU uses them too); cuda_bias_act:
- * y[N][C][HW] += scale * b[C], then ReLU when relu != 0 (b not NULL: without a bias, call
- * cuda_relu_forward or nothing; NCHW indexing: an NHWC map is [N * HW][C][1]). */
+ * are the table's ReLU ops on T elements; cuda_bias_act: y[N][C][HW] += scale * b[C] (nothing
+ * added when b is NULL), then the activation act (enum conv_act, cuda_activate) in the same
+ * pass (NCHW indexing: an NHWC map is [N * HW][C][1]). */
 template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n);
 template <typename T> void cuda_relu_backward(const void *y, const void *dy, void *dx, size_t n);
-template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int relu);
+template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int act);
 /* dst[i] = src[i] rounded to bf16 (nearest even), and widened back (the bf16 copies). */
 void cuda_to_bf16(const float *src, bf16_t *dst, size_t n);
 void cuda_from_bf16(const bf16_t *src, float *dst, size_t n);

@@ -94,19 +94,16 @@ __global__ static void from_bf16_kernel(const __nv_bfloat16 *src, float *dst, si
     GRID_STRIDE(i, n) dst[i] = __bfloat162float(src[i]);
 }
 
-/* y[N][C][HW] += scale * b[C], then ReLU when relu != 0; V elements a thread, channels
- * c + e * cstep (cuda_pack_channels). */
+/* y[N][C][HW] += scale * b[C] (b not NULL), then the activation act (cuda_activate); V
+ * elements a thread, channels c + e * cstep (cuda_pack_channels). */
 template <typename T, int V>
 __global__ static void bias_act_kernel(T *y, const float *b, float scale, uint32_t n, struct channel_of ch,
-                                       int cstep, int relu) {
+                                       int cstep, int act) {
     GRID_STRIDE32(j, n / V) {
         uint32_t i = j * V, c = channel_at(i, ch);
         float v[V];
         pack_load<V>(y, i, v);
-        for (int e = 0; e < V; e++) {
-            v[e] += scale * b[c + e * cstep];
-            v[e] = relu && v[e] <= 0.0f ? 0.0f : v[e];
-        }
+        for (int e = 0; e < V; e++) v[e] = cuda_activate(b ? v[e] + scale * b[c + e * cstep] : v[e], act);
         pack_store<V>(y, i, v);
     }
 }
@@ -218,13 +215,12 @@ template <typename T> static void gelu_backward(const void *x, const void *dy, v
     map2<T>(x, dy, dx, n, gelu_grad_fn{});
 }
 
-template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int relu) {
+template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int act) {
     size_t n = (size_t)N * C * HW;
     int cstep, V = cuda_pack_channels<T>(C, HW, &cstep, y);
     struct channel_of ch = cuda_channel_of(N, C, HW);
-    if (V > 1)
-        cuda_launch(bias_act_kernel<T, CUDA_PACK<T>>, n / V, y, b, scale, (uint32_t)n, ch, cstep, relu);
-    else cuda_launch(bias_act_kernel<T, 1>, n, y, b, scale, (uint32_t)n, ch, cstep, relu);
+    if (V > 1) cuda_launch(bias_act_kernel<T, CUDA_PACK<T>>, n / V, y, b, scale, (uint32_t)n, ch, cstep, act);
+    else cuda_launch(bias_act_kernel<T, 1>, n, y, b, scale, (uint32_t)n, ch, cstep, act);
 }
 
 template void cuda_relu_forward<float>(const void *, void *, size_t);

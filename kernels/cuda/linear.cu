@@ -56,7 +56,7 @@ static void linear_forward(const void *x, const float *w, const float *b, void *
     /* y^T (O x N, ldc O) = scale * w (stored I x O, lda I)^T x (I x N, ldb I). */
     const void *wo = weight_for<P>(w, I, O, ws, ws_bytes);
     gemm(P, act_type<T>(), CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &scale, wo, I, x, I, y, O);
-    if (b) cuda_bias_act((T *)y, b, scale, N, O, 1, 0);
+    if (b) cuda_bias_act((T *)y, b, scale, N, O, 1, CONV_ACT_NONE);
 }
 
 template <enum cuda_precision P, typename T>
