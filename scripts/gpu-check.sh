@@ -467,7 +467,8 @@ perf_compile() {
 }
 
 # check_perf: the GPU issue's step, within 6 minutes, its results in perf.txt as they come: a
-# gate (test_ops, test_cuda in lock step in FP32; the bf16 lock step is the test step's), then
+# gate (test_ops, test_cuda in lock step in FP32; the bf16 lock step is the test step's; when it
+# fails, the step fails and perf.txt says so first, but the timings still run), then
 # ours with each switch (CIFAR10_CUDA_ALGOS, CIFAR10_CUDA_LAYOUT, CIFAR10_CUDA_GRAPHS,
 # CIFAR10_CUDA_SMALL_CONV, CIFAR10_CUDA_BF16) against PyTorch eager at 100 timed steps, our defaults against
 # torch.compile, then airbench94's time to accuracy on the real images (5 bf16 seeds and 1
@@ -477,8 +478,12 @@ check_perf() {
   [[ -f $carry/bench_torch_0cefd96.py ]] || die ".gpu-carry/bench_torch_0cefd96.py missing (run 'prepare')"
   check test_ops on_gpu build/tests/test_ops
   check "test_cuda tf32=off" on_gpu build/tests/test_cuda
-  ((fails == 0)) || { step_done perf; return; } # the gate: no timing of a wrong build
   : >"$out/perf.txt"
+  # The gate fails the step but does not stop it: a GPU window is too scarce to come back with
+  # nothing, so the figures come with a warning and are not results.
+  ((fails == 0)) ||
+    echo "GATE FAILED (summary.txt): the timings below are of a build that failed its checks, not results" |
+    tee -a "$out/perf.txt"
   local t layout algos
   for prec in fp32 bf16; do
     local flags=(--model airbench94 --batch-size 1024) tflags=(--model airbench94 --batch-size 1024)
