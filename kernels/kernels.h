@@ -51,6 +51,10 @@ struct conv_shape {
     int N, C, K, H, W, k, pad;
 };
 
+/* maxpool_forward's winner byte: this bit set where the maximum is not <= 0; below it, the
+ * winner's offset in its window. */
+enum { MAXPOOL_PASSES = 0x80 };
+
 /* The activation a convolution's forward applies to its sums (the layer after it, fused). */
 enum conv_act { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_GELU };
 
@@ -150,6 +154,14 @@ struct kernels {
      * conv_shape. Pass CONV_FORWARD. */
     void (*conv_forward)(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                          enum conv_act act, void *ws, size_t ws_bytes);
+    /* conv_forward, then a max pool of its output (a convolution, its activation and the max
+     * pool after them, in one): y[N][K][Ho/pk][Wo/pk] and winners as maxpool_forward gives
+     * them from conv_forward's output with window pk. full[N][K][Ho][Wo] (activations) is
+     * scratch for that output, which a backend may pool as it computes it instead, never
+     * writing it: its contents afterwards are unspecified. Pass CONV_FORWARD. */
+    void (*conv_pool_forward)(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                              enum conv_act act, int pk, void *full, void *y, unsigned char *winners,
+                              void *ws, size_t ws_bytes);
     /* From dy[N][K][Ho][Wo]: dx[N][C][H][W] (skipped when dx is NULL: nothing below trains; pass
      * CONV_BACKWARD_DATA), dw[K][C][k][k] (skipped when NULL: a frozen filter; pass
      * CONV_BACKWARD_FILTER), db[K] (skipped when NULL: no bias); dw and db are summed over the
@@ -172,17 +184,21 @@ struct kernels {
      * forward input x; dx may equal dy. */
     void (*gelu_backward)(const void *x, const void *dy, void *dx, size_t n);
 
-    /* Max pool with window = stride = k (nn.MaxPool2d(k)): y[N][C][H/k][W/k] (floor: rows and
-     * columns past the last whole window are ignored) = max of each k x k window of
-     * x[N][C][H][W]; NaN where the window holds a NaN (PyTorch's propagation, so a diverging
-     * run shows). */
-    void (*maxpool_forward)(const void *x, void *y, int N, int C, int H, int W, int k);
-    /* dx[N][C][H][W] = dy routed to the first maximum of each window in row-major order (the
-     * element PyTorch picks on ties), or to its last NaN (PyTorch's too), 0 elsewhere (also in
-     * the rows and columns no window covers). With relu non-zero, x is the output of a ReLU
-     * and dx also goes through its backward (0 where x <= 0; a NaN passes dy, as in PyTorch). */
-    void (*maxpool_backward)(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
-                             int relu);
+    /* Max pool with window = stride = k (nn.MaxPool2d(k), k * k <= MAXPOOL_PASSES):
+     * y[N][C][H/k][W/k] (floor: rows and columns past the last whole window are ignored) = max
+     * of each k x k window of x[N][C][H][W]; NaN where the window holds a NaN (PyTorch's
+     * propagation, so a diverging run shows). Unless idx is NULL (no backward follows), each
+     * window's winner goes to idx[N][C][H/k][W/k] (bytes, in the layout of y): the first
+     * maximum in row-major order (the element PyTorch picks on ties) or the last NaN (PyTorch's
+     * too), as its offset r * k + c in the window, plus MAXPOOL_PASSES where that maximum is
+     * not <= 0 (a ReLU before the pool passes its gradient there). */
+    void (*maxpool_forward)(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k);
+    /* dx[N][C][H][W] = dy routed to each window's winner (idx from the forward), 0 elsewhere
+     * (also in the rows and columns no window covers). With relu non-zero, x was the output of
+     * a ReLU and dx also goes through its backward: 0 where the winner does not pass (x <= 0;
+     * a NaN passes dy, as in PyTorch). */
+    void (*maxpool_backward)(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
+                             int k, int relu);
 
     /* Flatten, in place: x[N][C][HW] in the backend's layout becomes PyTorch's [N][C*HW]
      * (nn.Flatten after NCHW), and back; nothing to do on an NCHW backend or when HW or C is 1.

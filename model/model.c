@@ -216,6 +216,20 @@ static int gelu_in_conv(const struct model *m, int i, int train) {
     return i > 0 && conv_act_of(m, i - 1, train) == CONV_ACT_GELU;
 }
 
+/* The max pool that convolution i runs with itself (conv_pool_forward): the layer after it,
+ * or after its fused ReLU; -1 for none (and with keep_pool_inputs). */
+static int pool_after(const struct model *m, int i) {
+    const struct model_layer *L = &m->layers[i];
+    if (m->keep_pool_inputs || L->def->kind != LAYER_CONV) return -1;
+    int j = L->relu_fused ? i + 2 : i + 1;
+    return j < m->nlayers && m->layers[j].def->kind == LAYER_MAXPOOL ? j : -1;
+}
+
+/* Whether max pool j runs in the convolution before it. */
+static int pooled_in_conv(const struct model *m, int j) {
+    return (j >= 1 && pool_after(m, j - 1) == j) || (j >= 2 && pool_after(m, j - 2) == j);
+}
+
 /* Whether layer i's output is its input's buffer: layers in place, and a fused-away GELU. */
 static int shares_output(const struct model *m, int i) {
     return props_of(&m->layers[i])->in_place || fused_away(m, i);
@@ -239,6 +253,7 @@ static void alloc_activations(struct model *m) {
         ws = need > ws ? need : ws;
         max_act = out > max_act ? out : max_act;
         L->act = shares_output(m, i) ? prev : k->alloc(B * out * e);
+        if (L->def->kind == LAYER_MAXPOOL) L->winners = k->alloc(B * out);
         prev = L->act;
     }
     m->bn_saved = k->alloc((saved ? saved : 1) * sizeof(float));
@@ -282,8 +297,10 @@ void model_free(struct model *m) {
     const struct kernels *k = m->k;
     model_timing(m, 0);
     graphs_clear(m);
-    for (int i = 0; i < m->nlayers; i++)
+    for (int i = 0; i < m->nlayers; i++) {
         if (!shares_output(m, i)) k->free(m->layers[i].act);
+        if (m->layers[i].winners) k->free(m->layers[i].winners);
+    }
     void *bufs[] = {m->params,   m->grads,  m->momentum, m->buffers, m->input,
                     m->bn_saved, m->grad_a, m->grad_b,   m->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
@@ -334,9 +351,9 @@ void model_layer_describe(const struct model *m, int i, char *buf, size_t size) 
     else if (d->kind == LAYER_LINEAR) snprintf(buf, size, "linear %d->%d", L->in_c, L->out_c);
     else
         snprintf(buf, size, "%s %dx%dx%d%s", props_of(L)->name, L->in_c, L->in_h, L->in_w,
-                 fused_away(m, i)        ? " (fused)"
-                 : gelu_in_conv(m, i, 1) ? " (in the conv)"
-                                         : "");
+                 fused_away(m, i)                                ? " (fused)"
+                 : gelu_in_conv(m, i, 1) || pooled_in_conv(m, i) ? " (in the conv)"
+                                                                 : "");
 }
 
 double model_layer_flops(const struct model *m, int i, int n, int pass) {
@@ -362,8 +379,14 @@ static void forward_layer(struct model *m, int i, const void *x, int n, int trai
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
         enum conv_act act = conv_act_of(m, i, train);
-        k->conv_forward(&s, x, w, b, act == CONV_ACT_GELU ? m->layers[i + 1].act : y, act, m->ws,
-                        m->ws_bytes);
+        int j = pool_after(m, i);
+        if (j >= 0) {
+            struct model_layer *P = &m->layers[j];
+            k->conv_pool_forward(&s, x, w, b, act, P->def->k, y, P->act, train ? P->winners : NULL, m->ws,
+                                 m->ws_bytes);
+        } else
+            k->conv_forward(&s, x, w, b, act == CONV_ACT_GELU ? m->layers[i + 1].act : y, act, m->ws,
+                            m->ws_bytes);
         break;
     }
     case LAYER_RELU:
@@ -372,7 +395,10 @@ static void forward_layer(struct model *m, int i, const void *x, int n, int trai
     case LAYER_GELU:
         if (!fused_away(m, i) && !gelu_in_conv(m, i, train)) k->gelu_forward(x, y, count);
         break;
-    case LAYER_MAXPOOL: k->maxpool_forward(x, y, n, L->in_c, L->in_h, L->in_w, d->k); break;
+    case LAYER_MAXPOOL:
+        if (!pooled_in_conv(m, i))
+            k->maxpool_forward(x, y, train ? L->winners : NULL, n, L->in_c, L->in_h, L->in_w, d->k);
+        break;
     case LAYER_BATCHNORM: {
         float *rm = tensor_data(m, L->running), *rv = tensor_data(m, L->running + 1);
         float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
@@ -430,7 +456,7 @@ static void backward_layer(struct model *m, int i, void *dy, void *dx, int n) {
         break;
     }
     case LAYER_MAXPOOL:
-        k->maxpool_backward(x, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu);
+        k->maxpool_backward(L->winners, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu);
         break;
     case LAYER_BATCHNORM: {
         const float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;

@@ -44,6 +44,8 @@ struct model_layer {
     size_t saved;              /* batch norm: offset of batch mean [C] then invstd [C] in bn_saved */
     void *act;                 /* [max_batch][out] activations (k->act_size bytes each): its output;
                                 * aliases the input when in place */
+    unsigned char *winners;    /* max pool: [max_batch][out] bytes, each window's winner (the
+                                * training forward's idx, which its backward reads) */
     double seconds[2];         /* forward / backward time of the steps model_timing_collect
                                 * added up (the caller zeroes it) */
 };
@@ -98,6 +100,10 @@ struct model {
     /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
     float label_smoothing;
     enum xent_reduction loss_reduction;
+    /* A convolution that feeds a max pool (through a fused ReLU or directly) runs both at once
+     * (conv_pool_forward), so its own output may never be written; with keep_pool_inputs
+     * non-zero (0 after model_init) they run apart, for callers that read that output. */
+    int keep_pool_inputs;
     /* Graphs of training steps: with graphs non-zero (the caller's choice; 0 after model_init),
      * model_forward_backward runs a step whose batch size, batch buffers, loss settings and
      * trained tensors it has met once before from a graph of its ops, recorded the second

@@ -127,6 +127,7 @@ int main(int argc, char **argv) {
     struct model m;
     struct batches q;
     model_init(&m, net, kernels_cpu(), B, 42);
+    m.keep_pool_inputs = 1; /* the pools' inputs are dumped (test_model holds the fused pools to these) */
     batches_init(&q, m.k, B);
     size_t P = m.nparams, S = m.nbuffers ? m.nbuffers : 1;
     int L = m.nlayers, classes = net->classes;

@@ -426,6 +426,41 @@ static void step_both(struct model m[2], const struct cifar_set *set, int n, flo
     free(idx);
 }
 
+/* A convolution and the max pool after it run as one (conv_pool_forward, pooled as the
+ * Winograd output is written) give a training step and a prediction bit for bit those of the
+ * two ops apart (keep_pool_inputs), on every network with such a pair and every product path:
+ * the same sums, pooled the same way. */
+static void test_pools_fused(void) {
+    uint8_t *raw;
+    struct cifar_set set = check_learnable_set(64, &raw);
+    const struct net_def *nets[] = {&net_workshop_cnn, &net_airbench94};
+    const struct kernels *ks[] = {kernels_cpu(), kernels_cpu_bf16(), kernels_cpu_bf16_act()};
+    enum { N = 8 };
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++) {
+            struct model m[2];
+            size_t P = 0, C = (size_t)nets[i]->classes;
+            float loss[2], *grads[2], *logits[2];
+            int *pred[2];
+            for (int j = 0; j < 2; j++) {
+                model_init(&m[j], nets[i], ks[b], N, 5);
+                m[j].keep_pool_inputs = j;
+                P = m[j].nparams;
+                grads[j] = XALLOC(P * sizeof(float)), logits[j] = XALLOC(N * C * sizeof(float));
+                pred[j] = XALLOC(N * sizeof(int));
+            }
+            step_both(m, &set, N, loss, grads, logits, pred);
+            EXPECT(
+                memcmp(&loss[0], &loss[1], sizeof(float)) == 0 && memcmp(grads[0], grads[1], P * 4) == 0 &&
+                    memcmp(logits[0], logits[1], N * C * 4) == 0,
+                "%s on %s: with the pools in the convolutions, loss %.9g (apart %.9g), gradients or logits "
+                "differ",
+                nets[i]->name, ks[b]->name, loss[0], loss[1]);
+            for (int j = 0; j < 2; j++) free(grads[j]), free(logits[j]), free(pred[j]), model_free(&m[j]);
+        }
+    free(set.records), free(raw);
+}
+
 /* bf16 activations through the whole model: each network on cpu-bf16-act (cuda-bf16's twin:
  * every activation rounded to bf16) against cpu-bf16 (the same bf16 products on float
  * activations), from the same state and batch of 64 images. What differs is only the rounding
@@ -500,6 +535,7 @@ int main(void) {
     test_dirac_init();
     test_bad_definitions();
     test_bf16_activations();
+    test_pools_fused();
     test_grouped_update();
     test_graphs_fallback();
     return check_summary("test_model");

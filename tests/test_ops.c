@@ -8,8 +8,8 @@
  *   cpu   the whole table on the default ISA path with 1 and 3 OpenMP threads (3: more threads
  *         than cores, and than the images of some cases), then the conv, linear, GELU and
  *         fused batch norm + GELU cases (the code that differs per ISA: the GEMM, the Winograd
- *         and direct convolutions, GELU) on every ISA path this CPU has, with 2 threads; and, in child processes, that
- * the conv and linear ops stop at their CHECK when given a workspace one byte short; cpu-bf16
+ *         and direct convolutions, GELU) on every ISA path this CPU has, with 2 threads; and, in child
+ * processes, that the conv and linear ops stop at their CHECK when given a workspace one byte short; cpu-bf16
  * kernels_cpu_bf16(): the conv and linear cases on every bf16 GEMM path this CPU has (amx where the CPU has
  * AMX-BF16 and the OS grants the tile state, avx512bf16 where it has AVX512_BF16, avx2 where it has AVX2; the
  * plain-C path and the tile path's plain-C twin, amx-emulated, always), 2 threads; cpu-bf16-act
@@ -112,11 +112,13 @@ enum {
     F_CONFIDENT = 1 << 10, /* softmax_xent: logits of 100 (a right and a wrong confident sample) */
     F_GELU = 1 << 11,      /* batchnorm, conv: with the fused GELU (conv: in the forward) */
     F_NAN = 1 << 12,       /* maxpool, relu: NaNs in x (PyTorch propagates them) */
-    F_GROUPS = 1 << 13     /* sgd_update: through sgd_update_groups, two groups and skipped elements */
+    F_GROUPS = 1 << 13,    /* sgd_update: through sgd_update_groups, two groups and skipped elements */
+    F_POOL = 1 << 14,      /* conv: also conv_pool_forward with a 2x2 max pool */
+    F_POOL3 = 1 << 15      /* conv: ... with a 3x3 one */
 };
-static const char *const flag_names[] = {"bias",      "relu",    "mask",     "-dx",   "-dw",
-                                         "-db",       "-dgamma", "-dlogits", "ties",  "in-place",
-                                         "confident", "gelu",    "nan",      "groups"};
+static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",       "-db",
+                                         "-dgamma", "-dlogits", "ties", "in-place", "confident", "gelu",
+                                         "nan",     "groups",   "pool", "pool3"};
 
 struct op_case {
     enum op op;
@@ -347,6 +349,17 @@ static const struct op_case cases[] = {
     /* GELU after the other paths' sums: Winograd, im2col */
     CONV(2, 16, 16, 8, 8, 3, 1, F_BIAS | F_GELU),
     CONV(2, 6, 5, 7, 7, 3, 1, F_GELU | F_NO_DB),
+    /* conv_pool_forward: the max pool in the Winograd output (m 4, 5, 3; odd maps: floor), and
+     * through the unpooled maps elsewhere (direct, im2col, a GELU) */
+    CONV(2, 16, 24, 8, 8, 3, 1, F_BIAS | F_RELU | F_POOL),
+    CONV(2, 24, 32, 31, 31, 3, 1, F_POOL | F_NO_DX),
+    CONV(3, 20, 17, 15, 15, 3, 1, F_BIAS | F_POOL),
+    CONV(2, 17, 16, 3, 3, 3, 1, F_BIAS | F_RELU | F_POOL),
+    CONV(2, 3, 8, 9, 9, 3, 1, F_BIAS | F_RELU | F_POOL),
+    CONV(2, 8, 6, 6, 5, 3, 1, F_BIAS | F_POOL),
+    CONV(2, 16, 16, 8, 8, 3, 1, F_GELU | F_POOL),
+    CONV(1, 16, 20, 40, 38, 3, 1, F_BIAS | F_RELU | F_POOL),  /* 19 windows a row: a vector and 3 */
+    CONV(2, 16, 18, 11, 10, 3, 1, F_BIAS | F_RELU | F_POOL3), /* 3x3 windows: through a plane */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -432,6 +445,15 @@ static float *host_act(const void *d, int N, int C, int HW) {
     kernels_act_to_float(B->act_size, t, h, n);
     return B->nhwc ? host_transposed(h, N, HW, C) : h;
 }
+/* Max pool's winner bytes [N][C][HW] in the backend's layout, as floats in NCHW. */
+static float *host_winners(const unsigned char *d, int N, int C, int HW) {
+    size_t n = (size_t)N * C * HW;
+    unsigned char *t = hnew(n);
+    B->download(t, d, n);
+    float *h = hnew(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = t[i];
+    return B->nhwc ? host_transposed(h, N, HW, C) : h;
+}
 static void *dev_flat(const float *host, size_t n) { return dev_act(host, 1, 1, (int)n); }
 static float *host_flat(const void *d, size_t n) { return host_act(d, 1, 1, (int)n); }
 /* An activation output holding NaN (all bits set is NaN in float and in bf16). */
@@ -494,11 +516,17 @@ static void expect_abs(const char *out, const float *h, const double *ref, size_
     expect_near(out, h, ref, n, tol, 0.0);
 }
 
-/* Two backend arrays of n floats, or of n activations (expect_same_act), bit for bit equal. */
-static void expect_same_bytes(const char *out, const void *d1, const void *d2, size_t bytes) {
+/* Two backend arrays bit for bit equal: out from this run, d2 from the one `against` names. */
+static void expect_equal_bytes(const char *out, const void *d1, const void *d2, size_t bytes,
+                               const char *against) {
     void *h1 = hnew(bytes), *h2 = hnew(bytes);
     B->download(h1, d1, bytes), B->download(h2, d2, bytes);
-    EXPECT(memcmp(h1, h2, bytes) == 0, "%s: %s: %s differs from the run with every output", where, what, out);
+    EXPECT(memcmp(h1, h2, bytes) == 0, "%s: %s: %s differs from %s", where, what, out, against);
+}
+/* Two backend arrays of n floats, or of n activations (expect_same_act), bit for bit those of
+ * the run with every output. */
+static void expect_same_bytes(const char *out, const void *d1, const void *d2, size_t bytes) {
+    expect_equal_bytes(out, d1, d2, bytes, "the run with every output");
 }
 static void expect_same(const char *out, const float *d1, const float *d2, size_t n) {
     expect_same_bytes(out, d1, d2, n * sizeof(float));
@@ -627,6 +655,26 @@ static void conv_skipped(const struct op_case *c, const void *x, const float *w,
     if (vdb) expect_rerun("db with other outputs NULL", vdb, db, c->conv.K, 0);
 }
 
+/* conv_pool_forward with a pk x pk pool: y and the winners bit for bit those of maxpool_forward on
+ * conv_forward's output gy (any difference, even a near-tie decided otherwise, is a defect of
+ * the fused path: both compute the same sums); y is also checked against the double reference
+ * through gy's own check. With and without winners. */
+static void conv_pooled(const struct conv_shape *s, const void *gx, const float *gw, const float *gb,
+                        enum conv_act act, int pk, const void *gy, void *ws, size_t ws_bytes) {
+    int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
+    size_t np = (size_t)s->N * s->K * (Ho / pk) * (Wo / pk);
+    void *ry = dev_act_nan(np), *y = dev_act_nan(np), *full = dev_act_nan((size_t)s->N * s->K * Ho * Wo);
+    unsigned char *rwin = dev_alloc(np), *win = dev_alloc(np);
+    B->maxpool_forward(gy, ry, rwin, s->N, s->K, Ho, Wo, pk);
+    B->conv_pool_forward(s, gx, gw, gb, act, pk, full, y, win, ws, ws_bytes);
+    const char *unfused = "maxpool_forward of conv_forward's output";
+    expect_equal_bytes("pooled y", y, ry, np * B->act_size, unfused);
+    expect_equal_bytes("winners", win, rwin, np, unfused);
+    y = dev_act_nan(np);
+    B->conv_pool_forward(s, gx, gw, gb, act, pk, full, y, NULL, ws, ws_bytes);
+    expect_equal_bytes("pooled y without winners", y, ry, np * B->act_size, unfused);
+}
+
 static void run_conv(const struct op_case *c) {
     const struct conv_shape *s = &c->conv;
     size_t nx, nw, ny;
@@ -659,6 +707,8 @@ static void run_conv(const struct op_case *c) {
     expect_products("dw", host_of(gdw, nw), rdw, nw);
     expect_rel("db", host_of(gdb, s->K), rdb, s->K, TOL);
     conv_skipped(c, gx, gw, gdy, mask, ws, ws_bytes, gdx, gdw, gdb);
+    if (c->flags & (F_POOL | F_POOL3))
+        conv_pooled(s, gx, gw, gb, act, c->flags & F_POOL ? 2 : 3, gy, ws, ws_bytes);
 }
 
 /* ---- relu, gelu ---- */
@@ -706,10 +756,10 @@ static void run_gelu(const struct op_case *c) {
 /* y = the max of each k x k window of x[Q][H][W]; dy routed to the window's first maximum
  * (row-major) into dx[0], and into dx[1] through a ReLU (0 where that max <= 0). A NaN wins
  * as in PyTorch's kernels (`val > maxval || isnan(val)`): the last NaN of a window is its
- * maximum and takes dy, also through the ReLU. Returns the number of windows with a tied
- * maximum. */
-static int maxpool_reference(const float *x, const float *dy, double *y, double *dx[2], int Q, int H, int W,
-                             int k) {
+ * maximum and takes dy, also through the ReLU. win: the winner bytes the forward records
+ * (kernels.h). Returns the number of windows with a tied maximum. */
+static int maxpool_reference(const float *x, const float *dy, double *y, double *dx[2], double *win, int Q,
+                             int H, int W, int k) {
     int Ho = H / k, Wo = W / k, ties = 0;
     for (int q = 0; q < Q; q++)
         for (int i = 0; i < Ho; i++)
@@ -724,6 +774,8 @@ static int maxpool_reference(const float *x, const float *dy, double *y, double 
                     }
                 ties += nmax > 1;
                 size_t yi = ((size_t)q * Ho + i) * Wo + j, xi = (size_t)q * H * W + best;
+                int r = best / W - i * k, c = best % W - j * k;
+                win[yi] = (r * k + c) | (xq[best] <= 0 ? 0 : MAXPOOL_PASSES);
                 y[yi] = xq[best];
                 dx[0][xi] = dy[yi];
                 dx[1][xi] = xq[best] <= 0 ? 0.0 : dy[yi];
@@ -745,19 +797,24 @@ static void run_maxpool(const struct op_case *c) {
     for (size_t i = 0; i < nx && c->flags & F_NAN; i++) /* windows with 0, 1 and 2 NaNs */
         if (i % 13 == 0 || i % 17 == 5) x[i] = NAN;
     act_round(x, nx), act_round(dy, ny);
-    double *ry = dnew(ny), *rdx[2] = {dnew(nx), dnew(nx)};
-    int ties = maxpool_reference(x, dy, ry, rdx, N * C, H, W, k);
+    double *ry = dnew(ny), *rdx[2] = {dnew(nx), dnew(nx)}, *rwin = dnew(ny);
+    int ties = maxpool_reference(x, dy, ry, rdx, rwin, N * C, H, W, k);
     EXPECT(!(c->flags & F_TIES) || ties > 0, "%s: %s: no tied window", where, what);
     size_t nans = 0;
     for (size_t i = 0; i < ny; i++) nans += isnan(ry[i]);
     EXPECT(!(c->flags & F_NAN) || (nans > 0 && nans < ny), "%s: %s: %zu NaN outputs", where, what, nans);
     int HWo = (H / k) * (W / k);
     void *gx = dev_act(x, N, C, H * W), *gdy = dev_act(dy, N, C, HWo), *gy = dev_act_nan(ny);
-    B->maxpool_forward(gx, gy, N, C, H, W, k);
+    unsigned char *gwin = dev_alloc(ny);
+    B->maxpool_forward(gx, gy, NULL, N, C, H, W, k); /* evaluation: no winners */
+    expect_abs("y without winners", host_act(gy, N, C, HWo), ry, ny, 0);
+    gy = dev_act_nan(ny);
+    B->maxpool_forward(gx, gy, gwin, N, C, H, W, k);
     expect_abs("y", host_act(gy, N, C, HWo), ry, ny, 0);
+    expect_abs("winners", host_winners(gwin, N, C, HWo), rwin, ny, 0);
     for (int relu = 0; relu < 2; relu++) {
         void *gdx = dev_act_nan(nx);
-        B->maxpool_backward(gx, gdy, gdx, N, C, H, W, k, relu);
+        B->maxpool_backward(gwin, gdy, gdx, N, C, H, W, k, relu);
         expect_abs(relu ? "dx through ReLU" : "dx", host_act(gdx, N, C, H * W), rdx[relu], nx, 0);
     }
 }

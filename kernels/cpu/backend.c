@@ -72,6 +72,7 @@ static const struct kernels cpu_kernels = {
     .linear_workspace = cpu_linear_workspace,
     .conv_describe = cpu_conv_describe,
     .conv_forward = cpu_conv_forward,
+    .conv_pool_forward = cpu_conv_pool_forward,
     .conv_backward = cpu_conv_backward,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
@@ -102,6 +103,7 @@ static struct kernels bf16_of(struct kernels k) {
     k.name = "cpu-bf16";
     k.conv_describe = cpu_conv_describe_bf16;
     k.conv_forward = cpu_conv_forward_bf16;
+    k.conv_pool_forward = cpu_conv_pool_forward_bf16;
     k.conv_backward = cpu_conv_backward_bf16;
     k.linear_forward = cpu_linear_forward_bf16;
     k.linear_backward = cpu_linear_backward_bf16;

@@ -92,20 +92,30 @@ static void gelu_backward(const void *x, const void *dy, void *dx, size_t n) {
     binary(base()->gelu_backward, x, dy, dx, n);
 }
 
-static void maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k) {
+static void maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k) {
     size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * (H / k) * (W / k);
     float *tx = widen(x, nx), *ty = room(y, ny);
-    base()->maxpool_forward(tx, ty, N, C, H, W, k);
+    base()->maxpool_forward(tx, ty, idx, N, C, H, W, k);
     free(tx);
     narrow(ty, y, ny);
 }
 
-static void maxpool_backward(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
-                             int relu) {
+/* Through full, rounded to bf16 as the unpooled maps are on a GPU, so the winners are picked
+ * among the same values (two floats may round to a tie). */
+static void conv_pool_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                              enum conv_act act, int pk, void *full, void *y, unsigned char *winners,
+                              void *ws, size_t ws_bytes) {
+    conv_forward(s, x, w, b, full, act, ws, ws_bytes);
+    maxpool_forward(full, y, winners, s->N, s->K, kernels_conv_out(s->H, s->k, s->pad),
+                    kernels_conv_out(s->W, s->k, s->pad), pk);
+}
+
+static void maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
+                             int k, int relu) {
     size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * (H / k) * (W / k);
-    float *tx = widen(x, nx), *tdy = widen(dy, ny), *tdx = room(dx, nx);
-    base()->maxpool_backward(tx, tdy, tdx, N, C, H, W, k, relu);
-    free(tx), free(tdy);
+    float *tdy = widen(dy, ny), *tdx = room(dx, nx);
+    base()->maxpool_backward(idx, tdy, tdx, N, C, H, W, k, relu);
+    free(tdy);
     narrow(tdx, dx, nx);
 }
 
@@ -176,6 +186,7 @@ const struct kernels *kernels_cpu_bf16_act(void) {
     k.act_size = BF16;
     k.input_prepare = input_prepare;
     k.conv_forward = conv_forward;
+    k.conv_pool_forward = conv_pool_forward;
     k.conv_backward = conv_backward;
     k.relu_forward = relu_forward;
     k.relu_backward = relu_backward;

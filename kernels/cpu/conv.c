@@ -266,7 +266,7 @@ static void sums_forward(enum gemm_math math, int tiles, const struct conv_shape
                          const float *w, const float *b, float *y, int relu, void *ws) {
     int m = plan(s, math, tiles).fwd;
     if (m) {
-        winograd_conv3x3(x, w, 0, b, relu, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
+        winograd_conv3x3(x, w, 0, b, relu, NULL, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
         return;
     }
     gemm_fn *mm = gemm_of(math);
@@ -298,6 +298,26 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
     }
     sums_forward(math, tiles, s, x, w, b, y, act == CONV_ACT_RELU, ws);
     if (act == CONV_ACT_GELU) cpu_gelu_forward(y, y, (size_t)s->N * s->K * out_pixels(s));
+}
+
+/* conv_forward, then the max pool: on the Winograd path each output plane is pooled as it is
+ * written (struct pool_out), so the unpooled maps never reach memory; elsewhere (and with a
+ * GELU, which that path does not apply) through full. */
+static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, const float *x, const float *w,
+                              const float *b, enum conv_act act, int pk, float *full, float *y,
+                              unsigned char *winners, void *ws, size_t ws_bytes) {
+    CHECK(ws_bytes >= workspace_bytes(s));
+    int tiles = on_tiles(math), m = plan(s, math, tiles).fwd, Ho = kernels_conv_out(s->H, s->k, s->pad),
+        Wo = kernels_conv_out(s->W, s->k, s->pad);
+    CHECK(pk >= 1 && pk * pk <= MAXPOOL_PASSES && pk <= Ho && pk <= Wo);
+    if (m && act != CONV_ACT_GELU && !direct_forward(s, tiles)) {
+        struct pool_out pool = {pk, y, winners};
+        winograd_conv3x3(x, w, 0, b, act == CONV_ACT_RELU, NULL, &pool, NULL, s->N, s->C, s->K, s->H, s->W, m,
+                         math, ws);
+        return;
+    }
+    conv_forward(math, s, x, w, b, full, act, ws, ws_bytes);
+    cpu_maxpool_forward(full, y, winners, s->N, s->K, Ho, Wo, pk);
 }
 
 /* The chunk [n0, n0 + cnt)'s share of the im2col backward: adds its weight and bias gradients
@@ -403,7 +423,7 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
     /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
      * transposed filters. */
     if (dx && p.dx)
-        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math, ws);
+        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, NULL, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math, ws);
 }
 
 /* "Winograd F(4x4)", "direct" or "im2col + GEMM", with the product path: what conv_forward /
@@ -428,6 +448,18 @@ void cpu_conv_forward(const struct conv_shape *s, const void *x, const float *w,
 void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                            enum conv_act act, void *ws, size_t ws_bytes) {
     conv_forward(GEMM_BF16, s, x, w, b, y, act, ws, ws_bytes);
+}
+
+void cpu_conv_pool_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                           enum conv_act act, int pk, void *full, void *y, unsigned char *winners, void *ws,
+                           size_t ws_bytes) {
+    conv_pool_forward(GEMM_FP32, s, x, w, b, act, pk, full, y, winners, ws, ws_bytes);
+}
+
+void cpu_conv_pool_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                                enum conv_act act, int pk, void *full, void *y, unsigned char *winners,
+                                void *ws, size_t ws_bytes) {
+    conv_pool_forward(GEMM_BF16, s, x, w, b, act, pk, full, y, winners, ws, ws_bytes);
 }
 
 void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,

@@ -24,12 +24,18 @@ void cpu_conv_describe_bf16(const struct conv_shape *s, enum conv_pass pass, siz
                             size_t size);
 void cpu_conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                       enum conv_act act, void *ws, size_t ws_bytes);
+void cpu_conv_pool_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                           enum conv_act act, int pk, void *full, void *y, unsigned char *winners, void *ws,
+                           size_t ws_bytes);
 void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                        float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 /* The bf16 table's convolution and linear layer: operands rounded to bf16 for the products
  * (gemm_bf16), everything else as the float ones. */
 void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
                            enum conv_act act, void *ws, size_t ws_bytes);
+void cpu_conv_pool_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                                enum conv_act act, int pk, void *full, void *y, unsigned char *winners,
+                                void *ws, size_t ws_bytes);
 void cpu_conv_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dy,
                             void *dx, float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 void cpu_linear_forward_bf16(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
@@ -40,9 +46,12 @@ void cpu_relu_forward(const void *x, void *y, size_t n);
 void cpu_relu_backward(const void *y, const void *dy, void *dx, size_t n);
 void cpu_gelu_forward(const void *x, void *y, size_t n);
 void cpu_gelu_backward(const void *x, const void *dy, void *dx, size_t n);
-void cpu_maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k);
-void cpu_maxpool_backward(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
-                          int relu);
+void cpu_maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k);
+/* One plane of cpu_maxpool_forward, no threads of its own: y[H/k][W/k] and the winners (idx
+ * NULL: none) from x[H][W]; for a convolution that pools its output as it writes it. */
+void cpu_maxpool_plane(const float *x, float *y, unsigned char *idx, int H, int W, int k);
+void cpu_maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
+                          int k, int relu);
 void cpu_batchnorm_forward_train(const void *x, const float *gamma, const float *beta, void *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
                                  float *running_var, float momentum, float eps, int N, int C, int HW,
@@ -71,20 +80,29 @@ void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
  * `in` to `out` channels, and of winograd_filter_grad. */
 size_t winograd_conv_workspace_floats(int in, int out, int H, int W, int m, int threads);
 size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, int threads);
+/* A max pool that winograd_conv3x3 applies to each output plane as it writes it
+ * (conv_pool_forward): windows k; y[N][out][H/k][W/k] and the winners (NULL: none) as
+ * cpu_maxpool_forward writes them. */
+struct pool_out {
+    int k;
+    float *y;
+    unsigned char *winners;
+};
 /* These two dispatch to the ISA path in use (gemm_dispatch.c), like gemm().
  * y[N][out][H][W] = conv3x3 pad 1 of x[N][in][H][W] by w[out][in][3][3] (flip 0), or by w
  * [in][out][3][3] rotated 180 degrees (flip 1: the input gradient), + bias[out] (when not
- * NULL), then ReLU (relu) or the ReLU-backward mask (mask[N][out][H][W], when not NULL). */
+ * NULL), then ReLU (relu) or the ReLU-backward mask (mask[N][out][H][W], when not NULL); with
+ * pool not NULL, its pooled maps instead of y (which is then not written). */
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                      enum gemm_math math, float *ws);
+                      const float *mask, const struct pool_out *pool, float *y, int N, int in, int out, int H,
+                      int W, int m, enum gemm_math math, float *ws);
 /* dw[K][C][3][3] = the filter gradient of that convolution (flip 0, C -> K), from x[N][C][H][W]
  * and dy[N][K][H][W], summed over the batch. */
 void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
                           int m, enum gemm_math math, float *ws);
 typedef void winograd_fn(const float *x, const float *w, int flip, const float *bias, int relu,
-                         const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                         enum gemm_math math, float *ws);
+                         const float *mask, const struct pool_out *pool, float *y, int N, int in, int out,
+                         int H, int W, int m, enum gemm_math math, float *ws);
 typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
                               int m, enum gemm_math math, float *ws);
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;

@@ -151,9 +151,9 @@ void gemm_prepacked(int M, int N, int K, const float *Ap, const float *Bp, float
 }
 
 void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                      enum gemm_math math, float *ws) {
-    current->winograd(x, w, flip, bias, relu, mask, y, N, in, out, H, W, m, math, ws);
+                      const float *mask, const struct pool_out *pool, float *y, int N, int in, int out, int H,
+                      int W, int m, enum gemm_math math, float *ws) {
+    current->winograd(x, w, flip, bias, relu, mask, pool, y, N, in, out, H, W, m, math, ws);
 }
 
 void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,

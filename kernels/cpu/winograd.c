@@ -133,13 +133,20 @@ static inline size_t planes_floats(struct tiling tl, int ch, int tables) {
            round16((size_t)tl.TW * tl.m);
 }
 
+/* A fused max pool's room (struct pool_out), last in a thread's forward workspace: one output
+ * plane (at most the tiles' extent) for windows other than 2x2, then the 2x2 pool's two column
+ * tables (pool_tiles). */
+static inline size_t plane_floats(struct tiling tl) {
+    return round16((size_t)tl.TH * tl.m * tl.TW * tl.m) + 2 * round16((size_t)tl.TW * tl.m);
+}
+
 /* Per-thread floats of the forward: V [a^2][in][T], M [a^2][out][T], the output tiles' staging
  * S [a^2][T] (one channel's tiles, cache-resident), the GEMM's; slots slot_stride() apart; then
- * the padded planes of one channel and the tile and row offsets. */
+ * the padded planes of one channel and the tile and row offsets; then an output plane. */
 static size_t conv_thread_floats(int in, int out, struct tiling tl) {
     size_t A2 = (size_t)tl.a * tl.a, T = chunk_tiles(tl, in + out);
     return A2 * (slot_stride(in * T) + slot_stride(out * T) + slot_stride(T)) + gemm_workspace_floats() +
-           planes_floats(tl, in + out, 1);
+           planes_floats(tl, in + out, 1) + plane_floats(tl);
 }
 
 /* Per-thread floats of the filter gradient: partial dU [a^2][C][K], V [a^2][C][T],
@@ -561,6 +568,49 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, const int *oidx, f
     }
 }
 
+/* m ? a : b per lane, m all ones or all zeros (a comparison's result). */
+INLINE vf select_v(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+
+typedef unsigned char vb __attribute__((vector_size(VEC)));
+
+/* A fused 2x2 max pool of one plane straight from its tiles' outputs (read as scatter_tiles
+ * reads them, + bias, then ReLU), so the plane itself is never stored: y[H/2][W/2] and the
+ * winners ip (NULL: none) as cpu_maxpool_forward gives them. The window is a tree, (x0, x1) and
+ * (x2, x3), then the pairs, each step keeping the later side only when it is larger or NaN: what
+ * the row-major scan picks (the first maximum, or the last NaN), VEC windows at a time.
+ * cols[0] and cols[1]: the offsets (oidx) of the even and the odd columns. */
+INLINE void pool_tiles_m(int m, const float *Y, size_t ys, const int *const cols[2], float bias, int relu,
+                         float *y, unsigned char *ip, int H, int W) {
+    int TW = tiling(m, H, W).TW, Wo = W / 2;
+    for (int i = 0; i < H / 2; i++) {
+        const float *r[2];
+        for (int u = 0; u < 2; u++)
+            r[u] = Y + (size_t)((2 * i + u) % m) * m * ys + (size_t)((2 * i + u) / m) * TW;
+        for (int j = 0; j < Wo; j += VEC) {
+            int n = Wo - j < VEC ? Wo - j : VEC;
+            vf x[4];
+            for (int e = 0; e < 4; e++) {
+                x[e] = load_idx(r[e / 2], cols[e % 2] + j, n) + bias;
+                if (relu) x[e] = (vf)((vi)x[e] & ~(x[e] <= 0.0f));
+            }
+            vi t1 = (x[1] > x[0]) | (x[1] != x[1]), t3 = (x[3] > x[2]) | (x[3] != x[3]);
+            vf m01 = select_v(t1, x[1], x[0]), m23 = select_v(t3, x[3], x[2]);
+            vi t = (m23 > m01) | (m23 != m23);
+            vf mx = select_v(t, m23, m01);
+            store_n(y + (size_t)i * Wo + j, 1, mx, n);
+            if (!ip) continue;
+            vi best = (t & (2 | (t3 & 1))) | (~t & t1 & 1) | (~(mx <= 0.0f) & MAXPOOL_PASSES);
+            vb bytes = __builtin_convertvector(best, vb);
+            memcpy(ip + (size_t)i * Wo + j, &bytes, (size_t)n);
+        }
+    }
+}
+
+static void pool_tiles(int m, const float *Y, size_t ys, const int *const cols[2], float bias, int relu,
+                       float *y, unsigned char *ip, int H, int W) {
+    BY_TILE(m, pool_tiles_m, Y, ys, cols, bias, relu, y, ip, H, W);
+}
+
 /* oidx[ox] for scatter_tiles (round16(TW m) entries, 0 past W). */
 static void row_offsets(struct tiling tl, int W, size_t ys, int *oidx) {
     for (int ox = 0; ox < (int)round16((size_t)tl.TW * tl.m); ox++)
@@ -641,6 +691,12 @@ static void grad_filters(int m, const float *dU, size_t stride, int parts, int C
     BY_TILE(m, grad_filters_m, dU, stride, parts, C, K, dw);
 }
 
+/* Plane p (image * out + channel) of a fused max pool, from the output plane xp[H][W]. */
+static void pool_output_plane(const struct pool_out *pool, const float *xp, size_t p, int H, int W) {
+    size_t at = p * (size_t)(H / pool->k) * (W / pool->k);
+    cpu_maxpool_plane(xp, pool->y + at, pool->winners ? pool->winners + at : NULL, H, W, pool->k);
+}
+
 /* Images per chunk for a team of nt: up to chunk_images(), but at least one chunk per thread. */
 static int chunk_size(struct tiling tl, int ch, int N, int nt) {
     int g = chunk_images(tl, ch), fair = (N + nt - 1) / nt;
@@ -648,8 +704,8 @@ static int chunk_size(struct tiling tl, int ch, int N, int nt) {
 }
 
 void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias, int relu,
-                              const float *mask, float *y, int N, int in, int out, int H, int W, int m,
-                              enum gemm_math math, float *ws) {
+                              const float *mask, const struct pool_out *pool, float *y, int N, int in,
+                              int out, int H, int W, int m, enum gemm_math math, float *ws) {
     gemm_fn *mm = gemm_of(math);
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
@@ -669,14 +725,20 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         int chunks = (N + g - 1) / g;
         size_t vs = slot_stride(in * cap), ms = slot_stride(out * cap), ss = slot_stride(cap);
         float *V = thread_base + stride * (size_t)omp_get_thread_num(); /* slots vs apart */
-        float *Mt = V + A2 * vs;                                        /* ms apart */
-        float *S = Mt + A2 * ms;                                        /* ss apart */
+        float *plane = V + stride - plane_floats(tl);                   /* a fused pool's (plane_floats) */
+        int *cols[2];
+        cols[0] = (int *)(plane + round16((size_t)tl.TH * m * tl.TW * m)),
+        cols[1] = cols[0] + round16((size_t)tl.TW * m);
+        float *Mt = V + A2 * vs; /* ms apart */
+        float *S = Mt + A2 * ms; /* ss apart */
         float *gws = S + A2 * ss;
         float *pad = gws + gemm_workspace_floats(); /* g padded planes, then the offsets */
         int *idx = (int *)(pad + (size_t)chunk_images(tl, in + out) * pad_floats(tl));
         int PW = tl.TW * m + 2, *oidx = idx + cap;
         tile_offsets(tl, 1, g, cap, idx);
         row_offsets(tl, W, ss, oidx);
+        for (int j = 0; j < (int)round16((size_t)tl.TW * m); j++)
+            for (int e = 0; e < 2; e++) cols[e][j] = j < W / 2 ? oidx[2 * j + e] : 0;
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
         if (packed) {
 #pragma omp for schedule(static)
@@ -702,9 +764,18 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             for (int o = 0; o < out; o++) {
                 output_tiles(m, Mt + (size_t)o * ld, ms, S, ss, tiles);
                 for (int li = 0; li < gn; li++) {
-                    size_t off = ((size_t)(n0 + li) * out + o) * HW;
-                    scatter_tiles(m, S + (size_t)li * tl.T, ss, oidx, bias ? bias[o] : 0.0f, relu,
-                                  mask ? mask + off : NULL, y + off, H, W);
+                    size_t p = (size_t)(n0 + li) * out + o, off = p * HW;
+                    const float *Y = S + (size_t)li * tl.T;
+                    float b = bias ? bias[o] : 0.0f;
+                    if (pool && pool->k == 2) {
+                        size_t at = p * (size_t)(H / 2) * (W / 2);
+                        pool_tiles(m, Y, ss, (const int *const *)cols, b, relu, pool->y + at,
+                                   pool->winners ? pool->winners + at : NULL, H, W);
+                        continue;
+                    }
+                    scatter_tiles(m, Y, ss, oidx, b, relu, mask ? mask + off : NULL, pool ? plane : y + off,
+                                  H, W);
+                    if (pool) pool_output_plane(pool, plane, p, H, W);
                 }
             }
         }

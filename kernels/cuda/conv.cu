@@ -451,6 +451,16 @@ static void conv_forward(const struct conv_shape *s, const void *x, const float 
     bias_act<T>(p, y, b, act);
 }
 
+/* conv_forward into full, then the max pool from it (full: the unpooled maps, kernels.h). */
+template <enum cuda_precision P, typename T>
+static void conv_pool_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
+                              enum conv_act act, int pk, void *full, void *y, unsigned char *winners,
+                              void *ws, size_t ws_bytes) {
+    conv_forward<P, T>(s, x, w, b, full, act, ws, ws_bytes);
+    cuda_maxpool_forward<T>(full, y, winners, s->N, s->K, kernels_conv_out(s->H, s->k, s->pad),
+                            kernels_conv_out(s->W, s->k, s->pad), pk);
+}
+
 /* db[K] = the sum of dy over n, y, x (float in every precision). */
 template <typename T> static void bias_grad(const struct plan *p, const void *dy, float *db) {
     int rows = p->s.N, hw = p->Ho * p->Wo, K = p->s.K;
@@ -553,6 +563,7 @@ template <enum cuda_precision P, typename T> static void fill_as(struct kernels 
     k->conv_workspace = conv_workspace<P>;
     k->conv_describe = conv_describe<P>;
     k->conv_forward = conv_forward<P, T>;
+    k->conv_pool_forward = conv_pool_forward<P, T>;
     k->conv_backward = conv_backward<P, T>;
 }
 

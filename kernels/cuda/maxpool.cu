@@ -4,8 +4,11 @@
  * as in PyTorch: an element replaces the maximum when it is larger or NaN, so dy goes to the last NaN of a
  * window, else to its first maximum in row-major order (strict '>'), as cpu/maxpool.c does.
  *
+ * The forward records each window's winner in a byte (idx, kernels.h), so the backward reads
+ * that byte instead of the window's k*k inputs.
+ *
  * Backward: windows do not overlap (stride = k), so the thread of a window writes all k*k of
- * its dx elements, dy at the maximum and 0 elsewhere, with no atomics. Rows and columns past
+ * its dx elements, dy at the winner and 0 elsewhere, with no atomics. Rows and columns past
  * the last whole window (H % k, W % k of them: the 31, 15 and 7 maps of airbench94) belong to
  * no window; the threads of the last window column and row write their zeros beside and below
  * them, so every dx element is written once and no pass zeroes dx first. Not one thread per
@@ -71,16 +74,30 @@ __device__ static void window_max(const T *x, uint32_t at, struct pool p, float 
         }
 }
 
+/* The winner bytes of outputs o .. o + V - 1 (kernels.h): one aligned store of V bytes. */
+template <int V>
+__device__ static void store_winners(unsigned char *idx, uint32_t o, const float *m, const int *best) {
+    unsigned long long packed = 0;
+    for (int e = 0; e < V; e++)
+        packed |= (unsigned long long)(best[e] | (m[e] <= 0.0f ? 0 : MAXPOOL_PASSES)) << (8 * e);
+    if constexpr (V == 8) *(unsigned long long *)(idx + o) = packed;
+    else if constexpr (V == 4) *(uint32_t *)(idx + o) = (uint32_t)packed;
+    else
+        for (int e = 0; e < V; e++) idx[o + e] = (unsigned char)(packed >> (8 * e));
+}
+
 /* Activations of type T (cuda.h), V channels a thread (V > 1 in NHWC only); a maximum is one of
- * x's values, so storing it loses nothing. */
+ * x's values, so storing it loses nothing. The winners go to idx unless it is NULL. */
 template <typename T, int V>
-__global__ static void maxpool_forward_kernel(const T *x, T *y, uint32_t total, struct pool p) {
+__global__ static void maxpool_forward_kernel(const T *x, T *y, unsigned char *idx, uint32_t total,
+                                              struct pool p) {
     GRID_STRIDE32(j, total / V) {
         uint32_t o = j * V;
         float m[V];
         int best[V];
         window_max<V>(x, window_of(o, p).at, p, m, best);
         pack_store<V>(y, o, m);
+        if (idx) store_winners<V>(idx, o, m, best);
     }
 }
 
@@ -97,19 +114,22 @@ template <int V, typename T> __device__ static void border_zero(T *dx, struct wi
             pack_store<V>(dx, w.at + (r * p.W + c) * p.step, zero);
 }
 
+/* dx from the winners idx the forward recorded: a window's thread writes its k * k elements. */
 template <typename T, int V>
-__global__ static void maxpool_backward_kernel(const T *x, const T *dy, T *dx, uint32_t total, struct pool p,
-                                               int relu) {
+__global__ static void maxpool_backward_kernel(const unsigned char *idx, const T *dy, T *dx, uint32_t total,
+                                               struct pool p, int relu) {
     int k = (int)p.k;
     GRID_STRIDE32(j, total / V) {
         uint32_t o = j * V;
         struct window w = window_of(o, p);
-        float m[V], g[V], out[V];
+        float g[V], out[V];
         int best[V];
-        window_max<V>(x, w.at, p, m, best);
         pack_load<V>(dy, o, g);
-        for (int e = 0; e < V; e++) /* through the ReLU whose output x is (NaN passes) */
-            if (relu && m[e] <= 0.0f) g[e] = 0.0f;
+        for (int e = 0; e < V; e++) {
+            int b = idx[o + e];
+            best[e] = b & ~MAXPOOL_PASSES;
+            if (relu && !(b & MAXPOOL_PASSES)) g[e] = 0.0f; /* through the ReLU before the pool */
+        }
         for (int r = 0; r < k; r++)
             for (int c = 0; c < k; c++) {
                 for (int e = 0; e < V; e++) out[e] = r * k + c == best[e] ? g[e] : 0.0f;
@@ -126,36 +146,39 @@ static int pool_pack(struct pool p, const void *a, const void *b, const void *c 
     return p.nhwc ? cuda_pack_channels<T>((int)p.C, 1, &cstep, a, b, c) : 1;
 }
 
-template <typename T> static void maxpool_forward(const void *x, void *y, int N, int C, int H, int W, int k) {
+template <typename T>
+void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k) {
     if (H < k || W < k) return; /* no window: y is empty */
+    CHECK(k * k <= MAXPOOL_PASSES);
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    if (pool_pack<T>(p, x, y) > 1)
-        cuda_launch(maxpool_forward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x, (T *)y,
+    if (pool_pack<T>(p, x, y, idx) > 1) /* idx: V-byte stores */
+        cuda_launch(maxpool_forward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x, (T *)y, idx,
                     total, p);
-    else cuda_launch(maxpool_forward_kernel<T, 1>, total, (const T *)x, (T *)y, total, p);
+    else cuda_launch(maxpool_forward_kernel<T, 1>, total, (const T *)x, (T *)y, idx, total, p);
 }
 
 template <typename T>
-static void maxpool_backward(const void *x, const void *dy, void *dx, int N, int C, int H, int W, int k,
-                             int relu) {
+static void maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
+                             int k, int relu) {
     if (H < k || W < k) { /* no window: dx is all border (all bits zero is 0.0 in float and bf16) */
         CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)N * C * H * W * sizeof(T), cuda_stream()));
         return;
     }
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    if (pool_pack<T>(p, x, dy, dx) > 1)
-        cuda_launch(maxpool_backward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x,
-                    (const T *)dy, (T *)dx, total, p, relu);
-    else
-        cuda_launch(maxpool_backward_kernel<T, 1>, total, (const T *)x, (const T *)dy, (T *)dx, total, p,
-                    relu);
+    if (pool_pack<T>(p, dy, dx, idx) > 1)
+        cuda_launch(maxpool_backward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, idx, (const T *)dy,
+                    (T *)dx, total, p, relu);
+    else cuda_launch(maxpool_backward_kernel<T, 1>, total, idx, (const T *)dy, (T *)dx, total, p, relu);
 }
 
 template <typename T> static void fill(struct kernels *k) {
-    k->maxpool_forward = maxpool_forward<T>;
+    k->maxpool_forward = cuda_maxpool_forward<T>;
     k->maxpool_backward = maxpool_backward<T>;
 }
 
 void cuda_fill_maxpool(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }
+
+template void cuda_maxpool_forward<float>(const void *, void *, unsigned char *, int, int, int, int, int);
+template void cuda_maxpool_forward<bf16_t>(const void *, void *, unsigned char *, int, int, int, int, int);
