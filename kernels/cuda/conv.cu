@@ -422,15 +422,11 @@ static void small_conv_forward(const struct conv_shape *s, const void *x, const 
     LAUNCH_CHECK();
 }
 
-/* The table's entries for precision P, activations of type T (bf16 with CUDA_BF16, float
- * otherwise). */
+/* y = cuDNN's sums of the convolution (no bias, no activation), in the plan's layout and
+ * precision P; the plan. */
 template <enum cuda_precision P, typename T>
-static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
-                         enum conv_act act, void *ws, size_t ws_bytes) {
-    if (small_forward<P>(s)) {
-        small_conv_forward<T>(s, x, w, b, y, act);
-        return;
-    }
+static struct plan *conv_sums(const struct conv_shape *s, const void *x, const float *w, void *y, void *ws,
+                              size_t ws_bytes) {
     struct plan *p = plan_get(s, BF16_OF(P));
     size_t cudnn_ws_bytes = cudnn_bytes(p, ACTS_OF(P), ws_bytes), ny = (size_t)s->N * s->K * p->Ho * p->Wo;
     void *cudnn_ws = (char *)ws + conversion_bytes(p, ACTS_OF(P));
@@ -448,17 +444,36 @@ static void conv_forward(const struct conv_shape *s, const void *x, const float 
                                         (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
                                         p->y, yo));
     if (ACTS_OF(P)) cuda_from_bf16((const bf16_t *)c.y, (float *)y, ny);
-    bias_act<T>(p, y, b, act);
+    return p;
 }
 
-/* conv_forward into full, then the max pool from it (full: the unpooled maps, kernels.h). */
+/* The table's entries for precision P, activations of type T (bf16 with CUDA_BF16, float
+ * otherwise). */
+template <enum cuda_precision P, typename T>
+static void conv_forward(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
+                         enum conv_act act, void *ws, size_t ws_bytes) {
+    if (small_forward<P>(s)) {
+        small_conv_forward<T>(s, x, w, b, y, act);
+        return;
+    }
+    bias_act<T>(conv_sums<P, T>(s, x, w, y, ws, ws_bytes), y, b, act);
+}
+
+/* The convolution into full (the unpooled maps, kernels.h), then the max pool from it: cuDNN's
+ * sums, with the bias and activation applied by the pool as it reads them (one pass over full
+ * instead of bias_act's two), or our small convolution with its own. */
 template <enum cuda_precision P, typename T>
 static void conv_pool_forward(const struct conv_shape *s, const void *x, const float *w, const float *b,
                               enum conv_act act, int pk, void *full, void *y, unsigned char *winners,
                               void *ws, size_t ws_bytes) {
-    conv_forward<P, T>(s, x, w, b, full, act, ws, ws_bytes);
-    cuda_maxpool_forward<T>(full, y, winners, s->N, s->K, kernels_conv_out(s->H, s->k, s->pad),
-                            kernels_conv_out(s->W, s->k, s->pad), pk);
+    int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
+    if (small_forward<P>(s)) {
+        small_conv_forward<T>(s, x, w, b, full, act);
+        cuda_maxpool_forward<T>(full, y, winners, NULL, CONV_ACT_NONE, s->N, s->K, Ho, Wo, pk);
+        return;
+    }
+    conv_sums<P, T>(s, x, w, full, ws, ws_bytes);
+    cuda_maxpool_forward<T>(full, y, winners, b, act, s->N, s->K, Ho, Wo, pk);
 }
 
 /* db[K] = the sum of dy over n, y, x (float in every precision). */

@@ -293,9 +293,12 @@ static inline int cuda_pack_channels(int C, int HW, int *cstep, const void *a, c
 template <typename T> void cuda_relu_forward(const void *x, void *y, size_t n);
 template <typename T> void cuda_relu_backward(const void *y, const void *dy, void *dx, size_t n);
 template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int N, int C, int HW, int act);
-/* The table's max pool forward on T elements (maxpool.cu), for conv.cu's conv_pool_forward. */
+/* The table's max pool forward on T elements (maxpool.cu), each element of x first taken
+ * through cuda_bias_act's bias b (NULL: none) and activation act and rounded to T, as the pool of
+ * cuda_bias_act's output would read it: conv.cu's conv_pool_forward, without that pass. */
 template <typename T>
-void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k);
+void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, const float *b, int act, int N, int C,
+                          int H, int W, int k);
 /* dst[i] = src[i] rounded to bf16 (nearest even), and widened back (the bf16 copies). */
 void cuda_to_bf16(const float *src, bf16_t *dst, size_t n);
 void cuda_from_bf16(const bf16_t *src, float *dst, size_t n);

@@ -41,9 +41,9 @@ static struct pool pool_shape(int N, int C, int H, int W, int k) {
 }
 
 /* Output o of the pool ([plane][i][j] in NCHW, [n][i][j][c] in NHWC): its window's row i and
- * column j among the windows and the index in x of its top-left element. */
+ * column j among the windows, the index in x of its top-left element, and its channel c. */
 struct window {
-    uint32_t i, j, at;
+    uint32_t i, j, at, c;
 };
 
 __device__ static struct window window_of(uint32_t o, struct pool p) {
@@ -54,23 +54,42 @@ __device__ static struct window window_of(uint32_t o, struct pool p) {
     w.j = q - row * p.wo.d;
     w.i = row - plane * p.ho.d;
     w.at = (plane * p.H * p.W + w.i * p.k * p.W + w.j * p.k) * p.step + c;
+    w.c = p.nhwc ? c : plane - fastdiv_div(plane, p.c) * p.C;
     return w;
 }
 
-/* The maxima of the k x k windows of the V channels at x + at (a pack: cuda.h; rows W * step
- * apart, columns step apart) in m[V] and, in best[V], the row-major offset r * k + c of each
- * one's first occurrence; NaN and the last NaN's offset where a window has one. */
+/* The bias and activation a convolution's output gets before its pool (conv_pool_forward):
+ * b[c] (b not NULL) added, then act (cuda_activate), each value rounded to T as bias_act would
+ * store it, so the maxima and winners are those of the pool of bias_act's output. */
+struct pool_act {
+    const float *b;
+    int act;
+};
+
+template <typename T> __device__ static float activated(float v, struct pool_act a, uint32_t c) {
+    if (!a.b && a.act == CONV_ACT_NONE) return v;
+    v = cuda_activate(a.b ? v + a.b[c] : v, a.act);
+    if constexpr (sizeof(T) == 2) v = __bfloat162float(__float2bfloat16_rn(v));
+    return v;
+}
+
+/* The maxima of the k x k windows of the V channels (from channel w.c) at x + w.at (a pack:
+ * cuda.h; rows W * step apart, columns step apart), each value taken through pa first, in m[V]
+ * and, in best[V], the row-major offset r * k + c of each one's first occurrence; NaN and the
+ * last NaN's offset where a window has one. */
 template <int V, typename T>
-__device__ static void window_max(const T *x, uint32_t at, struct pool p, float *m, int *best) {
+__device__ static void window_max(const T *x, struct window w, struct pool p, struct pool_act pa, float *m,
+                                  int *best) {
     int k = (int)p.k;
-    pack_load<V>(x, at, m);
-    for (int e = 0; e < V; e++) best[e] = 0;
+    for (int e = 0; e < V; e++) m[e] = -INFINITY, best[e] = -1;
     for (int r = 0; r < k; r++)
         for (int c = 0; c < k; c++) {
             float v[V];
-            pack_load<V>(x, at + (r * p.W + c) * p.step, v);
-            for (int e = 0; e < V; e++)
-                if (v[e] > m[e] || isnan(v[e])) m[e] = v[e], best[e] = r * k + c;
+            pack_load<V>(x, w.at + (r * p.W + c) * p.step, v);
+            for (int e = 0; e < V; e++) {
+                v[e] = activated<T>(v[e], pa, w.c + e);
+                if (best[e] < 0 || v[e] > m[e] || isnan(v[e])) m[e] = v[e], best[e] = r * k + c;
+            }
         }
 }
 
@@ -90,12 +109,12 @@ __device__ static void store_winners(unsigned char *idx, uint32_t o, const float
  * x's values, so storing it loses nothing. The winners go to idx unless it is NULL. */
 template <typename T, int V>
 __global__ static void maxpool_forward_kernel(const T *x, T *y, unsigned char *idx, uint32_t total,
-                                              struct pool p) {
+                                              struct pool p, struct pool_act pa) {
     GRID_STRIDE32(j, total / V) {
         uint32_t o = j * V;
         float m[V];
         int best[V];
-        window_max<V>(x, window_of(o, p).at, p, m, best);
+        window_max<V>(x, window_of(o, p), p, pa, m, best);
         pack_store<V>(y, o, m);
         if (idx) store_winners<V>(idx, o, m, best);
     }
@@ -147,15 +166,22 @@ static int pool_pack(struct pool p, const void *a, const void *b, const void *c 
 }
 
 template <typename T>
-void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k) {
+void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, const float *b, int act, int N, int C,
+                          int H, int W, int k) {
     if (H < k || W < k) return; /* no window: y is empty */
     CHECK(k * k <= MAXPOOL_PASSES);
     struct pool p = pool_shape(N, C, H, W, k);
+    struct pool_act pa = {b, act};
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
     if (pool_pack<T>(p, x, y, idx) > 1) /* idx: V-byte stores */
         cuda_launch(maxpool_forward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x, (T *)y, idx,
-                    total, p);
-    else cuda_launch(maxpool_forward_kernel<T, 1>, total, (const T *)x, (T *)y, idx, total, p);
+                    total, p, pa);
+    else cuda_launch(maxpool_forward_kernel<T, 1>, total, (const T *)x, (T *)y, idx, total, p, pa);
+}
+
+template <typename T>
+static void maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int C, int H, int W, int k) {
+    cuda_maxpool_forward<T>(x, y, idx, NULL, CONV_ACT_NONE, N, C, H, W, k);
 }
 
 template <typename T>
@@ -174,11 +200,13 @@ static void maxpool_backward(const unsigned char *idx, const void *dy, void *dx,
 }
 
 template <typename T> static void fill(struct kernels *k) {
-    k->maxpool_forward = cuda_maxpool_forward<T>;
+    k->maxpool_forward = maxpool_forward<T>;
     k->maxpool_backward = maxpool_backward<T>;
 }
 
 void cuda_fill_maxpool(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }
 
-template void cuda_maxpool_forward<float>(const void *, void *, unsigned char *, int, int, int, int, int);
-template void cuda_maxpool_forward<bf16_t>(const void *, void *, unsigned char *, int, int, int, int, int);
+template void cuda_maxpool_forward<float>(const void *, void *, unsigned char *, const float *, int, int, int,
+                                          int, int, int);
+template void cuda_maxpool_forward<bf16_t>(const void *, void *, unsigned char *, const float *, int, int,
+                                           int, int, int, int);
