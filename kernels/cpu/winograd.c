@@ -691,6 +691,17 @@ static void grad_filters(int m, const float *dU, size_t stride, int parts, int C
     BY_TILE(m, grad_filters_m, dU, stride, parts, C, K, dw);
 }
 
+/* A fused pool's room, the last plane_floats(tl) before end (a thread's workspace): returns the
+ * plane; cols[0] and cols[1] after it, the offsets (oidx) of the even and the odd columns. */
+static float *pool_room(struct tiling tl, float *end, const int *oidx, int W, int *cols[2]) {
+    size_t n = round16((size_t)tl.TW * tl.m);
+    float *plane = end - plane_floats(tl);
+    cols[0] = (int *)(plane + round16((size_t)tl.TH * tl.m * tl.TW * tl.m)), cols[1] = cols[0] + n;
+    for (size_t j = 0; j < n; j++)
+        for (int e = 0; e < 2; e++) cols[e][j] = (int)j < W / 2 ? oidx[2 * j + e] : 0;
+    return plane;
+}
+
 /* Plane p (image * out + channel) of a fused max pool, from the output plane xp[H][W]. */
 static void pool_output_plane(const struct pool_out *pool, const float *xp, size_t p, int H, int W) {
     size_t at = p * (size_t)(H / pool->k) * (W / pool->k);
@@ -725,20 +736,16 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         int chunks = (N + g - 1) / g;
         size_t vs = slot_stride(in * cap), ms = slot_stride(out * cap), ss = slot_stride(cap);
         float *V = thread_base + stride * (size_t)omp_get_thread_num(); /* slots vs apart */
-        float *plane = V + stride - plane_floats(tl);                   /* a fused pool's (plane_floats) */
-        int *cols[2];
-        cols[0] = (int *)(plane + round16((size_t)tl.TH * m * tl.TW * m)),
-        cols[1] = cols[0] + round16((size_t)tl.TW * m);
-        float *Mt = V + A2 * vs; /* ms apart */
-        float *S = Mt + A2 * ms; /* ss apart */
+        float *Mt = V + A2 * vs;                                        /* ms apart */
+        float *S = Mt + A2 * ms;                                        /* ss apart */
         float *gws = S + A2 * ss;
         float *pad = gws + gemm_workspace_floats(); /* g padded planes, then the offsets */
         int *idx = (int *)(pad + (size_t)chunk_images(tl, in + out) * pad_floats(tl));
         int PW = tl.TW * m + 2, *oidx = idx + cap;
         tile_offsets(tl, 1, g, cap, idx);
         row_offsets(tl, W, ss, oidx);
-        for (int j = 0; j < (int)round16((size_t)tl.TW * m); j++)
-            for (int e = 0; e < 2; e++) cols[e][j] = j < W / 2 ? oidx[2 * j + e] : 0;
+        int *cols[2];
+        float *plane = pool_room(tl, V + stride, oidx, W, cols);
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
         if (packed) {
 #pragma omp for schedule(static)
