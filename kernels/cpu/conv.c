@@ -99,9 +99,8 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
 
 /* Whether the forward runs small_conv.c's direct kernel: few input channels (a first layer on
  * RGB: C k^2 <= SMALL_CONV_CKK), except on AMX tiles, which im2col's chunks keep busy. */
-static int direct_forward(const struct conv_shape *s, int tiles) {
-    return !tiles && s->C * s->k * s->k <= SMALL_CONV_CKK;
-}
+static int few_inputs(const struct conv_shape *s) { return s->C * s->k * s->k <= SMALL_CONV_CKK; }
+static int direct_forward(const struct conv_shape *s, int tiles) { return !tiles && few_inputs(s); }
 
 /* Whether this pass's products run on AMX tiles (the bf16 path in use; gemm_bf16_select may
  * change it between calls). */
@@ -115,7 +114,7 @@ static size_t workspace_bytes(const struct conv_shape *s) {
     int threads = omp_get_max_threads();
     size_t floats = per_thread_floats(s, images_per_gemm(s, 1)) * (size_t)threads +
                     round16((size_t)s->K * s->C * s->k * s->k); /* + the filters transposed */
-    size_t direct = cpu_small_conv_workspace_floats(s, threads);
+    size_t direct = few_inputs(s) ? cpu_small_conv_workspace_floats(s, threads) : 0;
     if (direct > floats) floats = direct;
     for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
         struct conv_plan p = plan(s, math, 0);

@@ -18,12 +18,7 @@
 #ifndef KERNELS_CPU_GELU_VEC_H
 #define KERNELS_CPU_GELU_VEC_H
 
-#include "isa.h"
-
-typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
-typedef int vi __attribute__((vector_size(VEC * sizeof(int))));
-/* The same vector at any float-aligned address. */
-typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
+#include "vec.h"
 
 #define INV_SQRT_2PI 0.39894228040143267794f
 #define A_MAX        14.0f  /* |x| is clamped here (H's range); Phi(-14) = 8e-45 */
@@ -33,11 +28,6 @@ typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeo
 #define LN2_HI       0.693359375f /* 9 bits: n LN2_HI is exact for |n| < 2^15 */
 #define LN2_LO       -2.12194442e-4f
 #define ROUNDER      12582912.0f /* 1.5 * 2^23: adding it rounds |v| < 2^22 to an integer */
-
-static inline vf splat(float v) { return (vf){0} + v; }
-
-/* m ? a : b per lane, m all ones or all zeros (a comparison's result). */
-static inline vf blend(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
 
 /* exp(h + l) for h <= 0, |l| < 0.1 (a small correction to h), 0 where h < EXP_MIN. Cody-Waite:
  * exp = 2^n exp(r), n = round((h + l) / ln 2), r = h + l - n ln 2 in [-ln2/2, ln2/2]; exp(r) =
@@ -92,9 +82,9 @@ static inline vf lower_tail(vf a, vf *gauss) {
 /* Phi(x), and exp(-x^2 / 2) in *gauss. */
 static inline vf normal_cdf(vf x, vf *gauss) {
     vf a = (vf)((vi)x & 0x7fffffff);
-    a = blend(a < A_MAX, a, splat(A_MAX)); /* also NaN; y and dx stay NaN through x */
+    a = vselect(a < A_MAX, a, splat(A_MAX)); /* also NaN; y and dx stay NaN through x */
     vf tail = lower_tail(a, gauss);
-    return blend(a < CENTRAL, central_cdf(x), blend(x < 0.0f, tail, 1.0f - tail));
+    return vselect(a < CENTRAL, central_cdf(x), vselect(x < 0.0f, tail, 1.0f - tail));
 }
 
 static inline vf load(const float *p) { return *(const vfu *)p; }

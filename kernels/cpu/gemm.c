@@ -7,6 +7,7 @@
 #include "gemm.h"
 #include "../../common/err.h"
 #include "isa.h"
+#include "vec.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -22,9 +23,7 @@
 #define MC 96
 #define NC 512
 
-typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
-/* The same vector at any float-aligned address (rows of C). */
-typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
+/* vf, and vfu for rows of C at any float-aligned address: vec.h. */
 
 /* B panels are read with aligned vector loads (vf): 64 bytes covers every path's VEC. */
 static int aligned64(const void *p) { return ((uintptr_t)p & 63) == 0; }

@@ -49,6 +49,7 @@
 #include "cpu.h"
 #include "gemm.h"
 #include "isa.h"
+#include "vec.h"
 
 #include <omp.h>
 #include <string.h>
@@ -170,14 +171,7 @@ size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, 
 }
 #endif
 
-/* ---- Vectors of tiles (or of filters): VEC lanes, written with GCC's vector extension so the
- * transforms are vector code whatever the compiler makes of their small loops ---- */
-
-typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
-/* The same vector at any float-aligned address. */
-typedef float vfu __attribute__((vector_size(VEC * sizeof(float)), aligned(sizeof(float))));
-/* Lane masks of comparisons (-1 true, 0 false). */
-typedef int vi __attribute__((vector_size(VEC * sizeof(int))));
+/* ---- Vectors of tiles (or of filters): vec.h's VEC lanes ---- */
 
 #if VEC == 16
 typedef __mmask16 lanes;
@@ -568,9 +562,6 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, const int *oidx, f
     }
 }
 
-/* m ? a : b per lane, m all ones or all zeros (a comparison's result). */
-INLINE vf select_v(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
-
 typedef unsigned char vb __attribute__((vector_size(VEC)));
 
 /* A fused 2x2 max pool of one plane straight from its tiles' outputs (read as scatter_tiles
@@ -594,9 +585,9 @@ INLINE void pool_tiles_m(int m, const float *Y, size_t ys, const int *const cols
                 if (relu) x[e] = (vf)((vi)x[e] & ~(x[e] <= 0.0f));
             }
             vi t1 = (x[1] > x[0]) | (x[1] != x[1]), t3 = (x[3] > x[2]) | (x[3] != x[3]);
-            vf m01 = select_v(t1, x[1], x[0]), m23 = select_v(t3, x[3], x[2]);
+            vf m01 = vselect(t1, x[1], x[0]), m23 = vselect(t3, x[3], x[2]);
             vi t = (m23 > m01) | (m23 != m23);
-            vf mx = select_v(t, m23, m01);
+            vf mx = vselect(t, m23, m01);
             store_n(y + (size_t)i * Wo + j, 1, mx, n);
             if (!ip) continue;
             vi best = (t & (2 | (t3 & 1))) | (~t & t1 & 1) | (~(mx <= 0.0f) & MAXPOOL_PASSES);
@@ -744,8 +735,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
         int PW = tl.TW * m + 2, *oidx = idx + cap;
         tile_offsets(tl, 1, g, cap, idx);
         row_offsets(tl, W, ss, oidx);
-        int *cols[2];
-        float *plane = pool_room(tl, V + stride, oidx, W, cols);
+        int *cols[2] = {NULL, NULL};
+        float *plane = pool ? pool_room(tl, V + stride, oidx, W, cols) : NULL;
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
         if (packed) {
 #pragma omp for schedule(static)
