@@ -211,15 +211,13 @@ int main(int argc, char **argv) {
         config_recipe(&recipe, net->name);
         tta = recipe.tta;
     }
-    int *pred = XALLOC((size_t)batch * sizeof(int));
     struct scores sc = {.tta = tta};
-    evaluate_range(&m, &data.test, 0, data.test.n, tta, pred, sc.conf);
+    evaluate_range(&m, &data.test, 0, data.test.n, tta, sc.conf);
     scores_sum(&sc);
     scores_print(&sc);
     if (json_file && scores_write_json(&sc, json_file, model_file, &info, net->name, &e) != 0)
         err_die(1, "%s", e.msg);
     double accuracy = 100.0 * sc.correct / sc.total;
-    free(pred);
     checkpoint_state_free(&st);
     model_free(&m);
     cifar_free(&data);

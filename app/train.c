@@ -189,7 +189,7 @@ static double test_accuracy(struct trainer *t, int tta) {
     const struct cifar_set *test = &t->data.test;
     int begin, end;
     trainer_test_slice(t, &begin, &end);
-    evaluate_range(&t->m, test, begin, end, tta, t->pred, conf);
+    evaluate_range(&t->m, test, begin, end, tta, conf);
     double right = 0;
     for (int k = 0; k < CIFAR_CLASSES; k++) right += (double)conf[k][k];
     dist_allreduce_sum_double(&right, 1);

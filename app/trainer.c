@@ -176,7 +176,6 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     CHECK(cfg.len < sizeof t->info.config);
     memcpy(t->info.config, cfg.s, cfg.len + 1);
     strbuf_free(&cfg);
-    t->pred = XALLOC((size_t)t->batch * sizeof(int));
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
 }
 
@@ -211,7 +210,7 @@ void trainer_warm_up(struct trainer *t) {
         long confusion[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
         trainer_test_slice(t, &begin, &end);
         if (end - begin > t->batch) end = begin + t->batch;
-        if (end > begin) evaluate_range(m, &t->data.test, begin, end, t->c.tta, t->pred, confusion);
+        if (end > begin) evaluate_range(m, &t->data.test, begin, end, t->c.tta, confusion);
     }
     if (t->d.rank == 0)
         printf("warm-up: %d steps' forward and backward on zero images, untimed, undone (CIFAR10_WARM_UP)\n",
@@ -225,7 +224,7 @@ void trainer_test_slice(const struct trainer *t, int *begin, int *end) {
 }
 
 void trainer_free(struct trainer *t) {
-    free(t->pred), free(t->perm), free(t->checkpoint_file), free(t->metrics_file);
+    free(t->perm), free(t->checkpoint_file), free(t->metrics_file);
     metrics_close(&t->metrics);
     tensorboard_close(&t->tb);
     dist_grads_free(t->grads);

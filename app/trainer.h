@@ -46,7 +46,6 @@ struct trainer {
     struct run_info info;     /* run id, epochs done, global step, settings */
     char device[768];         /* what --device chose for this rank */
     struct dist_grads *grads; /* bucketed gradient allreduce */
-    int *pred;                /* [batch] */
     int *perm;                /* [train.n] this epoch's order */
     int warm_up;              /* untimed steps before the run (trainer_warm_up) */
 };

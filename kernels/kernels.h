@@ -273,6 +273,11 @@ struct kernels {
      * ema = p and weight 0 leaves ema exactly. */
     void (*lookahead_update)(float *p, float *ema, size_t n, float weight);
 
+    /* Test-time augmentation's weighted sum of logits: sum[n] (float) = weight * z[n] with add
+     * 0 (sum is not read), else fmaf(weight, z[n], sum[n]): one rounding on every backend; z
+     * holds activations (a forward's logits). */
+    void (*logits_add)(const void *z, float *sum, size_t n, float weight, int add);
+
     /* Graphs (CUDA graphs): capture_begin makes the compute-queue ops called after it, up to
      * capture_end, be recorded instead of run, and returns 0; or returns -1 where the backend
      * cannot (the CPU), which records nothing and changes nothing. capture_end returns the

@@ -16,9 +16,10 @@
 #define EVALUATE_TTA_MAX 2
 
 /* Adds to confusion[true][predicted] the predictions for images [begin, end) of set at TTA
- * level tta (0..EVALUATE_TTA_MAX), in batches of up to min(m->max_batch, 1024); pred:
- * [max_batch] ints of host scratch. The batches are its own (model/batches.h). */
-void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta, int *pred,
+ * level tta (0..EVALUATE_TTA_MAX), in batches of up to min(m->max_batch, 1024). The batches
+ * are its own (model/batches.h); each batch's images go up once, its views' logits are summed
+ * on the device (kernels.h logits_add, in view order) and come down once. */
+void evaluate_range(struct model *m, const struct cifar_set *set, int begin, int end, int tta,
                     long confusion[CIFAR_CLASSES][CIFAR_CLASSES]);
 
 /* Plans (model_plan_batch) the batch sizes evaluate_range meets on images [begin, end) that

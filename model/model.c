@@ -565,13 +565,18 @@ int model_forward_backward(struct model *m, const struct model_input *in) {
     return in->n;
 }
 
+const void *model_logits(struct model *m, const struct model_input *in) {
+    forward(m, prepare_input(m, in), 0);
+    return m->layers[m->nlayers - 1].act;
+}
+
 int model_predict(struct model *m, const struct model_input *in, int *pred_host, float *logits_host) {
-    int n = prepare_input(m, in), classes = m->net->classes;
-    forward(m, n, 0);
+    int n = in->n, classes = m->net->classes;
+    const void *z = model_logits(m, in);
     float *host = m->host_logits;
     size_t count = (size_t)n * classes, e = m->k->act_size;
     void *raw = e == sizeof(float) ? (void *)host : m->host_raw;
-    m->k->download(raw, m->layers[m->nlayers - 1].act, count * e);
+    m->k->download(raw, z, count * e);
     if (raw != host) kernels_act_to_float(e, raw, host, count);
     for (int i = 0; i < n; i++) {
         const float *z = host + (size_t)i * classes;

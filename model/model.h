@@ -157,6 +157,11 @@ void model_plan_batch(struct model *m, int n);
  * return before the device has finished; returns the batch size. */
 int model_forward_backward(struct model *m, const struct model_input *in);
 
+/* Eval-mode forward (batch-norm running statistics) of in's n images, issued on the compute
+ * queue: returns their logits [n][classes] (activations, in the backend's memory), valid until
+ * the next call that runs the model. */
+const void *model_logits(struct model *m, const struct model_input *in);
+
 /* Eval-mode forward (batch-norm running statistics): predictions (argmax, first maximum on
  * ties) go to pred_host[n]; logits_host[n][classes] too when not NULL. Returns n. */
 int model_predict(struct model *m, const struct model_input *in, int *pred_host, float *logits_host);

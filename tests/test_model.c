@@ -8,6 +8,7 @@
 #include "../data/augment.h"
 #include "../data/cifar.h"
 #include "../model/batches.h"
+#include "../model/evaluate.h"
 #include "../model/model.h"
 #include "check.h"
 #include "test_nets.h"
@@ -402,6 +403,85 @@ static void test_graphs_fallback(void) {
     free(set.records), free(raw);
 }
 
+/* TTA's views (model/evaluate.h, legacy/airbench94.py's infer_mirror_translate): crop offsets,
+ * flip, weight. */
+struct tta_view {
+    int dx, dy, flip;
+    float weight;
+};
+static const struct tta_view tta_views[][6] = {
+    {{4, 4, 0, 1.0f}},
+    {{4, 4, 0, 0.5f}, {4, 4, 1, 0.5f}},
+    {{4, 4, 0, 0.25f},
+     {4, 4, 1, 0.25f},
+     {3, 3, 0, 0.125f},
+     {3, 3, 1, 0.125f},
+     {5, 5, 0, 0.125f},
+     {5, 5, 1, 0.125f}},
+};
+static const int tta_nviews[] = {1, 2, 6};
+
+/* The reference of evaluate_logits: each view of images [at, at + n) of set scored alone by
+ * model_predict, the logits summed on the host in view order (w z, then fmaf), into sum[n][10]. */
+static void tta_reference(struct model *m, struct batches *q, const struct cifar_set *set, int at, int n,
+                          int tta, float *sum) {
+    int idx[64], pred[64];
+    float logits[64 * 10];
+    for (int i = 0; i < n; i++) idx[i] = at + i;
+    for (int v = 0; v < tta_nviews[tta]; v++) {
+        const struct tta_view *view = &tta_views[tta][v];
+        struct batch *b = batches_next(q);
+        augment_gather(set, idx, n, 0, 0, AUGMENT_NONE, b->img, b->geom, b->labels);
+        for (int i = 0; i < n; i++)
+            b->geom[3 * i] = view->dx, b->geom[3 * i + 1] = view->dy, b->geom[3 * i + 2] = view->flip;
+        b->reflect = 1;
+        batches_submit(q, n);
+        struct model_input in;
+        int slot = batches_take(q, &in);
+        model_predict(m, &in, pred, logits);
+        batches_release(q, slot);
+        for (int j = 0; j < n * 10; j++)
+            sum[j] = v ? fmaf(view->weight, logits[j], sum[j]) : view->weight * logits[j];
+    }
+}
+
+/* evaluate_logits at TTA levels 0, 1 and 2 bit for bit as the views scored one by one
+ * (tta_reference), over chunks of max_batch 8 with a partial last one (23 images from image
+ * 3 on), on cpu and cpu-bf16-act; evaluate_range's confusion counts the argmax of those sums. */
+static void test_evaluate(void) {
+    uint8_t *raw;
+    struct cifar_set set = check_random_set(40, 11, &raw);
+    const struct kernels *tables[] = {kernels_cpu(), kernels_cpu_bf16_act()};
+    enum { AT = 3, N = 23, MB = 8 };
+    for (int t = 0; t < 2; t++)
+        for (int tta = 0; tta <= EVALUATE_TTA_MAX; tta++) {
+            struct model m;
+            struct batches q;
+            model_init(&m, &test_net, tables[t], MB, 5);
+            batches_init(&q, m.k, MB);
+            float got[N * 10], want[N * 10];
+            long conf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}}, wconf[CIFAR_CLASSES][CIFAR_CLASSES] = {{0}};
+            evaluate_logits(&m, &set, AT, AT + N, tta, got);
+            evaluate_range(&m, &set, AT, AT + N, tta, conf);
+            for (int at = 0; at < N; at += MB)
+                tta_reference(&m, &q, &set, AT + at, N - at < MB ? N - at : MB, tta, want + at * 10);
+            for (int i = 0; i < N; i++) {
+                int arg = 0;
+                for (int j = 1; j < 10; j++) arg = want[i * 10 + j] > want[i * 10 + arg] ? j : arg;
+                wconf[cifar_label(&set, AT + i)][arg]++;
+            }
+            EXPECT(memcmp(got, want, sizeof got) == 0,
+                   "%s TTA level %d: evaluate_logits differs from the views scored one by one", m.k->name,
+                   tta);
+            EXPECT(memcmp(conf, wconf, sizeof conf) == 0,
+                   "%s TTA level %d: evaluate_range's confusion differs from the sums' argmax", m.k->name,
+                   tta);
+            batches_free(&q);
+            model_free(&m);
+        }
+    free(set.records), free(raw);
+}
+
 /* The first step on one batch of n images on m[0] and m[1] (the same state): loss and
  * gradients of each in loss[j], grads[j]; then both score the same images: logits[j], pred[j]. */
 static void step_both(struct model m[2], const struct cifar_set *set, int n, float loss[2], float *grads[2],
@@ -538,5 +618,6 @@ int main(void) {
     test_pools_fused();
     test_grouped_update();
     test_graphs_fallback();
+    test_evaluate();
     return check_summary("test_model");
 }

@@ -26,11 +26,11 @@
  *   relative L2 error <= 1e-5: conv, linear, batch norm (y, saved and running statistics,
  *       gradients), GELU: float arithmetic that differs only in summation order and rounding;
  *   relative L2 error <= 1e-6: softmax cross-entropy (loss, dlogits), SGD (3 steps),
- *       lookahead;
+ *       lookahead, logits_add's sum;
  *   exact (==): ReLU, flatten, max pool (values, and the gradient's routing to the first maximum
  *       on ties, or to the last NaN), the argmax count of softmax cross-entropy, the
  *       asynchronous copies, lookahead with decay 0 and 1 (torch.lerp's formula lands on an end
- *       exactly) and its p == ema;
+ *       exactly) and its p == ema, logits_add (the float product w z; fmaf(w, z, sum));
  *   relative L2 error <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a
  *       float sum and keeps 1e-5). Operands rounded to bf16 carry up to 2^-8 relative error
  *       each; measured here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5.8e-3.
@@ -91,12 +91,13 @@ enum op {
     OP_LOOKAHEAD,
     OP_COPY,
     OP_FLATTEN,
+    OP_LOGITS,
     OP_COUNT
 };
 static const char *const op_names[OP_COUNT] = {
-    "input_prepare", "conv",   "relu",         "gelu",       "maxpool",
-    "batchnorm",     "linear", "softmax_xent", "sgd_update", "lookahead_update",
-    "async copies",  "flatten"};
+    "input_prepare", "conv",    "relu",         "gelu",       "maxpool",
+    "batchnorm",     "linear",  "softmax_xent", "sgd_update", "lookahead_update",
+    "async copies",  "flatten", "logits_add"};
 
 enum {
     F_BIAS = 1 << 0,       /* conv, linear: with a bias */
@@ -156,6 +157,10 @@ struct op_case {
         struct {
             int N, C, HW;
         } flat;
+        struct {
+            int n;
+            float weight;
+        } logits;
         int n; /* relu, gelu, async copies */
     };
 };
@@ -360,6 +365,9 @@ static const struct op_case cases[] = {
     CONV(2, 16, 16, 8, 8, 3, 1, F_GELU | F_POOL),
     CONV(1, 16, 20, 40, 38, 3, 1, F_BIAS | F_RELU | F_POOL),  /* 19 windows a row: a vector and 3 */
     CONV(2, 16, 18, 11, 10, 3, 1, F_BIAS | F_RELU | F_POOL3), /* 3x3 windows: through a plane */
+    /* logits_add: TTA level 2's weight over a 1024-image chunk's logits, and an odd length */
+    {OP_LOGITS, 0, .logits = {10240, 0.25f}},
+    {OP_LOGITS, 0, .logits = {1001, 0.3f}}, /* a weight whose products round */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -1177,6 +1185,31 @@ static void run_flatten(const struct op_case *c) {
     expect_abs("unflattened", host_act(gx, N, C, HW), ref, n, 0);
 }
 
+/* ---- logits_add ---- */
+
+/* The first view (add 0) writes w * z, the float product, exactly; a later one (add 1) fmaf(w,
+ * z, sum) exactly, one rounding on every backend, and so within TOL_FINE of the double sum. */
+static void run_logits(const struct op_case *c) {
+    size_t n = (size_t)c->logits.n;
+    float w = c->logits.weight;
+    name_case(c, "logits_add n %zu weight %g", n, w);
+    float *z = hfill(n, -5, 5), *s = hfill(n, -3, 3);
+    act_round(z, n);
+    double *first = dnew(n), *added = dnew(n);
+    float *fused = hnew(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        first[i] = (float)w * z[i], added[i] = (double)w * z[i] + s[i], fused[i] = fmaf(w, z[i], s[i]);
+    void *gz = dev_flat(z, n);
+    float *gfirst = dev_nan(n), *gsum = dev_of(s, n);
+    B->logits_add(gz, gfirst, n, w, 0);
+    B->logits_add(gz, gsum, n, w, 1);
+    expect_abs("first view", host_of(gfirst, n), first, n, 0);
+    float *hsum = host_of(gsum, n);
+    expect_rel("added view", hsum, added, n, TOL_FINE);
+    EXPECT(memcmp(hsum, fused, n * sizeof(float)) == 0, "%s: %s: added view is not fmaf(w, z, sum)", where,
+           what);
+}
+
 /* ---- The runner ---- */
 
 typedef void run_fn(const struct op_case *c);
@@ -1185,6 +1218,7 @@ static run_fn *const runners[] = {
     [OP_GELU] = run_gelu,           [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm,
     [OP_LINEAR] = run_linear,       [OP_XENT] = run_xent,       [OP_SGD] = run_sgd,
     [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,       [OP_FLATTEN] = run_flatten,
+    [OP_LOGITS] = run_logits,
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 

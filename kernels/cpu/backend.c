@@ -91,6 +91,7 @@ static const struct kernels cpu_kernels = {
     .sgd_update = cpu_sgd_update,
     .sgd_update_groups = cpu_sgd_update_groups,
     .lookahead_update = cpu_lookahead_update,
+    .logits_add = cpu_logits_add,
     .capture_begin = cpu_capture_begin,
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,

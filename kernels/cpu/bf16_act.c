@@ -177,6 +177,12 @@ static void softmax_xent(const void *logits, const int *labels, void *dlogits, f
     narrow(tdz, dlogits, n);
 }
 
+static void logits_add(const void *z, float *sum, size_t n, float weight, int add) {
+    float *tz = widen(z, n);
+    base()->logits_add(tz, sum, n, weight, add);
+    free(tz);
+}
+
 const struct kernels *kernels_cpu_bf16_act(void) {
     static struct kernels k;
     static const struct kernels *t;
@@ -200,5 +206,6 @@ const struct kernels *kernels_cpu_bf16_act(void) {
     k.linear_forward = linear_forward;
     k.linear_backward = linear_backward;
     k.softmax_xent = softmax_xent;
+    k.logits_add = logits_add;
     return t = cpu_table_checked(&k);
 }

@@ -1,6 +1,6 @@
 /* CPU implementations of the ops in kernels/kernels.h, one file per op (input.c, conv.c, relu.c,
- * gelu.c, maxpool.c, batchnorm.c, linear.c, softmax_xent.c, sgd.c: the SGD and lookahead
- * updates), gathered into the table by backend.c. Contracts are those of struct kernels.
+ * gelu.c, maxpool.c, batchnorm.c, linear.c, softmax_xent.c (and the TTA sum of logits), sgd.c: the SGD and
+ * lookahead updates), gathered into the table by backend.c. Contracts are those of struct kernels.
  * Multi-threaded with OpenMP over the current team size; static schedules, so results are
  * reproducible for a given thread count. */
 #ifndef KERNELS_CPU_CPU_H
@@ -74,6 +74,7 @@ void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, f
 void cpu_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
                            const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
 void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
+void cpu_logits_add(const void *z, float *sum, size_t n, float weight, int add);
 
 /* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there;
  * m: the output tile, 2 to 5). Workspace floats for threads threads: of winograd_conv3x3 from

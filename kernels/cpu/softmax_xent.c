@@ -2,6 +2,13 @@
 
 #include <math.h>
 
+/* fmaf, not w * z + s: one rounding whatever the compiler contracts (-ffp-contract=fast), as
+ * the GPU's FFMA. */
+void cpu_logits_add(const void *zv, float *sum, size_t n, float w, int add) {
+    const float *z = zv;
+    for (size_t i = 0; i < n; i++) sum[i] = add ? fmaf(w, z[i], sum[i]) : w * z[i];
+}
+
 void cpu_softmax_xent(const void *logitsv, const int *labels, void *dlogitsv, float *out, int N, int classes,
                       float smoothing, enum xent_reduction reduction) {
     const float *logits = logitsv;

@@ -1,6 +1,6 @@
 /* Softmax cross-entropy: one block; each thread takes whole rows (10 classes), in double as
  * cpu/softmax_xent.c (the same target, smoothing term and divisor, see there), and the loss and
- * correct count are reduced in a fixed order. */
+ * correct count are reduced in a fixed order. And the TTA sum of logits, fmaf as on the CPU. */
 #include "cuda.h"
 
 /* Logits and their gradient of type T (cuda.h). */
@@ -55,6 +55,19 @@ static void softmax_xent(const void *logits, const int *labels, void *dlogits, f
     LAUNCH_CHECK();
 }
 
-template <typename T> static void fill(struct kernels *k) { k->softmax_xent = softmax_xent<T>; }
+template <typename T>
+__global__ static void logits_add_kernel(const T *z, float *sum, uint32_t n, float w, int add) {
+    GRID_STRIDE32(i, n) sum[i] = add ? fmaf(w, act_load(z, i), sum[i]) : w * act_load(z, i);
+}
+
+template <typename T> static void logits_add(const void *z, float *sum, size_t n, float w, int add) {
+    CHECK(n < (1u << 31));
+    cuda_launch(logits_add_kernel<T>, n, (const T *)z, sum, (uint32_t)n, w, add);
+}
+
+template <typename T> static void fill(struct kernels *k) {
+    k->softmax_xent = softmax_xent<T>;
+    k->logits_add = logits_add<T>;
+}
 
 void cuda_fill_softmax_xent(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }
