@@ -11,6 +11,11 @@
 #                                  tree, in the same call: instances of one machine type differ
 #                                  up to 2x in speed, so only a side-by-side run compares two
 #                                  versions
+#   scripts/gpu-check.sh keep DIR  here, after a device call: the call's results (DIR: the folder
+#                                  the tool put them in) into docs/data/gpu/DATE-COMMIT/ to be
+#                                  committed: summary.txt and every text log of the step but the
+#                                  build's and those over 256 KiB, with about.txt (date, commit,
+#                                  GPU, driver, CUDA, cuDNN, Open MPI, PyTorch, CPU)
 #   scripts/gpu-check.sh test      build; tests/test_ops (every op case on the GPU, and on every
 #                                  CPU path that machine has, AMX tiles included, against double
 #                                  precision, activations in NHWC and NCHW, bf16 activations, and
@@ -88,15 +93,57 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "gpu-check.sh: $*" >&2; exit 1; }
-[[ ($# == 1 && $1 != base) || ($# == 2 && $1 == base) ]] || { sed -n '2,/^set /s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[[ ($# == 1 && $1 != base && $1 != keep) || ($# == 2 && ($1 == base || $1 == keep)) ]] ||
+  { sed -n '2,/^set /s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 step=$1
 carry=$PWD/.gpu-carry
+
+# keep DIR: the results of a device call, from the folder the tool returned them in, into
+# docs/data/gpu/DATE-COMMIT/ (DATE and COMMIT from its about.txt): each step's summary.txt and
+# the text files of its tarball, but build.log and any file over 256 KiB (listed in
+# not-kept.txt). A window's steps (test/, perf/) keep their folder names.
+keep() {
+  local from=$1 about tmp dest date commit sub f
+  [[ -d $from ]] || die "keep: $from is not a folder"
+  about=$(find "$from" -name '*-logs.tar.gz' -exec tar -xzOf {} about.txt \; 2>/dev/null | head -n 20)
+  date=$(sed -n 's/^date: \([0-9-]*\).*/\1/p' <<<"$about" | head -n 1)
+  commit=$(sed -n 's/^source: commit \([0-9a-f]\{7\}\).*/\1/p' <<<"$about" | head -n 1)
+  [[ -n $date && -n $commit ]] || die "keep: no about.txt with a date and a commit in $from's tarballs (made by a gpu-check.sh older than keep?)"
+  dest=docs/data/gpu/$date-$commit
+  mkdir -p "$dest"
+  tmp=$(mktemp -d)
+  while IFS= read -r f; do
+    sub=$(dirname "${f#"$from"/}")
+    [[ $sub == . ]] && sub= || sub=$sub/
+    mkdir -p "$tmp/$sub" "$dest/$sub"
+    tar -xzf "$f" -C "$tmp/$sub"
+    [[ -f $(dirname "$f")/summary.txt ]] && cp "$(dirname "$f")/summary.txt" "$dest/${sub}summary.txt"
+  done < <(find "$from" -name '*-logs.tar.gz' | sort)
+  [[ -f $from/summary.txt ]] && cp "$from/summary.txt" "$dest/summary.txt"
+  while IFS= read -r f; do
+    local rel=${f#"$tmp"/}
+    if [[ $(basename "$f") == build.log || $(stat -c %s "$f") -gt 262144 ]]; then
+      echo "$rel ($(stat -c %s "$f") bytes)" >>"$dest/not-kept.txt"
+    else
+      cp "$f" "$dest/$rel"
+    fi
+  done < <(find "$tmp" -type f \( -name '*.log' -o -name '*.txt' \) | sort)
+  rm -rf "$tmp"
+  echo "gpu-check.sh: kept in $dest: $(find "$dest" -type f | wc -l) files, $(du -sh "$dest" | cut -f1)"
+}
+[[ $step == keep ]] && { keep "$2"; exit 0; }
+
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 : >"$out/summary.txt"
-# On exit, however the step ends: every log but summary.txt into one tarball.
+# On exit, however the step ends: our cuDNN as the programs logged it into about.txt, then
+# every log but summary.txt into one tarball.
 pack_logs() {
-  local logs=()
+  local logs=() line
+  if [[ -f $out/about.txt ]]; then
+    line=$(grep -h -m 1 -o 'driver for CUDA [0-9.]*, cuDNN [0-9.]*' "$out"/*.log 2>/dev/null | head -n 1) || true
+    echo "ours: ${line:-no program logged its cuDNN in this step}" >>"$out/about.txt"
+  fi
   mapfile -t logs < <(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.txt' \) ! -name summary.txt -printf '%f\n')
   ((${#logs[@]})) || return 0
   (cd "$out" && tar -czf "$step-logs.tar.gz" "${logs[@]}" && rm -f "${logs[@]}")
@@ -120,6 +167,8 @@ prepare() {
   # airbench94 model it imports from beside itself), so a change of the harness cannot move it.
   git show 0cefd96:scripts/bench_torch.py >"$carry/bench_torch_0cefd96.py"
   git show 0cefd96:scripts/airbench_torch.py >"$carry/airbench_torch.py"
+  # The source the GPU machine gets (the device tool copies the working tree, not .git).
+  echo "commit $(git rev-parse HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' with uncommitted changes')" >"$carry/source.txt"
   du -sh "$carry"
 }
 
@@ -183,14 +232,25 @@ use_mpi() {
   export OMPI_MCA_plm=isolated
 }
 
+# What a step ran on, for its results page: date, source, GPU, driver, CUDA, Open MPI, PyTorch
+# and its cuDNN, CPU (pack_logs adds our cuDNN as the programs log it).
+about() {
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "source: $(cat "$carry/source.txt" 2>/dev/null || echo 'unknown (.gpu-carry/source.txt missing: run prepare)')"
+  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1) (name, driver, memory)"
+  echo "nvcc: $(nvcc --version | tail -n 1)"
+  echo "mpi: $(mpirun --version | head -n 1)"
+  echo "pytorch: $(python3 -c 'import torch; print(torch.__version__, "cuDNN", torch.backends.cudnn.version())' 2>/dev/null || echo none)"
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) CPUs"
+}
+
 build() {
   use_mpi
   use_libs
   use_cudnn
   local arch
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
-  mpirun --version | head -n 1 | tee -a "$out/gpu.txt"
+  about | tee "$out/about.txt"
   make -j"$(nproc)" CUDA=1 CUDA_ARCH="$arch" all "$@" >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; die "build failed"; }
   grep '^CUDA:' "$out/build.log"
 }
