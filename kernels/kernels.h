@@ -170,6 +170,15 @@ struct kernels {
      * dx = dx_mask <= 0 ? 0 : dx (as relu_backward). */
     void (*conv_backward)(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                           float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
+    /* conv_backward of a convolution whose output fed a max pool (window pk, the winners from
+     * its conv_pool_forward), from that pool's output gradient dyp[N][K][Ho/pk][Wo/pk]: dy is
+     * what maxpool_backward(winners, dyp, ..., relu) gives (relu: the convolution's activation
+     * was a ReLU), then conv_backward from it. full[N][K][Ho][Wo] (activations) is scratch for
+     * that dy, which a backend may route as it reads instead, never writing it: its contents
+     * afterwards are unspecified. */
+    void (*conv_pool_backward)(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                               const unsigned char *winners, int pk, int relu, void *full, void *dx,
+                               float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 
     /* y[n] = x[n] <= 0 ? 0 : x[n] (max(x, 0) keeping NaN, as torch.relu); y may equal x. */
     void (*relu_forward)(const void *x, void *y, size_t n);

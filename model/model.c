@@ -452,11 +452,17 @@ static void backward_layer(struct model *m, int i, void *dy, void *dx, int n) {
         break;
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
-        k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws, m->ws_bytes);
+        int j = pool_after(m, i); /* dy is that pool's output gradient; L->act is free scratch */
+        if (j >= 0)
+            k->conv_pool_backward(&s, x, w, dy, m->layers[j].winners, m->layers[j].def->k,
+                                  m->layers[j - 1].relu_backward_fused, L->act, dx, dw, db,
+                                  after_relu ? x : NULL, m->ws, m->ws_bytes);
+        else k->conv_backward(&s, x, w, dy, dx, dw, db, after_relu ? x : NULL, m->ws, m->ws_bytes);
         break;
     }
     case LAYER_MAXPOOL:
-        k->maxpool_backward(L->winners, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu);
+        if (!pooled_in_conv(m, i))
+            k->maxpool_backward(L->winners, dy, dx, n, L->in_c, L->in_h, L->in_w, def->k, after_relu);
         break;
     case LAYER_BATCHNORM: {
         const float *mean = m->bn_saved + L->saved, *invstd = mean + L->in_c;
@@ -510,7 +516,9 @@ static void train_ops(struct model *m, const struct model_input *in) {
             if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, L->grads_begin, ready_end);
             ready_end = L->grads_begin;
         }
-        if (props_of(L)->backward_in_place) continue; /* d now holds the input gradient */
+        /* d now holds the input gradient, or (a pool in its convolution) still its own */
+        if (props_of(L)->backward_in_place || (L->def->kind == LAYER_MAXPOOL && pooled_in_conv(m, i)))
+            continue;
         other = d;
         d = dx;
     }

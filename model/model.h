@@ -100,9 +100,11 @@ struct model {
     /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
     float label_smoothing;
     enum xent_reduction loss_reduction;
-    /* A convolution that feeds a max pool (through a fused ReLU or directly) runs both at once
-     * (conv_pool_forward), so its own output may never be written; with keep_pool_inputs
-     * non-zero (0 after model_init) they run apart, for callers that read that output. */
+    /* A convolution that feeds a max pool (through a fused ReLU or directly) runs both at once,
+     * forward (conv_pool_forward: its own output may never be written) and backward
+     * (conv_pool_backward: the pool's input gradient may never be written); with
+     * keep_pool_inputs non-zero (0 after model_init) they run apart, for callers that read
+     * those. */
     int keep_pool_inputs;
     /* Graphs of training steps: with graphs non-zero (the caller's choice; 0 after model_init),
      * model_forward_backward runs a step whose batch size, batch buffers, loss settings and

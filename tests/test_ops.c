@@ -114,7 +114,7 @@ enum {
     F_GELU = 1 << 11,      /* batchnorm, conv: with the fused GELU (conv: in the forward) */
     F_NAN = 1 << 12,       /* maxpool, relu: NaNs in x (PyTorch propagates them) */
     F_GROUPS = 1 << 13,    /* sgd_update: through sgd_update_groups, two groups and skipped elements */
-    F_POOL = 1 << 14,      /* conv: also conv_pool_forward with a 2x2 max pool */
+    F_POOL = 1 << 14,      /* conv: also conv_pool_forward and conv_pool_backward with a 2x2 max pool */
     F_POOL3 = 1 << 15      /* conv: ... with a 3x3 one */
 };
 static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",       "-db",
@@ -543,20 +543,24 @@ static void expect_same_act(const char *out, const void *d1, const void *d2, siz
     expect_same_bytes(out, d1, d2, n * B->act_size);
 }
 
-/* A conv backward output of the run with other outputs NULL (d1) against the run with all of
- * them (d2), n floats or activations: bit for bit, except on CUDA under
- * CIFAR10_CUDA_ALGOS=fastest, whose algorithms may sum in any order (split-K, atomics): there
- * within tol_products (rel L2) of it. */
+/* A conv backward output d1 against the same output of another run d2 (`against`), n floats or
+ * activations: bit for bit, except on CUDA under CIFAR10_CUDA_ALGOS=fastest, whose algorithms
+ * may sum in any order (split-K, atomics): there within tol_products (rel L2) of it. */
 static int exact_reruns = 1;
-static void expect_rerun(const char *out, const void *d1, const void *d2, size_t n, int act) {
+static void expect_again(const char *out, const void *d1, const void *d2, size_t n, int act,
+                         const char *against) {
     if (exact_reruns) {
-        expect_same_bytes(out, d1, d2, n * (act ? B->act_size : sizeof(float)));
+        expect_equal_bytes(out, d1, d2, n * (act ? B->act_size : sizeof(float)), against);
         return;
     }
     const float *h1 = act ? host_flat(d1, n) : host_of(d1, n), *h2 = act ? host_flat(d2, n) : host_of(d2, n);
     double *ref = dnew(n);
     for (size_t i = 0; i < n; i++) ref[i] = h2[i];
     expect_rel(out, h1, ref, n, tol_products);
+}
+/* The run with other outputs NULL (d1) against the run with all of them (d2). */
+static void expect_rerun(const char *out, const void *d1, const void *d2, size_t n, int act) {
+    expect_again(out, d1, d2, n, act, "the run with every output");
 }
 
 /* ---- input_prepare ---- */
@@ -663,15 +667,27 @@ static void conv_skipped(const struct op_case *c, const void *x, const float *w,
     if (vdb) expect_rerun("db with other outputs NULL", vdb, db, c->conv.K, 0);
 }
 
+/* An output of conv_pool_backward (d1) against the two ops apart (d2), as expect_again. */
+static void expect_apart(const char *out, const void *d1, const void *d2, size_t n, int act) {
+    expect_again(out, d1, d2, n, act, "maxpool_backward, then conv_backward");
+}
+
 /* conv_pool_forward with a pk x pk pool: y and the winners bit for bit those of maxpool_forward on
  * conv_forward's output gy (any difference, even a near-tie decided otherwise, is a defect of
  * the fused path: both compute the same sums); y is also checked against the double reference
- * through gy's own check. With and without winners. */
-static void conv_pooled(const struct conv_shape *s, const void *gx, const float *gw, const float *gb,
-                        enum conv_act act, int pk, const void *gy, void *ws, size_t ws_bytes) {
+ * through gy's own check. With and without winners. Then conv_pool_backward from a pooled
+ * gradient with those winners (through the ReLU when act is one; dx, dw, db as the case's
+ * flags leave them) as maxpool_backward into a map and conv_backward from it give them (both
+ * checked against double precision by their own cases). */
+static void conv_pooled(const struct op_case *c, const void *gx, const float *gw, const float *gb,
+                        enum conv_act act, int pk, const void *gy, const void *mask, void *ws,
+                        size_t ws_bytes) {
+    const struct conv_shape *s = &c->conv;
     int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
-    size_t np = (size_t)s->N * s->K * (Ho / pk) * (Wo / pk);
-    void *ry = dev_act_nan(np), *y = dev_act_nan(np), *full = dev_act_nan((size_t)s->N * s->K * Ho * Wo);
+    size_t np = (size_t)s->N * s->K * (Ho / pk) * (Wo / pk), nfull = (size_t)s->N * s->K * Ho * Wo, nx, nw,
+           ny;
+    conv_sizes(s, &nx, &nw, &ny);
+    void *ry = dev_act_nan(np), *y = dev_act_nan(np), *full = dev_act_nan(nfull);
     unsigned char *rwin = dev_alloc(np), *win = dev_alloc(np);
     B->maxpool_forward(gy, ry, rwin, s->N, s->K, Ho, Wo, pk);
     B->conv_pool_forward(s, gx, gw, gb, act, pk, full, y, win, ws, ws_bytes);
@@ -681,6 +697,20 @@ static void conv_pooled(const struct conv_shape *s, const void *gx, const float 
     y = dev_act_nan(np);
     B->conv_pool_forward(s, gx, gw, gb, act, pk, full, y, NULL, ws, ws_bytes);
     expect_equal_bytes("pooled y without winners", y, ry, np * B->act_size, unfused);
+
+    float *dyp = hfill(np, -1, 1);
+    act_round(dyp, np);
+    void *gdyp = dev_act(dyp, s->N, s->K, (Ho / pk) * (Wo / pk)), *rfull = dev_act_nan(nfull);
+    int relu = act == CONV_ACT_RELU;
+    void *rdx = c->flags & F_NO_DX ? NULL : dev_act_nan(nx), *dx = rdx ? dev_act_nan(nx) : NULL;
+    float *rdw = dev_nan(nw), *dw = dev_nan(nw), *rdb = gb ? dev_nan(s->K) : NULL,
+          *db = gb ? dev_nan(s->K) : NULL;
+    B->maxpool_backward(win, gdyp, rfull, s->N, s->K, Ho, Wo, pk, relu);
+    B->conv_backward(s, gx, gw, rfull, rdx, rdw, rdb, mask, ws, ws_bytes);
+    B->conv_pool_backward(s, gx, gw, gdyp, win, pk, relu, full, dx, dw, db, mask, ws, ws_bytes);
+    if (dx) expect_apart("dx from the pooled gradient", dx, rdx, nx, 1);
+    expect_apart("dw from the pooled gradient", dw, rdw, nw, 0);
+    if (db) expect_apart("db from the pooled gradient", db, rdb, s->K, 0);
 }
 
 static void run_conv(const struct op_case *c) {
@@ -716,7 +746,7 @@ static void run_conv(const struct op_case *c) {
     expect_rel("db", host_of(gdb, s->K), rdb, s->K, TOL);
     conv_skipped(c, gx, gw, gdy, mask, ws, ws_bytes, gdx, gdw, gdb);
     if (c->flags & (F_POOL | F_POOL3))
-        conv_pooled(s, gx, gw, gb, act, c->flags & F_POOL ? 2 : 3, gy, ws, ws_bytes);
+        conv_pooled(c, gx, gw, gb, act, c->flags & F_POOL ? 2 : 3, gy, mask, ws, ws_bytes);
 }
 
 /* ---- relu, gelu ---- */

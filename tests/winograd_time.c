@@ -57,11 +57,11 @@ static void time_shape(int N, int C, int K, int H, int m, int reps) {
     CHECK(t);
     for (int r = -1; r < reps; r++) {
         double t0 = now();
-        winograd_conv3x3(x, w, 0, NULL, 0, NULL, NULL, y, N, C, K, H, H, m, GEMM_FP32, ws);
+        winograd_conv3x3(x, NULL, w, 0, NULL, 0, NULL, NULL, y, N, C, K, H, H, m, GEMM_FP32, ws);
         double t1 = now();
-        winograd_conv3x3(dy, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
+        winograd_conv3x3(dy, NULL, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
         double t2 = now();
-        winograd_filter_grad(x, dy, dw, N, C, K, H, H, m, GEMM_FP32, ws);
+        winograd_filter_grad(x, dy, NULL, dw, N, C, K, H, H, m, GEMM_FP32, ws);
         double t3 = now();
         if (r >= 0) t[r] = t1 - t0, t[reps + r] = t2 - t1, t[2 * reps + r] = t3 - t2;
     }

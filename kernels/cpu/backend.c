@@ -74,6 +74,7 @@ static const struct kernels cpu_kernels = {
     .conv_forward = cpu_conv_forward,
     .conv_pool_forward = cpu_conv_pool_forward,
     .conv_backward = cpu_conv_backward,
+    .conv_pool_backward = cpu_conv_pool_backward,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
     .gelu_forward = cpu_gelu_forward,
@@ -106,6 +107,7 @@ static struct kernels bf16_of(struct kernels k) {
     k.conv_forward = cpu_conv_forward_bf16;
     k.conv_pool_forward = cpu_conv_pool_forward_bf16;
     k.conv_backward = cpu_conv_backward_bf16;
+    k.conv_pool_backward = cpu_conv_pool_backward_bf16;
     k.linear_forward = cpu_linear_forward_bf16;
     k.linear_backward = cpu_linear_backward_bf16;
     return k;

@@ -119,6 +119,14 @@ static void maxpool_backward(const unsigned char *idx, const void *dy, void *dx,
     narrow(tdx, dx, nx);
 }
 
+static void conv_pool_backward(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                               const unsigned char *winners, int pk, int relu, void *full, void *dx,
+                               float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
+    maxpool_backward(winners, dyp, full, s->N, s->K, kernels_conv_out(s->H, s->k, s->pad),
+                     kernels_conv_out(s->W, s->k, s->pad), pk, relu);
+    conv_backward(s, x, w, full, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
 static void batchnorm_forward_train(const void *x, const float *gamma, const float *beta, void *y,
                                     float *save_mean, float *save_invstd, float *running_mean,
                                     float *running_var, float momentum, float eps, int N, int C, int HW,
@@ -194,6 +202,7 @@ const struct kernels *kernels_cpu_bf16_act(void) {
     k.conv_forward = conv_forward;
     k.conv_pool_forward = conv_pool_forward;
     k.conv_backward = conv_backward;
+    k.conv_pool_backward = conv_pool_backward;
     k.relu_forward = relu_forward;
     k.relu_backward = relu_backward;
     k.gelu_forward = gelu_forward;

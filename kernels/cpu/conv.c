@@ -265,7 +265,7 @@ static void sums_forward(enum gemm_math math, int tiles, const struct conv_shape
                          const float *w, const float *b, float *y, int relu, void *ws) {
     int m = plan(s, math, tiles).fwd;
     if (m) {
-        winograd_conv3x3(x, w, 0, b, relu, NULL, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
+        winograd_conv3x3(x, NULL, w, 0, b, relu, NULL, NULL, y, s->N, s->C, s->K, s->H, s->W, m, math, ws);
         return;
     }
     gemm_fn *mm = gemm_of(math);
@@ -311,8 +311,8 @@ static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, c
     CHECK(pk >= 1 && pk * pk <= MAXPOOL_PASSES && pk <= Ho && pk <= Wo);
     if (m && act != CONV_ACT_GELU && !direct_forward(s, tiles)) {
         struct pool_out pool = {pk, y, winners};
-        winograd_conv3x3(x, w, 0, b, act == CONV_ACT_RELU, NULL, &pool, NULL, s->N, s->C, s->K, s->H, s->W, m,
-                         math, ws);
+        winograd_conv3x3(x, NULL, w, 0, b, act == CONV_ACT_RELU, NULL, &pool, NULL, s->N, s->C, s->K, s->H,
+                         s->W, m, math, ws);
         return;
     }
     conv_forward(math, s, x, w, b, full, act, ws, ws_bytes);
@@ -323,10 +323,12 @@ static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, c
  * to this thread's partials dwt[K][Ckk] and dbt[K] (each skipped when NULL) and writes its
  * input gradients (dx not NULL; col is then overwritten with d(col)), from wT[Ckk][K], the
  * filters transposed. The GEMMs read the chunk's dy as dyc[K][nb*HWo]: dy_n0 itself when nb
- * is 1, else gathered into buf. */
+ * is 1, else gathered into buf. With dyp not NULL (the bias gradient alone), each plane of dy
+ * is made from the 2x2 max pool's gradient into col first (struct pool_in). */
 static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float *x, const float *wT,
-                           const float *dy, float *dx, const float *mask, float *dwt, float *dbt, int n0,
-                           int cnt, int nb, float *col, float *buf, float *gws) {
+                           const float *dy, const struct pool_in *dyp, float *dx, const float *mask,
+                           float *dwt, float *dbt, int n0, int cnt, int nb, float *col, float *buf,
+                           float *gws) {
     int K = s->K, HWo = out_pixels(s), Ckk = s->C * s->k * s->k;
     size_t CHW = (size_t)s->C * s->H * s->W, ld = (size_t)nb * HWo, cols = (size_t)cnt * HWo;
     const float *dyc = nb > 1 ? buf : dy + (size_t)n0 * K * HWo;
@@ -343,7 +345,15 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
     if (dbt)
         for (int j = 0; j < cnt; j++)
             for (int o = 0; o < K; o++) {
-                const float *d = dy + ((size_t)(n0 + j) * K + o) * HWo;
+                size_t p = (size_t)(n0 + j) * K + o;
+                const float *d = dy + p * HWo;
+                if (dyp) {
+                    int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
+                    size_t HWp = (size_t)(Ho / 2) * (Wo / 2);
+                    cpu_maxpool_backward_plane(dyp->winners + p * HWp, dyp->dy + p * HWp, col, Ho, Wo, 2,
+                                               dyp->relu);
+                    d = col;
+                }
                 float sum = 0.0f;
                 /* Vector partial sums, not one serial chain of float additions (the adder's
                  * latency per pixel). */
@@ -363,10 +373,12 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
     }
 }
 
-/* Weight and bias gradients and, when dx is not NULL, the input gradient, all by im2col. */
+/* Weight and bias gradients and, when dx is not NULL, the input gradient, all by im2col; dy
+ * given by dyp instead when that is not NULL, for the bias gradient alone. */
 static void backward_im2col(enum gemm_math math, int tiles, const struct conv_shape *s, const float *x,
-                            const float *w, const float *dy, float *dx, float *dw, float *db,
-                            const float *dx_mask, float *ws) {
+                            const float *w, const float *dy, const struct pool_in *dyp, float *dx, float *dw,
+                            float *db, const float *dx_mask, float *ws) {
+    CHECK(!dyp || (!dx && !dw));
     gemm_fn *mm = gemm_of(math);
     size_t dw_floats = (size_t)s->K * s->C * s->k * s->k;
     int nb = images_per_gemm(s, tiles), chunks = (s->N + nb - 1) / nb;
@@ -394,7 +406,7 @@ static void backward_im2col(enum gemm_math math, int tiles, const struct conv_sh
 #pragma omp for schedule(static)
         for (int c = 0; c < chunks; c++) {
             int n0 = c * nb, cnt = s->N - n0 < nb ? s->N - n0 : nb;
-            backward_chunk(mm, s, x, wT, dy, dx, dx ? dx_mask : NULL, dw ? dwt : NULL,
+            backward_chunk(mm, s, x, wT, dy, dyp, dx, dx ? dx_mask : NULL, dw ? dwt : NULL,
                            db ? dwt + dw_floats : NULL, n0, cnt, nb, col, buf, gws);
         }
         /* Sum the per-thread partials in thread order (implicit barrier above). */
@@ -416,13 +428,41 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
     struct conv_plan p = plan(s, math, tiles);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
-        backward_im2col(math, tiles, s, x, w, dy, im2col_dx, im2col_dw, db, dx_mask, ws);
+        backward_im2col(math, tiles, s, x, w, dy, NULL, im2col_dx, im2col_dw, db, dx_mask, ws);
     /* The Winograd passes after the im2col one, since all use the workspace. */
-    if (dw && p.dw) winograd_filter_grad(x, dy, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
+    if (dw && p.dw) winograd_filter_grad(x, dy, NULL, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
     /* The input gradient is the adjoint convolution: dy through the 180-degree rotated,
      * transposed filters. */
     if (dx && p.dx)
-        winograd_conv3x3(dy, w, 1, NULL, 0, dx_mask, NULL, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math, ws);
+        winograd_conv3x3(dy, NULL, w, 1, NULL, 0, dx_mask, NULL, dx, s->N, s->K, s->C, s->H, s->W, p.dx, math,
+                         ws);
+}
+
+/* conv_backward from the gradient of the 2x2 max pool after the convolution: where both
+ * passes that run are Winograd's, each reads dy from the pooled gradient and the winners as
+ * it pads its planes (struct pool_in), and the bias gradient makes each plane of dy in cache,
+ * so the unpooled gradient never reaches memory; the same planes, so the same results as the
+ * two ops apart, which run through full elsewhere. */
+static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, const float *x,
+                               const float *w, const float *dyp, const unsigned char *winners, int pk,
+                               int relu, float *full, float *dx, float *dw, float *db, const float *dx_mask,
+                               void *ws, size_t ws_bytes) {
+    CHECK(ws_bytes >= workspace_bytes(s));
+    int tiles = on_tiles(math), Ho = kernels_conv_out(s->H, s->k, s->pad),
+        Wo = kernels_conv_out(s->W, s->k, s->pad);
+    CHECK(pk >= 1 && pk * pk <= MAXPOOL_PASSES && pk <= Ho && pk <= Wo);
+    struct conv_plan p = plan(s, math, tiles);
+    if (pk != 2 || (dw && !p.dw) || (dx && !p.dx)) {
+        cpu_maxpool_backward(winners, dyp, full, s->N, s->K, Ho, Wo, pk, relu);
+        conv_backward(math, s, x, w, full, dx, dw, db, dx_mask, ws, ws_bytes);
+        return;
+    }
+    struct pool_in in = {dyp, winners, relu};
+    if (db) backward_im2col(math, tiles, s, x, w, NULL, &in, NULL, NULL, db, NULL, ws);
+    if (dw) winograd_filter_grad(x, NULL, &in, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
+    if (dx)
+        winograd_conv3x3(NULL, &in, w, 1, NULL, 0, dx_mask, NULL, dx, s->N, s->K, s->C, s->H, s->W, p.dx,
+                         math, ws);
 }
 
 /* "Winograd F(4x4)", "direct" or "im2col + GEMM", with the product path: what conv_forward /
@@ -469,6 +509,18 @@ void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w
 void cpu_conv_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dy,
                             void *dx, float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
     conv_backward(GEMM_BF16, s, x, w, dy, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
+void cpu_conv_pool_backward(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                            const unsigned char *winners, int pk, int relu, void *full, void *dx, float *dw,
+                            float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
+    conv_pool_backward(GEMM_FP32, s, x, w, dyp, winners, pk, relu, full, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
+void cpu_conv_pool_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                                 const unsigned char *winners, int pk, int relu, void *full, void *dx,
+                                 float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
+    conv_pool_backward(GEMM_BF16, s, x, w, dyp, winners, pk, relu, full, dx, dw, db, dx_mask, ws, ws_bytes);
 }
 
 void cpu_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,

@@ -29,6 +29,9 @@ void cpu_conv_pool_forward(const struct conv_shape *s, const void *x, const floa
                            size_t ws_bytes);
 void cpu_conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                        float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
+void cpu_conv_pool_backward(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                            const unsigned char *winners, int pk, int relu, void *full, void *dx, float *dw,
+                            float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 /* The bf16 table's convolution and linear layer: operands rounded to bf16 for the products
  * (gemm_bf16), everything else as the float ones. */
 void cpu_conv_forward_bf16(const struct conv_shape *s, const void *x, const float *w, const float *b, void *y,
@@ -38,6 +41,9 @@ void cpu_conv_pool_forward_bf16(const struct conv_shape *s, const void *x, const
                                 void *ws, size_t ws_bytes);
 void cpu_conv_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dy,
                             void *dx, float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
+void cpu_conv_pool_backward_bf16(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                                 const unsigned char *winners, int pk, int relu, void *full, void *dx,
+                                 float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);
 void cpu_linear_forward_bf16(const void *x, const float *w, const float *b, void *y, int N, int I, int O,
                              float scale, void *ws, size_t ws_bytes);
 void cpu_linear_backward_bf16(const void *x, const float *w, const void *dy, void *dx, float *dw, float *db,
@@ -52,6 +58,10 @@ void cpu_maxpool_forward(const void *x, void *y, unsigned char *idx, int N, int 
 void cpu_maxpool_plane(const float *x, float *y, unsigned char *idx, int H, int W, int k);
 void cpu_maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
                           int k, int relu);
+/* One plane of cpu_maxpool_backward, no threads of its own: dx[H][W] from dy[H/k][W/k] and the
+ * winners idx[H/k][W/k]. */
+void cpu_maxpool_backward_plane(const unsigned char *idx, const float *dy, float *dx, int H, int W, int k,
+                                int relu);
 void cpu_batchnorm_forward_train(const void *x, const float *gamma, const float *beta, void *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
                                  float *running_var, float momentum, float eps, int N, int C, int HW,
@@ -89,23 +99,35 @@ struct pool_out {
     float *y;
     unsigned char *winners;
 };
+/* A gradient map t[N][chans][H][W] given as the 2x2 max pool's backward would write it
+ * (conv_pool_backward): dy[N][chans][H/2][W/2] routed to each window's winner (winners, as
+ * cpu_maxpool_forward wrote them), 0 elsewhere, and 0 where relu and the winner does not pass
+ * (cpu_maxpool_backward's). The Winograd passes read it into their padded planes as they go,
+ * so the map itself is never stored. */
+struct pool_in {
+    const float *dy;
+    const unsigned char *winners;
+    int relu;
+};
 /* These two dispatch to the ISA path in use (gemm_dispatch.c), like gemm().
- * y[N][out][H][W] = conv3x3 pad 1 of x[N][in][H][W] by w[out][in][3][3] (flip 0), or by w
- * [in][out][3][3] rotated 180 degrees (flip 1: the input gradient), + bias[out] (when not
- * NULL), then ReLU (relu) or the ReLU-backward mask (mask[N][out][H][W], when not NULL); with
- * pool not NULL, its pooled maps instead of y (which is then not written). */
-void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, const struct pool_out *pool, float *y, int N, int in, int out, int H,
-                      int W, int m, enum gemm_math math, float *ws);
+ * y[N][out][H][W] = conv3x3 pad 1 of x[N][in][H][W] (or of the map xp gives, when not NULL) by
+ * w[out][in][3][3] (flip 0), or by w[in][out][3][3] rotated 180 degrees (flip 1: the input
+ * gradient), + bias[out] (when not NULL), then ReLU (relu) or the ReLU-backward mask
+ * (mask[N][out][H][W], when not NULL); with pool not NULL, its pooled maps instead of y (which
+ * is then not written). */
+void winograd_conv3x3(const float *x, const struct pool_in *xp, const float *w, int flip, const float *bias,
+                      int relu, const float *mask, const struct pool_out *pool, float *y, int N, int in,
+                      int out, int H, int W, int m, enum gemm_math math, float *ws);
 /* dw[K][C][3][3] = the filter gradient of that convolution (flip 0, C -> K), from x[N][C][H][W]
- * and dy[N][K][H][W], summed over the batch. */
-void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
-                          int m, enum gemm_math math, float *ws);
-typedef void winograd_fn(const float *x, const float *w, int flip, const float *bias, int relu,
-                         const float *mask, const struct pool_out *pool, float *y, int N, int in, int out,
-                         int H, int W, int m, enum gemm_math math, float *ws);
-typedef void winograd_grad_fn(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
-                              int m, enum gemm_math math, float *ws);
+ * and dy[N][K][H][W] (or the map dyp gives, when not NULL), summed over the batch. */
+void winograd_filter_grad(const float *x, const float *dy, const struct pool_in *dyp, float *dw, int N, int C,
+                          int K, int H, int W, int m, enum gemm_math math, float *ws);
+typedef void winograd_fn(const float *x, const struct pool_in *xp, const float *w, int flip,
+                         const float *bias, int relu, const float *mask, const struct pool_out *pool,
+                         float *y, int N, int in, int out, int H, int W, int m, enum gemm_math math,
+                         float *ws);
+typedef void winograd_grad_fn(const float *x, const float *dy, const struct pool_in *dyp, float *dw, int N,
+                              int C, int K, int H, int W, int m, enum gemm_math math, float *ws);
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
 winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winograd_filter_grad_avx512;
 

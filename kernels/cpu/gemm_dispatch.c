@@ -150,15 +150,15 @@ void gemm_prepacked(int M, int N, int K, const float *Ap, const float *Bp, float
     current->prepacked(M, N, K, Ap, Bp, C, ldc);
 }
 
-void winograd_conv3x3(const float *x, const float *w, int flip, const float *bias, int relu,
-                      const float *mask, const struct pool_out *pool, float *y, int N, int in, int out, int H,
-                      int W, int m, enum gemm_math math, float *ws) {
-    current->winograd(x, w, flip, bias, relu, mask, pool, y, N, in, out, H, W, m, math, ws);
+void winograd_conv3x3(const float *x, const struct pool_in *xp, const float *w, int flip, const float *bias,
+                      int relu, const float *mask, const struct pool_out *pool, float *y, int N, int in,
+                      int out, int H, int W, int m, enum gemm_math math, float *ws) {
+    current->winograd(x, xp, w, flip, bias, relu, mask, pool, y, N, in, out, H, W, m, math, ws);
 }
 
-void winograd_filter_grad(const float *x, const float *dy, float *dw, int N, int C, int K, int H, int W,
-                          int m, enum gemm_math math, float *ws) {
-    current->winograd_grad(x, dy, dw, N, C, K, H, W, m, math, ws);
+void winograd_filter_grad(const float *x, const float *dy, const struct pool_in *dyp, float *dw, int N, int C,
+                          int K, int H, int W, int m, enum gemm_math math, float *ws) {
+    current->winograd_grad(x, dy, dyp, dw, N, C, K, H, W, m, math, ws);
 }
 
 void cpu_small_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,

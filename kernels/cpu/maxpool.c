@@ -156,18 +156,19 @@ void cpu_maxpool_forward(const void *xv, void *yv, unsigned char *idx, int N, in
                           idx ? idx + (size_t)p * Ho * Wo : NULL, H, W, k);
 }
 
+void cpu_maxpool_backward_plane(const unsigned char *idx, const float *dy, float *dx, int H, int W, int k,
+                                int relu) {
+    if (k == 2) backward_plane(idx, dy, dx, H, W, H / 2, W / 2, 2, relu);
+    else backward_plane(idx, dy, dx, H, W, H / k, W / k, k, relu);
+}
+
 void cpu_maxpool_backward(const unsigned char *idx, const void *dyv, void *dxv, int N, int C, int H, int W,
                           int k, int relu) {
     const float *dy = dyv;
     float *dx = dxv;
-    int Ho = H / k, Wo = W / k;
+    size_t HWo = (size_t)(H / k) * (W / k);
     CHECK(k >= 1 && k * k <= MAXPOOL_PASSES);
 #pragma omp parallel for schedule(static)
-    for (long p = 0; p < (long)N * C; p++) {
-        const unsigned char *ip = idx + (size_t)p * Ho * Wo;
-        const float *gp = dy + (size_t)p * Ho * Wo;
-        float *dxp = dx + (size_t)p * H * W;
-        if (k == 2) backward_plane(ip, gp, dxp, H, W, Ho, Wo, 2, relu);
-        else backward_plane(ip, gp, dxp, H, W, Ho, Wo, k, relu);
-    }
+    for (long p = 0; p < (long)N * C; p++)
+        cpu_maxpool_backward_plane(idx + p * HWo, dy + p * HWo, dx + (size_t)p * H * W, H, W, k, relu);
 }

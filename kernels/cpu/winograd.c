@@ -453,6 +453,77 @@ INLINE void pad_plane_m(int m, const float *restrict src, int H, int W, int off,
     }
 }
 
+typedef unsigned char vb __attribute__((vector_size(VEC)));
+
+/* __builtin_shuffle's masks that interleave two vectors: lanes 0, VEC, 1, VEC + 1, ... of
+ * (a, b), then the upper halves. */
+#if VEC == 16
+#define INTERLEAVE_LO                                                                                        \
+    { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 }
+#define INTERLEAVE_HI                                                                                        \
+    { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 }
+#elif VEC == 8
+#define INTERLEAVE_LO                                                                                        \
+    { 0, 8, 1, 9, 2, 10, 3, 11 }
+#define INTERLEAVE_HI                                                                                        \
+    { 4, 12, 5, 13, 6, 14, 7, 15 }
+#else
+#define INTERLEAVE_LO                                                                                        \
+    { 0, 4, 1, 5 }
+#define INTERLEAVE_HI                                                                                        \
+    { 2, 6, 3, 7 }
+#endif
+
+/* Bytes p[0..n) (1 <= n <= VEC) widened to lanes; past n, zero or (where `left`, the bytes
+ * readable from p, allows a whole vector) the bytes that follow: one masked load on AVX-512,
+ * one plain load elsewhere but at a buffer's end (no call to memcpy for a row's few bytes). */
+INLINE vi load_bytes_n(const unsigned char *p, int n, size_t left) {
+#if VEC == 16
+    (void)left;
+    return (vi)_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(first_lanes(n), p));
+#else
+    vb b = {0};
+    if (left >= VEC) memcpy(&b, p, VEC);
+    else
+        for (int l = 0; l < n; l++) b[l] = p[l];
+    return __builtin_convertvector(b, vi);
+#endif
+}
+
+/* pad_plane_m of the plane a 2x2 max pool's backward writes (struct pool_in), from the pooled
+ * gradient dy[H/2][W/2] and its winner bytes, VEC windows at a time: row 2i + r of the plane
+ * holds, at columns 2j and 2j + 1, dy[i][j] where window (i, j)'s winner is (r, 0) or (r, 1)
+ * and passes, else 0; the row and column no window covers (odd H, W) are 0. */
+INLINE void unpool_plane_m(int m, const float *restrict dy, const unsigned char *restrict win, int relu,
+                           int H, int W, int off, float *restrict pad) {
+    struct tiling tl = tiling(m, H, W);
+    int PW = tl.TW * m + 2 * off, PH = tl.TH * m + 2 * off, Ho = H / 2, Wo = W / 2;
+    const vi lo = INTERLEAVE_LO, hi = INTERLEAVE_HI;
+    for (int py = 0; py < PH; py++) {
+        float *restrict p = pad + (size_t)py * PW;
+        int sy = py - off;
+        if (sy < 0 || sy >= 2 * Ho) {
+            zero_n(p, PW);
+            continue;
+        }
+        const float *d = dy + (size_t)(sy / 2) * Wo;
+        const unsigned char *b = win + (size_t)(sy / 2) * Wo;
+        int even = (sy & 1) * 2; /* the winner offset r * 2 + c of column 2j here */
+        if (off) p[0] = 0.0f;
+        for (int j = 0; j < Wo; j += VEC) {
+            int n = Wo - j < VEC ? Wo - j : VEC;
+            /* lanes past n: whatever the bytes, v is 0 there */
+            vi w = load_bytes_n(b + j, n, (size_t)(Ho - sy / 2) * Wo - j), at = w & (MAXPOOL_PASSES - 1);
+            vi pass = relu ? (w & MAXPOOL_PASSES) != 0 : ~(vi){0};
+            vi v = (vi)load_n(d + j, 1, n);
+            vf e = (vf)(v & (at == even) & pass), o = (vf)(v & (at == even + 1) & pass);
+            store_n(p + off + 2 * j, 1, __builtin_shuffle(e, o, lo), 2 * n < VEC ? 2 * n : VEC);
+            if (2 * n > VEC) store_n(p + off + 2 * j + VEC, 1, __builtin_shuffle(e, o, hi), 2 * n - VEC);
+        }
+        zero_n(p + off + 2 * Wo, PW - off - 2 * Wo);
+    }
+}
+
 /* Asks for plane p (n floats) in cache ahead of its pad_plane: a chunk reads its images'
  * planes of one channel, short runs too far apart for the hardware prefetchers. */
 static inline void prefetch_plane(const float *p, size_t n) {
@@ -468,15 +539,27 @@ static void pad_plane(int m, const float *src, int H, int W, int off, float *pad
     BY_TILE(m, pad_plane_mo, src, H, W, off, pad);
 }
 
-/* Channel c of the gn images from n0 of t[N][chans][H][W], padded (pad_plane, overlap off) into
- * pad, pad_floats() apart; the next channel's planes prefetched meanwhile. */
-static void pad_channel(struct tiling tl, const float *t, int chans, int c, int n0, int gn, int H, int W,
-                        int off, float *pad) {
-    size_t HW = (size_t)H * W;
+INLINE void unpool_plane_mo(int m, const float *dy, const unsigned char *win, int relu, int H, int W, int off,
+                            float *pad) {
+    off ? unpool_plane_m(m, dy, win, relu, H, W, 1, pad) : unpool_plane_m(m, dy, win, relu, H, W, 0, pad);
+}
+
+/* Channel c of the gn images from n0 of t[N][chans][H][W], or of the map tp gives when not
+ * NULL, padded (pad_plane, overlap off) into pad, pad_floats() apart; the next channel's planes
+ * prefetched meanwhile. */
+static void pad_channel(struct tiling tl, const float *t, const struct pool_in *tp, int chans, int c, int n0,
+                        int gn, int H, int W, int off, float *pad) {
+    size_t HW = (size_t)H * W, HWp = (size_t)(H / 2) * (W / 2);
     for (int li = 0; li < gn; li++) {
-        const float *plane = t + ((size_t)(n0 + li) * chans + c) * HW;
-        if (c + 1 < chans) prefetch_plane(plane + HW, HW);
-        pad_plane(tl.m, plane, H, W, off, pad + li * pad_floats(tl));
+        size_t p = (size_t)(n0 + li) * chans + c;
+        float *dst = pad + li * pad_floats(tl);
+        if (tp) {
+            if (c + 1 < chans) prefetch_plane(tp->dy + (p + 1) * HWp, HWp);
+            BY_TILE(tl.m, unpool_plane_mo, tp->dy + p * HWp, tp->winners + p * HWp, tp->relu, H, W, off, dst);
+            continue;
+        }
+        if (c + 1 < chans) prefetch_plane(t + (p + 1) * HW, HW);
+        pad_plane(tl.m, t + p * HW, H, W, off, dst);
     }
 }
 
@@ -561,8 +644,6 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, const int *oidx, f
         }
     }
 }
-
-typedef unsigned char vb __attribute__((vector_size(VEC)));
 
 /* A fused 2x2 max pool of one plane straight from its tiles' outputs (read as scatter_tiles
  * reads them, + bias, then ReLU), so the plane itself is never stored: y[H/2][W/2] and the
@@ -705,9 +786,10 @@ static int chunk_size(struct tiling tl, int ch, int N, int nt) {
     return g < fair ? g : fair;
 }
 
-void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const float *bias, int relu,
-                              const float *mask, const struct pool_out *pool, float *y, int N, int in,
-                              int out, int H, int W, int m, enum gemm_math math, float *ws) {
+void ISA_FN(winograd_conv3x3)(const float *x, const struct pool_in *xp, const float *w, int flip,
+                              const float *bias, int relu, const float *mask, const struct pool_out *pool,
+                              float *y, int N, int in, int out, int H, int W, int m, enum gemm_math math,
+                              float *ws) {
     gemm_fn *mm = gemm_of(math);
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
@@ -749,7 +831,7 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
             int tiles = gn * tl.T;
             size_t ld = round16(tiles); /* row length of V (unpacked) and M: aligned rows */
             for (int c = 0; c < in; c++) {
-                pad_channel(tl, x, in, c, n0, gn, H, W, 1, pad);
+                pad_channel(tl, x, xp, in, c, n0, gn, H, W, 1, pad);
                 input_tiles(m, pad, PW, idx, V + (size_t)c * (panel ? (size_t)panel : ld), vs, tiles, panel,
                             (size_t)in * panel);
             }
@@ -780,8 +862,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const float *w, int flip, const fl
     }
 }
 
-void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, int N, int C, int K, int H,
-                                  int W, int m, enum gemm_math math, float *ws) {
+void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, const struct pool_in *dyp, float *dw,
+                                  int N, int C, int K, int H, int W, int m, enum gemm_math math, float *ws) {
     gemm_fn *mm = gemm_of(math);
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
@@ -810,11 +892,11 @@ void ISA_FN(winograd_filter_grad)(const float *x, const float *dy, float *dw, in
             int tiles = gn * tl.T;
             size_t ld = round16(tiles); /* row length of V and D: aligned rows */
             for (int c = 0; c < C; c++) {
-                pad_channel(tl, x, C, c, n0, gn, H, W, 1, pad);
+                pad_channel(tl, x, NULL, C, c, n0, gn, H, W, 1, pad);
                 input_tiles(m, pad, PW1, idx1, V + (size_t)c * ld, vs, tiles, 0, 0);
             }
             for (int o = 0; o < K; o++) {
-                pad_channel(tl, dy, K, o, n0, gn, H, W, 0, pad);
+                pad_channel(tl, dy, dyp, K, o, n0, gn, H, W, 0, pad);
                 grad_output_tiles(m, pad, PW0, idx0, D + (size_t)o * ld, ds, tiles);
             }
             /* dU[xi][C][K] += V[xi][C][tiles] D[xi][K][tiles]^T (rows ld apart) */

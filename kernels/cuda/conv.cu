@@ -574,12 +574,23 @@ static void conv_describe(const struct conv_shape *s, enum conv_pass pass, size_
              p->nhwc ? ", NHWC" : "");
 }
 
+/* The two ops apart: the pool's backward into full, then conv_backward from it. */
+template <enum cuda_precision P, typename T>
+static void conv_pool_backward(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
+                               const unsigned char *winners, int pk, int relu, void *full, void *dx,
+                               float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
+    cuda_maxpool_backward<T>(winners, dyp, full, s->N, s->K, kernels_conv_out(s->H, s->k, s->pad),
+                             kernels_conv_out(s->W, s->k, s->pad), pk, relu);
+    conv_backward<P, T>(s, x, w, full, dx, dw, db, dx_mask, ws, ws_bytes);
+}
+
 template <enum cuda_precision P, typename T> static void fill_as(struct kernels *k) {
     k->conv_workspace = conv_workspace<P>;
     k->conv_describe = conv_describe<P>;
     k->conv_forward = conv_forward<P, T>;
     k->conv_pool_forward = conv_pool_forward<P, T>;
     k->conv_backward = conv_backward<P, T>;
+    k->conv_pool_backward = conv_pool_backward<P, T>;
 }
 
 void cuda_fill_conv(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_PRECISION(k, p, fill_as); }

@@ -299,6 +299,10 @@ template <typename T> void cuda_bias_act(T *y, const float *b, float scale, int 
 template <typename T>
 void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, const float *b, int act, int N, int C,
                           int H, int W, int k);
+/* The table's max pool backward on T elements (maxpool.cu), for conv.cu's conv_pool_backward. */
+template <typename T>
+void cuda_maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
+                           int k, int relu);
 /* dst[i] = src[i] rounded to bf16 (nearest even), and widened back (the bf16 copies). */
 void cuda_to_bf16(const float *src, bf16_t *dst, size_t n);
 void cuda_from_bf16(const bf16_t *src, float *dst, size_t n);

@@ -185,8 +185,8 @@ static void maxpool_forward(const void *x, void *y, unsigned char *idx, int N, i
 }
 
 template <typename T>
-static void maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
-                             int k, int relu) {
+void cuda_maxpool_backward(const unsigned char *idx, const void *dy, void *dx, int N, int C, int H, int W,
+                           int k, int relu) {
     if (H < k || W < k) { /* no window: dx is all border (all bits zero is 0.0 in float and bf16) */
         CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)N * C * H * W * sizeof(T), cuda_stream()));
         return;
@@ -201,7 +201,7 @@ static void maxpool_backward(const unsigned char *idx, const void *dy, void *dx,
 
 template <typename T> static void fill(struct kernels *k) {
     k->maxpool_forward = maxpool_forward<T>;
-    k->maxpool_backward = maxpool_backward<T>;
+    k->maxpool_backward = cuda_maxpool_backward<T>;
 }
 
 void cuda_fill_maxpool(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_TYPE(k, p, fill); }
@@ -210,3 +210,7 @@ template void cuda_maxpool_forward<float>(const void *, void *, unsigned char *,
                                           int, int, int);
 template void cuda_maxpool_forward<bf16_t>(const void *, void *, unsigned char *, const float *, int, int,
                                            int, int, int, int);
+template void cuda_maxpool_backward<float>(const unsigned char *, const void *, void *, int, int, int, int,
+                                           int, int);
+template void cuda_maxpool_backward<bf16_t>(const unsigned char *, const void *, void *, int, int, int, int,
+                                            int, int);
