@@ -38,10 +38,19 @@ struct batch *batches_next(struct batches *b) {
     return &b->host[s];
 }
 
+/* Whether geom[n][3] holds offsets 0..8 and flips 0 or 1: the crops input_prepare reads
+ * inside the image (or its mirror image); any other would read outside it on the device. */
+static int geometry_ok(const int *geom, int n) {
+    for (int i = 0; i < 3 * n; i += 3)
+        if (geom[i] < 0 || geom[i] > 8 || geom[i + 1] < 0 || geom[i + 1] > 8 || (geom[i + 2] & ~1)) return 0;
+    return 1;
+}
+
 void batches_submit(struct batches *b, int n) {
     const struct kernels *k = b->k;
     CHECK(n >= 1 && n <= b->max_batch && b->queued < 2);
     int s = b->fill;
+    CHECK(geometry_ok(b->host[s].geom, n));
     k->input_upload_async(b->dev_img[s], b->host[s].img, (size_t)n * 3 * 32 * 32, NULL);
     k->input_upload_async(b->dev_geom[s], b->host[s].geom, (size_t)n * 3 * sizeof(int), NULL);
     k->input_upload_async(b->dev_labels[s], b->host[s].labels, (size_t)n * sizeof(int), b->uploaded[s]);

@@ -35,7 +35,9 @@ void batches_free(struct batches *b);
 /* The host slot to fill next (waits, if need be, until its previous contents are no longer
  * needed); at most two batches may be submitted and not yet taken. */
 struct batch *batches_next(struct batches *b);
-/* Starts the upload of the filled slot's first n <= max_batch images; returns at once. */
+/* Starts the upload of the filled slot's first n <= max_batch images; returns at once. Stops
+ * at a CHECK when a geometry is outside input_prepare's (offsets 0..8, flip 0 or 1), which the
+ * device would read past the image with. */
 void batches_submit(struct batches *b, int n);
 /* The oldest submitted batch into *in (its device copies); returns its slot. Compute issued
  * afterwards waits for its upload. */

@@ -377,6 +377,49 @@ static void test_grouped_update(void) {
 /* Graphs asked for on the CPU, which records none (capture_begin refuses): the steps run op by
  * op, graphs is switched off at the first capture, and the results are those without. (The
  * graphs themselves are test_cuda's, on a GPU.) */
+/* A batch whose image 2 has geometry {dx, dy, flip}, submitted in a child process: 1 when the
+ * child stopped at a CHECK naming the geometry (abort, "check failed: geometry_ok"), 0 when
+ * the submit went through. */
+static int geometry_refused(int dx, int dy, int flip) {
+    fflush(stdout), fflush(stderr);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        struct batches q;
+        batches_init(&q, kernels_cpu(), 4);
+        struct batch *b = batches_next(&q);
+        for (int i = 0; i < 4; i++) b->geom[3 * i] = b->geom[3 * i + 1] = 4, b->geom[3 * i + 2] = 0;
+        b->geom[6] = dx, b->geom[7] = dy, b->geom[8] = flip;
+        batches_submit(&q, 4);
+        _exit(0);
+    }
+    close(fds[1]);
+    char msg[512] = "";
+    size_t len = 0;
+    for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;)
+        len += (size_t)got;
+    msg[len] = '\0';
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && strstr(msg, "check failed: geometry_ok") != NULL;
+}
+
+/* batches_submit refuses crops outside input_prepare's range (the device would read past the
+ * image) and takes its edges. */
+static void test_batch_geometry(void) {
+    static const int bad[][3] = {{9, 4, 0}, {4, -1, 0}, {4, 4, 2}, {-1, 8, 1}, {4, 100, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        EXPECT(geometry_refused(bad[i][0], bad[i][1], bad[i][2]), "batches_submit took geometry {%d, %d, %d}",
+               bad[i][0], bad[i][1], bad[i][2]);
+    static const int good[][3] = {{0, 0, 0}, {8, 8, 1}, {0, 8, 1}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        EXPECT(!geometry_refused(good[i][0], good[i][1], good[i][2]),
+               "batches_submit refused geometry {%d, %d, %d}", good[i][0], good[i][1], good[i][2]);
+}
+
 static void test_graphs_fallback(void) {
     uint8_t *raw;
     struct cifar_set set = check_learnable_set(64, &raw);
@@ -619,5 +662,6 @@ int main(void) {
     test_grouped_update();
     test_graphs_fallback();
     test_evaluate();
+    test_batch_geometry();
     return check_summary("test_model");
 }

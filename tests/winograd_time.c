@@ -1,11 +1,16 @@
-/* winograd_time [--isa avx512|avx2|generic] [--reps R] N C K H m [N C K H m ...]: times the three
- * Winograd passes of a 3x3 "same" convolution from C to K channels on N images of H x H, output
- * tile m (2 to 5; conv.c's plan picks 4 for 32, 16, 8, 31 and 7, 5 for 15, 3 for 3), on the
- * float path in use (or the one named) with the OpenMP team (OMP_NUM_THREADS): the forward
- * (winograd_conv3x3, flip 0), the input gradient (flip 1, K -> C) and the filter gradient,
- * each R times (default 10) after one untimed round, the passes interleaved so that a drifting
- * machine moves them alike. One line per shape, milliseconds, the minimum and the median:
+/* winograd_time [--isa avx512|avx2|generic] [--reps R] [--pool] N C K H m [N C K H m ...]: times
+ * the three Winograd passes of a 3x3 "same" convolution from C to K channels on N images of
+ * H x H, output tile m (2 to 5; conv.c's plan picks 4 for 32, 16, 8, 31 and 7, 5 for 15, 3 for
+ * 3), on the float path in use (or the one named) with the OpenMP team (OMP_NUM_THREADS): the
+ * forward (winograd_conv3x3, flip 0), the input gradient (flip 1, K -> C) and the filter
+ * gradient, each R times (default 10) after one untimed round, the passes interleaved so that
+ * a drifting machine moves them alike. One line per shape, milliseconds, the minimum and the
+ * median:
  *   winograd: isa=I threads=T N=.. C=.. K=.. H=.. m=.. fwd_ms=MIN/MED dx_ms=MIN/MED dw_ms=MIN/MED
+ * With --pool, the two backward passes from the gradient of a 2x2 max pool after the
+ * convolution instead: apart (cpu_maxpool_backward into the full map, then both passes from
+ * it) against fused (both passes reading the pooled gradient, struct pool_in), interleaved:
+ *   winograd pool: isa=I threads=T N=.. C=.. K=.. H=.. m=.. apart_ms=MIN/MED fused_ms=MIN/MED
  * Exit status 2 on bad usage (one line). */
 #include "../common/err.h"
 #include "../kernels/cpu/cpu.h"
@@ -72,17 +77,53 @@ static void time_shape(int N, int C, int K, int H, int m, int reps) {
     free(x), free(dx), free(y), free(dy), free(w), free(dw), free(ws), free(t);
 }
 
+static void time_pool(int N, int C, int K, int H, int m, int reps) {
+    int nt = omp_get_max_threads();
+    size_t ws_floats = winograd_conv_workspace_floats(K, C, H, H, m, nt), f;
+    if ((f = winograd_filter_grad_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
+    size_t HW = (size_t)H * H, np = (size_t)N * K * (H / 2) * (H / 2);
+    float *x = floats((size_t)N * C * HW), *dx = floats((size_t)N * C * HW), *dy = floats((size_t)N * K * HW);
+    float *dyp = floats(np), *w = floats((size_t)K * C * 9), *dw = floats((size_t)K * C * 9);
+    float *ws = floats(ws_floats);
+    unsigned char *win = malloc(np);
+    double *t = malloc(2 * (size_t)reps * sizeof *t);
+    CHECK(win && t);
+    for (size_t i = 0; i < np; i++) win[i] = (unsigned char)((i * 2654435761u >> 7) % 4) | MAXPOOL_PASSES;
+    struct pool_in in = {dyp, win, 0};
+    for (int r = -1; r < reps; r++) {
+        double t0 = now();
+        cpu_maxpool_backward(win, dyp, dy, N, K, H, H, 2, 0);
+        winograd_conv3x3(dy, NULL, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
+        winograd_filter_grad(x, dy, NULL, dw, N, C, K, H, H, m, GEMM_FP32, ws);
+        double t1 = now();
+        winograd_conv3x3(NULL, &in, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
+        winograd_filter_grad(x, NULL, &in, dw, N, C, K, H, H, m, GEMM_FP32, ws);
+        double t2 = now();
+        if (r >= 0) t[r] = t1 - t0, t[reps + r] = t2 - t1;
+    }
+    char b[2][48];
+    printf("winograd pool: isa=%s threads=%d N=%d C=%d K=%d H=%d m=%d apart_ms=%s fused_ms=%s\n",
+           kernels_cpu_isa(), nt, N, C, K, H, m, min_median(t, reps, b[0], sizeof b[0]),
+           min_median(t + reps, reps, b[1], sizeof b[1]));
+    free(x), free(dx), free(dy), free(dyp), free(w), free(dw), free(ws), free(win), free(t);
+}
+
 static int usage(void) {
-    fprintf(stderr,
-            "usage: winograd_time [--isa avx512|avx2|generic] [--reps 1-%d] N C K H m [N C K H m ...]\n",
-            MAX_REPS);
+    fprintf(
+        stderr,
+        "usage: winograd_time [--isa avx512|avx2|generic] [--reps 1-%d] [--pool] N C K H m [N C K H m ...]\n",
+        MAX_REPS);
     return 2;
 }
 
 int main(int argc, char **argv) {
     err_set_progname("winograd_time");
-    int first = 1, reps = 10;
+    int first = 1, reps = 10, pool = 0;
     while (argc - first >= 2 && strncmp(argv[first], "--", 2) == 0) {
+        if (strcmp(argv[first], "--pool") == 0) {
+            pool = 1, first++;
+            continue;
+        }
         if (strcmp(argv[first], "--isa") == 0 && kernels_cpu_select(argv[first + 1]) != 0) {
             fprintf(stderr, "winograd_time: --isa %s: not a path this CPU has\n", argv[first + 1]);
             return 2;
@@ -104,7 +145,8 @@ int main(int argc, char **argv) {
                     argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4]);
             return 2;
         }
-        time_shape(N, C, K, H, m, reps);
+        if (pool) time_pool(N, C, K, H, m, reps);
+        else time_shape(N, C, K, H, m, reps);
     }
     return 0;
 }
