@@ -455,23 +455,19 @@ INLINE void pad_plane_m(int m, const float *restrict src, int H, int W, int off,
 
 typedef unsigned char vb __attribute__((vector_size(VEC)));
 
-/* __builtin_shuffle's masks that interleave two vectors: lanes 0, VEC, 1, VEC + 1, ... of
- * (a, b), then the upper halves. */
+/* Lanes 0, VEC, 1, VEC + 1, ... of (a, b), and the same from their upper halves: two vectors
+ * interleaved (__builtin_shufflevector: GCC 12 and clang alike). */
 #if VEC == 16
-#define INTERLEAVE_LO                                                                                        \
-    { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 }
-#define INTERLEAVE_HI                                                                                        \
-    { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 }
+#define INTERLEAVE_LO(a, b)                                                                                  \
+    __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+#define INTERLEAVE_HI(a, b)                                                                                  \
+    __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
 #elif VEC == 8
-#define INTERLEAVE_LO                                                                                        \
-    { 0, 8, 1, 9, 2, 10, 3, 11 }
-#define INTERLEAVE_HI                                                                                        \
-    { 4, 12, 5, 13, 6, 14, 7, 15 }
+#define INTERLEAVE_LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define INTERLEAVE_HI(a, b) __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
 #else
-#define INTERLEAVE_LO                                                                                        \
-    { 0, 4, 1, 5 }
-#define INTERLEAVE_HI                                                                                        \
-    { 2, 6, 3, 7 }
+#define INTERLEAVE_LO(a, b) __builtin_shufflevector(a, b, 0, 4, 1, 5)
+#define INTERLEAVE_HI(a, b) __builtin_shufflevector(a, b, 2, 6, 3, 7)
 #endif
 
 /* Bytes p[0..n) (1 <= n <= VEC) widened to lanes; past n, zero or (where `left`, the bytes
@@ -498,7 +494,6 @@ INLINE void unpool_plane_m(int m, const float *restrict dy, const unsigned char 
                            int H, int W, int off, float *restrict pad) {
     struct tiling tl = tiling(m, H, W);
     int PW = tl.TW * m + 2 * off, PH = tl.TH * m + 2 * off, Ho = H / 2, Wo = W / 2;
-    const vi lo = INTERLEAVE_LO, hi = INTERLEAVE_HI;
     for (int py = 0; py < PH; py++) {
         float *restrict p = pad + (size_t)py * PW;
         int sy = py - off;
@@ -517,8 +512,8 @@ INLINE void unpool_plane_m(int m, const float *restrict dy, const unsigned char 
             vi pass = relu ? (w & MAXPOOL_PASSES) != 0 : ~(vi){0};
             vi v = (vi)load_n(d + j, 1, n);
             vf e = (vf)(v & (at == even) & pass), o = (vf)(v & (at == even + 1) & pass);
-            store_n(p + off + 2 * j, 1, __builtin_shuffle(e, o, lo), 2 * n < VEC ? 2 * n : VEC);
-            if (2 * n > VEC) store_n(p + off + 2 * j + VEC, 1, __builtin_shuffle(e, o, hi), 2 * n - VEC);
+            store_n(p + off + 2 * j, 1, INTERLEAVE_LO(e, o), 2 * n < VEC ? 2 * n : VEC);
+            if (2 * n > VEC) store_n(p + off + 2 * j + VEC, 1, INTERLEAVE_HI(e, o), 2 * n - VEC);
         }
         zero_n(p + off + 2 * Wo, PW - off - 2 * Wo);
     }
