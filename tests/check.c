@@ -9,6 +9,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int passed, failed;
 
@@ -115,4 +118,27 @@ int check_predict(struct model *m, struct batches *q, int *pred, float *logits) 
     int slot = batches_take(q, &in), n = model_predict(m, &in, pred, logits);
     batches_release(q, slot);
     return n;
+}
+
+int check_in_child(void (*fn)(void *arg), void *arg, char *msg, size_t size) {
+    fflush(stdout), fflush(stderr);
+    int fds[2];
+    CHECK(size > 0 && pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}); /* an abort leaves no core file */
+        dup2(fds[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    for (ssize_t got; len < size - 1 && (got = read(fds[0], msg + len, size - 1 - len)) > 0;)
+        len += (size_t)got;
+    msg[len] = '\0';
+    close(fds[0]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    return status;
 }

@@ -38,6 +38,11 @@ struct batches;
 int check_forward_backward(struct model *m, struct batches *q);
 int check_predict(struct model *m, struct batches *q, int *pred, float *logits);
 
+/* Runs fn(arg) in a child process (no core file when it aborts) with its stderr in msg[size]
+ * (NUL-terminated, cut at size - 1); returns its wait status (waitpid's). The child exits 0 when
+ * fn returns. */
+int check_in_child(void (*fn)(void *arg), void *arg, char *msg, size_t size);
+
 int check_summary(const char *suite);
 
 #endif

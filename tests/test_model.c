@@ -285,27 +285,15 @@ static void test_dirac_init(void) {
     for (int i = 0; i < 2; i++) free(p[i]), model_free(&m[i]);
 }
 
+static void init_child(void *net) {
+    struct model m;
+    model_init(&m, net, kernels_cpu(), 1, 0);
+}
+
 /* model_init on `net` in a child process: it must exit 1 with `want` in its one line. */
 static void expect_refused(const struct net_def *net, const char *want) {
-    fflush(stdout), fflush(stderr);
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        struct model m;
-        model_init(&m, net, kernels_cpu(), 1, 0);
-        _exit(0);
-    }
-    close(fds[1]);
-    char msg[512] = "";
-    size_t len = 0;
-    for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;)
-        len += (size_t)got;
-    msg[len] = '\0';
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
+    char msg[512];
+    int status = check_in_child(init_child, (void *)net, msg, sizeof msg);
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, want) &&
                strchr(msg, '\n') == msg + strlen(msg) - 1,
            "%s: status %d, '%s' (want '%s')", net->name, status, msg, want);
@@ -377,33 +365,23 @@ static void test_grouped_update(void) {
 /* Graphs asked for on the CPU, which records none (capture_begin refuses): the steps run op by
  * op, graphs is switched off at the first capture, and the results are those without. (The
  * graphs themselves are test_cuda's, on a GPU.) */
-/* A batch whose image 2 has geometry {dx, dy, flip}, submitted in a child process: 1 when the
- * child stopped at a CHECK naming the geometry (abort, "check failed: geometry_ok"), 0 when
- * the submit went through. */
+/* Submits a batch of 4 whose image 2 has the geometry g[3]. */
+static void submit_child(void *g) {
+    const int *geom = g;
+    struct batches q;
+    batches_init(&q, kernels_cpu(), 4);
+    struct batch *b = batches_next(&q);
+    for (int i = 0; i < 4; i++) b->geom[3 * i] = b->geom[3 * i + 1] = 4, b->geom[3 * i + 2] = 0;
+    b->geom[6] = geom[0], b->geom[7] = geom[1], b->geom[8] = geom[2];
+    batches_submit(&q, 4);
+}
+
+/* 1 when submitting geometry {dx, dy, flip} stops a child process at the CHECK naming it
+ * (abort, "check failed: geometry_ok"), 0 when the submit goes through. */
 static int geometry_refused(int dx, int dy, int flip) {
-    fflush(stdout), fflush(stderr);
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        struct batches q;
-        batches_init(&q, kernels_cpu(), 4);
-        struct batch *b = batches_next(&q);
-        for (int i = 0; i < 4; i++) b->geom[3 * i] = b->geom[3 * i + 1] = 4, b->geom[3 * i + 2] = 0;
-        b->geom[6] = dx, b->geom[7] = dy, b->geom[8] = flip;
-        batches_submit(&q, 4);
-        _exit(0);
-    }
-    close(fds[1]);
-    char msg[512] = "";
-    size_t len = 0;
-    for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;)
-        len += (size_t)got;
-    msg[len] = '\0';
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
+    int g[3] = {dx, dy, flip};
+    char msg[512];
+    int status = check_in_child(submit_child, g, msg, sizeof msg);
     return WIFSIGNALED(status) && strstr(msg, "check failed: geometry_ok") != NULL;
 }
 

@@ -1340,30 +1340,14 @@ static void short_workspace_child(int op) {
     }
 }
 
+static void short_workspace_op(void *op) { short_workspace_child(*(const int *)op); }
+
 /* Each op with too little workspace: the child must die (CHECK aborts) with the check's line. */
 static void check_catches_short_workspace(void) {
     static const char *const ops[] = {"conv_forward", "conv_backward", "linear_forward", "linear_backward"};
     for (int op = 0; op < 4; op++) {
-        fflush(stdout), fflush(stderr);
-        int fds[2];
-        CHECK(pipe(fds) == 0);
-        pid_t pid = fork();
-        CHECK(pid >= 0);
-        if (pid == 0) {
-            setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}); /* the abort: no core file */
-            dup2(fds[1], 2);
-            short_workspace_child(op);
-            _exit(0);
-        }
-        close(fds[1]);
-        char msg[512] = "";
-        size_t len = 0;
-        for (ssize_t got; len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0;)
-            len += (size_t)got;
-        msg[len] = '\0';
-        close(fds[0]);
-        int status;
-        waitpid(pid, &status, 0);
+        char msg[512];
+        int status = check_in_child(short_workspace_op, &op, msg, sizeof msg);
         EXPECT(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(msg, "check failed: ws_bytes >="),
                "cpu: %s with a workspace one byte short: status %d, stderr '%s' (want the CHECK on ws_bytes)",
                ops[op], status, msg);
