@@ -342,14 +342,14 @@ static void backward_chunk(gemm_fn *mm, const struct conv_shape *s, const float 
         /* dwt[K][Ckk] += dyc[K][cols] colT[cols][Ckk] */
         mm(K, Ckk, (int)cols, 1.0f, dyc, (int)ld, 1, col, Ckk, 1, 1.0f, dwt, Ckk, gws);
     }
+    int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
+    size_t HWp = (size_t)(Ho / 2) * (Wo / 2); /* a pooled plane of dyp */
     if (dbt)
         for (int j = 0; j < cnt; j++)
             for (int o = 0; o < K; o++) {
                 size_t p = (size_t)(n0 + j) * K + o;
                 const float *d = dy + p * HWo;
                 if (dyp) {
-                    int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
-                    size_t HWp = (size_t)(Ho / 2) * (Wo / 2);
                     cpu_maxpool_backward_plane(dyp->winners + p * HWp, dyp->dy + p * HWp, col, Ho, Wo, 2,
                                                dyp->relu);
                     d = col;
