@@ -188,10 +188,17 @@ stall() {
   kill -STOP "$(rank1 "$1")"
 }
 # stall_exit WHAT WHY SECONDS: the job exited 5 within SECONDS of $start, with rank 0's one line
-# naming the gradient bucket and WHY (a regex).
+# naming the gradient bucket and WHY (a regex). The stalled rank may add its own such line: when
+# rank 0 exits, mpirun sends the others SIGCONT, then SIGTERM, and whether rank 1 prints before
+# it is killed is a race (seen once in CI); no other line of ours.
 stall_exit() {
   expect_rc 5 "$1"
-  expect_err "$1: one line" "cifar10-train: rank 0, after step "
+  local ours r0 r1
+  ours=$(our_err_lines)
+  r0=$(grep -c '^cifar10-train: rank 0, after step ' "$T/err")
+  r1=$(grep -cE '^cifar10-train: rank 1, after step [0-9]+: the gradient allreduce ' "$T/err")
+  check "$1: rank 0's one line, and at most the stalled rank's own (stderr: $(head -c 600 "$T/err"))" \
+    test "$r0" = 1 -a "$r1" -le 1 -a "$ours" = $((r0 + r1))
   check "$1: the line names the gradient bucket and why" \
     grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) $2" "$T/err"
   check "$1: the job ended within $3 s ($took s)" awk -v t="$took" -v m="$3" 'BEGIN { exit !(t < m) }'
