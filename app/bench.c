@@ -232,15 +232,17 @@ static void fill_random(struct batches *q, int batch, int classes, int rank) {
  * works). Small lr: the weights stay sane for long benchmarks and no step takes a different
  * path (NaNs, denormals). */
 static void train_step(struct bench *b) {
+    const struct model_update u = {.sgd = {1e-4f, 0.9f, 5e-4f, 1.0f / (float)b->d.world, 1.0f, 0}};
     struct model_input in;
     int slot = batches_take(&b->q, &in);
-    model_forward_backward(&b->m, &in);
+    if (b->m.grads_ready) model_forward_backward(&b->m, &in);
+    else model_train_step(&b->m, &in, &u); /* one rank: the update in the step's graph */
     batches_release(&b->q, slot);
     batches_next(&b->q); /* same contents again: the host-side gather is not timed */
     batches_submit(&b->q, b->c.batch);
     float stats[MODEL_STATS];
     dist_grads_finish(b->grads, stats);
-    model_sgd_step(&b->m, 1e-4f, 0.9f, 5e-4f, 1.0f / (float)b->d.world);
+    if (b->m.grads_ready) model_update(&b->m, &u); /* after the reduction */
 }
 
 static void zero_layer_times(struct model *m) {
@@ -431,16 +433,15 @@ int main(int argc, char **argv) {
     model_init(&b.m, net_find(c->model), b.k, c->batch, 1);
     if (c->first_bias_stopped) stop_first_bias(&b.m, c->model);
     b.grads = dist_grads_attach(&b.m, (size_t)(c->bucket_mb * 1048576.0), !b.on_cpu);
-    b.m.graphs = b.graphs; /* used where the backend records them and nothing needs the host
-                            * mid-step (no allreduce hook): model.h */
+    b.m.graphs = b.graphs; /* used where the backend records them: model.h */
     batches_init(&b.q, b.k, c->batch);
     fill_random(&b.q, c->batch, b.m.net->classes, b.d.rank);
     time_runs(&b);
     if (b.graphs && !b.on_cpu && b.d.rank == 0) { /* whether the timed steps ran as graphs */
-        int recorded = 0;
-        for (int i = 0; i < b.m.ngraphs; i++) recorded += b.m.graph[i].g != NULL;
-        printf("CUDA graphs: %d step graph(s) recorded%s\n", recorded,
-               recorded ? " (CIFAR10_CUDA_GRAPHS=off: op by op)" : " (steps ran op by op: several ranks)");
+        int recorded = 0, segs = 0;
+        for (int i = 0; i < b.m.ngraphs; i++) recorded += b.m.graph[i].nsegs > 0, segs += b.m.graph[i].nsegs;
+        printf("CUDA graphs: %d step(s) recorded in %d graph(s)%s\n", recorded, segs,
+               recorded ? " (CIFAR10_CUDA_GRAPHS=off: op by op)" : "");
     }
     if (!b.on_cpu) time_layers(&b);
     struct rusage ru;

@@ -52,19 +52,6 @@ static void submit_step(struct trainer *t, int epoch, int step) {
     batches_submit(&t->batches, t->batch);
 }
 
-/* The optimizer step, then lookahead where the recipe has it due (and the final full one). */
-static void update_weights(struct trainer *t) {
-    const struct train_config *c = &t->c;
-    struct sgd_settings s;
-    config_sgd_at(c, (long)t->info.global_step, t->total_steps, t->steps, t->global_batch, t->d.world, &s);
-    model_optimizer_step(&t->m, &s);
-    t->lr = s.lr;
-    t->info.global_step++;
-    double w = config_lookahead_weight(c, (long)t->info.global_step, t->total_steps);
-    if (w >= 0) model_lookahead_update(&t->m, (float)w);
-    if (c->lookahead && t->info.global_step == t->total_steps) model_lookahead_update(&t->m, 0.0f);
-}
-
 /* The steps of `epoch`: all of them, except in a last epoch cut by fractional --epochs. */
 static int epoch_steps(const struct trainer *t, int epoch) {
     long left = t->total_steps - (long)epoch * t->steps;
@@ -152,7 +139,10 @@ static int train_epoch(struct trainer *t, int epoch) {
         dist_grads_signal(t->grads, trainer_stop_signal() != 0, checkpoint_due(t));
         struct model_input in;
         int slot = batches_take(&t->batches, &in);
-        model_forward_backward(&t->m, &in);
+        struct model_update u = trainer_update(t);
+        t->lr = u.sgd.lr;
+        if (t->m.grads_ready) model_forward_backward(&t->m, &in); /* the update after the reduction */
+        else model_train_step(&t->m, &in, &u);                    /* one rank: the update in its graph */
         batches_release(&t->batches, slot);
         if (step + 1 < steps) submit_step(t, epoch, step + 1);
         float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count,
@@ -166,7 +156,8 @@ static int train_epoch(struct trainer *t, int epoch) {
                      epoch + 1, step + 1);
             dist_agree(1, msg);
         }
-        update_weights(t);
+        if (t->m.grads_ready) model_update(&t->m, &u);
+        t->info.global_step++;
         dist_timeout_step((long)t->info.global_step, dist_time() - t0);
         p->epoch_loss += loss;
         p->epoch_correct += stats[1];

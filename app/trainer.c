@@ -154,17 +154,17 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     t->m.label_smoothing = (float)c->label_smoothing;
     t->m.loss_reduction = c->loss;
     t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), !k->host);
-    t->m.graphs = graphs > 0 && !k->host && dist_grads_mode(t->grads) == DIST_GRADS_LOCAL;
+    t->m.graphs = graphs > 0 && !k->host;
     if (t->d.rank == 0) {
         printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
         if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
             if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
             else printf(", one allreduce after backward");
         }
-        if (t->m.graphs) printf("; training steps as CUDA graphs (CIFAR10_CUDA_GRAPHS=off: op by op)");
-        else if (graphs == 2)
-            printf("; CIFAR10_CUDA_GRAPHS=on ignored: %s",
-                   k->host ? "the CPU records no graphs" : "several ranks (gradients leave mid-backward)");
+        if (t->m.graphs)
+            printf("; training steps as CUDA graphs%s (CIFAR10_CUDA_GRAPHS=off: op by op)",
+                   t->m.grads_ready ? ", one between two gradient hand-overs" : "");
+        else if (graphs == 2) printf("; CIFAR10_CUDA_GRAPHS=on ignored: the CPU records no graphs");
         printf("\n");
     }
     t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));
@@ -179,11 +179,29 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
 }
 
+struct model_update trainer_update(const struct trainer *t) {
+    const struct train_config *c = &t->c;
+    struct model_update u = {.lookaheads = 0};
+    long step = (long)t->info.global_step;
+    config_sgd_at(c, step, t->total_steps, t->steps, t->global_batch, t->d.world, &u.sgd);
+    double w = config_lookahead_weight(c, step + 1, t->total_steps);
+    if (w >= 0) u.lookahead[u.lookaheads++] = (float)w;
+    if (c->lookahead && step + 1 == t->total_steps) u.lookahead[u.lookaheads++] = 0.0f;
+    return u;
+}
+
 void trainer_warm_up(struct trainer *t) {
     struct model *m = &t->m;
     if (t->warm_up == 0) return;
-    float *buffers = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
-    model_get_state(m, NULL, NULL, buffers);
+    /* One rank updates in the step's graph: the steps here do too (the common update, without
+     * lookahead), so that graph is the one recorded, and the weights are put back. */
+    int one_rank = !m->grads_ready;
+    struct model_update u = trainer_update(t);
+    u.lookaheads = 0;
+    size_t P = one_rank ? m->nparams : 1;
+    float *params = XALLOC(P * sizeof(float)), *momentum = XALLOC(P * sizeof(float)),
+          *buffers = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
+    model_get_state(m, one_rank ? params : NULL, one_rank ? momentum : NULL, buffers);
     int64_t tracked = m->batches_tracked;
     model_grads_ready_fn *ready = m->grads_ready;
     m->grads_ready = NULL; /* the gradients stay on this rank */
@@ -196,13 +214,14 @@ void trainer_warm_up(struct trainer *t) {
         batches_submit(&t->batches, t->batch);
         struct model_input in;
         int slot = batches_take(&t->batches, &in);
-        model_forward_backward(m, &in);
+        if (one_rank) model_train_step(m, &in, &u);
+        else model_forward_backward(m, &in);
         batches_release(&t->batches, slot);
     }
     m->grads_ready = ready;
     m->batches_tracked = tracked;
-    model_set_state(m, NULL, NULL, buffers);
-    free(buffers);
+    model_set_state(m, one_rank ? params : NULL, one_rank ? momentum : NULL, buffers);
+    free(params), free(momentum), free(buffers);
     /* The scoring's kernels too (eval mode changes nothing): one batch of this rank's test slice
      * at the run's TTA level, the result dropped. */
     if ((t->c.eval || t->c.tta) && t->data.test.n > 0) {
@@ -213,8 +232,9 @@ void trainer_warm_up(struct trainer *t) {
         if (end > begin) evaluate_range(m, &t->data.test, begin, end, t->c.tta, confusion);
     }
     if (t->d.rank == 0)
-        printf("warm-up: %d steps' forward and backward on zero images, untimed, undone (CIFAR10_WARM_UP)\n",
-               t->warm_up);
+        printf(
+            "warm-up: %d steps' forward and backward%s on zero images, untimed, undone (CIFAR10_WARM_UP)\n",
+            t->warm_up, one_rank ? " and update" : "");
 }
 
 void trainer_test_slice(const struct trainer *t, int *begin, int *end) {

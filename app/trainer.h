@@ -57,12 +57,16 @@ struct trainer {
  * --version. trainer_free releases it all. */
 void trainer_init(struct trainer *t, int argc, char **argv);
 void trainer_free(struct trainer *t);
-/* Before the run's clock starts: t->warm_up training steps' forward and backward on a batch of
- * zero images, then one batch of the test slice scored at the run's TTA level (the device's
- * first launches of every kernel, which load their modules, and the recording of the step
- * graphs, as airbench times its runs after a warm-up run). Nothing of it
- * stays: no update, no gradient leaves the rank, the batch-norm running statistics and the
- * step counter are restored, the loader's order and augmentation untouched, and the batch
+/* The update of the step now due (t->info.global_step) in the recipe: its optimizer step, then
+ * lookahead where the recipe has it due after that step (and the final full one after the
+ * last step). */
+struct model_update trainer_update(const struct trainer *t);
+/* Before the run's clock starts: t->warm_up training steps on a batch of zero images (one rank:
+ * with the update, as the run's steps), then one batch of the test slice scored at the run's
+ * TTA level (the device's first launches of every kernel, which load their modules, and the
+ * recording of the step graphs, as airbench times its runs after a warm-up run). Nothing of
+ * it stays: no gradient leaves the rank, the weights, momentum, batch-norm running statistics
+ * and step counter are restored, the loader's order and augmentation untouched, and the batch
  * queue holds nothing (its two slots are interchangeable). CIFAR10_WARM_UP=N sets the count (default 4 on a
  * GPU, 0 on the CPU, where there is nothing to warm; the tests run it there to see the run unchanged). */
 void trainer_warm_up(struct trainer *t);

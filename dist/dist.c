@@ -471,13 +471,15 @@ static void bucket_close(struct dist_grads *g) {
 
 /* Called while backward is issued. DEVICE buckets wait for dist_grads_progress or finish: a
  * blocking reduction here would hold up the issue of the rest of backward. */
-static void grads_ready(void *ctx, size_t begin, size_t end) {
+static int grads_ready(void *ctx, size_t begin, size_t end) {
     struct dist_grads *g = ctx;
     CHECK(end == g->open_begin && begin < end); /* the descending tiling model.h promises */
     g->open_begin = begin;
-    if (begin == 0 || (g->bucket_floats && (g->open_end - begin) >= g->bucket_floats)) bucket_close(g);
+    int close = begin == 0 || (g->bucket_floats && (g->open_end - begin) >= g->bucket_floats);
+    if (close) bucket_close(g);
     if (g->mode != DIST_GRADS_DEVICE) buckets_advance(g);
     progress_arm(g, begin != 0 && g->reduced < g->started); /* until backward's last layer */
+    return close; /* its copy (or mark) is ordered behind the gradients issued so far */
 }
 
 enum dist_grads_mode dist_grads_choose(int world, int gpu_memory, int device_opt_in, int cuda_aware) {

@@ -53,7 +53,7 @@ static const struct {
     OP(maxpool_forward), OP(maxpool_backward), OP(flatten_forward), OP(flatten_backward),
     OP(batchnorm_forward_train),
     OP(batchnorm_forward_eval), OP(batchnorm_backward), OP(linear_forward), OP(linear_backward),
-    OP(softmax_xent), OP(sgd_update), OP(sgd_update_groups), OP(lookahead_update),
+    OP(softmax_xent), OP(sgd_update), OP(lookahead_update), OP(scalars_set),
     OP(logits_add),
     OP(capture_begin), OP(capture_end), OP(graph_launch), OP(graph_destroy), OP(shutdown),
 };

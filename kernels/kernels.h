@@ -58,12 +58,17 @@ enum { MAXPOOL_PASSES = 0x80 };
 /* The activation a convolution's forward applies to its sums (the layer after it, fused). */
 enum conv_act { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_GELU };
 
-/* sgd_update_groups: group g's settings apply where group[i] == g (g < SGD_GROUPS);
- * SGD_SKIP leaves p[i] and m[i] as they are (a stopped tensor, alignment padding). */
+/* sgd_update: group g's settings apply where group[i] == g (g < SGD_GROUPS); SGD_SKIP leaves
+ * p[i] and m[i] as they are (a stopped tensor, alignment padding). */
 enum { SGD_GROUPS = 2, SGD_SKIP = 255 };
-struct sgd_group {
-    float lr, weight_decay;
+/* torch.optim.SGD's numbers for one step, in backend memory (written by scalars_set), so that a
+ * recorded step (a graph) reads those of the step it runs: group g's lr and weight decay, the
+ * momentum, and the factor of the gradients (1/world size after a summing allreduce). */
+struct sgd_hyper {
+    float lr[SGD_GROUPS], weight_decay[SGD_GROUPS], momentum, grad_scale;
 };
+#define SGD_HYPER_FLOATS ((int)(sizeof(struct sgd_hyper) / sizeof(float)))
+#define SCALARS_SET_MAX  16 /* floats per scalars_set call */
 
 /* How softmax_xent reduces its per-sample losses (nn.CrossEntropyLoss's reduction). */
 enum xent_reduction { XENT_MEAN, XENT_SUM };
@@ -258,29 +263,30 @@ struct kernels {
     void (*softmax_xent)(const void *logits, const int *labels, void *dlogits, float *out, int N, int classes,
                          float smoothing, enum xent_reduction reduction);
 
-    /* torch.optim.SGD (dampening 0) over a flat buffer, with the gradient first multiplied by
-     * grad_scale (1/world size after a summing allreduce):
+    /* torch.optim.SGD (dampening 0) over a flat buffer p[n] with momentum buffer m[n], element i
+     * with the settings of its group (group[i], uint8 in backend memory: enum SGD_GROUPS,
+     * SGD_SKIP; NULL: all in group 0) from h (backend memory, struct sgd_hyper):
      *   g = grad_scale * grad + weight_decay * p;  m = momentum * m + g;
      *   p -= lr * m                    (nesterov 0)
      *   p -= lr * (g + momentum * m)   (nesterov non-zero: SGD(nesterov=True), with the new m)
      * (m starts at zero, which equals PyTorch's "m = g on the first step" since dampening is 0).
-     * Parameter groups with their own lr or weight decay are calls on sub-ranges. */
-    void (*sgd_update)(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                       float weight_decay, float grad_scale, int nesterov);
+     * Groups give airbench's batch-norm tensors their own lr and decay, and skip stopped
+     * tensors, in one call; each element computes as a call of its own would. */
+    void (*sgd_update)(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                       const struct sgd_hyper *h, int nesterov);
 
-    /* The same update over all of p[n] in one call, element i with the lr and weight decay of
-     * group[i] (uint8 in backend memory; enum SGD_GROUPS, SGD_SKIP) from g[SGD_GROUPS] (host
-     * memory): parameter groups (airbench's batch-norm tensors) and stopped tensors without a
-     * call per tensor; each element computes as sgd_update with its group's settings. */
-    void (*sgd_update_groups)(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
-                              const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
+    /* Lookahead (airbench's LookaheadState.update) over p[n] and its average ema[n] with the
+     * weight *weight (backend memory): ema = torch.lerp(ema, p, weight), then p = ema;
+     * airbench's weight is 1 - decay, computed by the caller in double as Python does. The lerp
+     * is PyTorch's formula in float: ema + w * (p - ema) when |w| < 0.5, else
+     * p - (p - ema) * (1 - w), so weight 1 gives ema = p and weight 0 leaves ema exactly. */
+    void (*lookahead_update)(float *p, float *ema, size_t n, const float *weight);
 
-    /* Lookahead (airbench's LookaheadState.update) over p[n] and its average ema[n]:
-     * ema = torch.lerp(ema, p, weight), then p = ema; airbench's weight is 1 - decay, computed
-     * by the caller in double as Python does. The lerp is PyTorch's formula in float:
-     * ema + w * (p - ema) when |w| < 0.5, else p - (p - ema) * (1 - w), so weight 1 gives
-     * ema = p and weight 0 leaves ema exactly. */
-    void (*lookahead_update)(float *p, float *ema, size_t n, float weight);
+    /* dst[0..n) (backend memory) = v[0..n) (host memory, read before the call returns; 1 <= n
+     * <= SCALARS_SET_MAX) on the compute queue, in order with its ops: a step's scalars (struct
+     * sgd_hyper, lookahead weights) for the ops after it, a graph's among them, while the ops
+     * before it still read the previous values. */
+    void (*scalars_set)(float *dst, const float *v, int n);
 
     /* Test-time augmentation's weighted sum of logits: sum[n] (float) = weight * z[n] with add
      * 0 (sum is not read), else fmaf(weight, z[n], sum[n]): one rounding on every backend; z
@@ -290,13 +296,13 @@ struct kernels {
     /* Graphs (CUDA graphs): capture_begin makes the compute-queue ops called after it, up to
      * capture_end, be recorded instead of run, and returns 0; or returns -1 where the backend
      * cannot (the CPU), which records nothing and changes nothing. capture_end returns the
-     * recording, ready to run; graph_launch runs it on the compute queue, with the arguments
-     * and buffers its ops were called with (their contents as they are then); graph_destroy
-     * waits for the compute queue, then frees it. Between capture_begin and capture_end only ops
-     * that run on the compute queue may be called: no alloc, copy, download, event or timer
-     * call, no convolution shape not planned before, nothing that needs more scratch than an
-     * earlier run of the same ops did (run them once first); a backend stops with a message
-     * naming what broke the rule. */
+     * recording, ready to run (one that recorded no op runs nothing); graph_launch runs it on
+     * the compute queue, with the arguments and buffers its ops were called with (their
+     * contents as they are then); graph_destroy waits for the compute queue, then frees it.
+     * Between capture_begin and capture_end only ops that run on the compute queue may be
+     * called: no alloc, copy, download, event or timer call, no convolution shape not planned
+     * before, nothing that needs more scratch than an earlier run of the same ops did (run them
+     * once first); a backend stops with a message naming what broke the rule. */
     int (*capture_begin)(void);
     struct kernels_graph *(*capture_end)(void);
     void (*graph_launch)(struct kernels_graph *g);

@@ -277,6 +277,7 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
     m->grads = k->alloc((m->nparams + MODEL_STATS) * sizeof(float));
     m->momentum = k->alloc(m->nparams * sizeof(float));
     m->buffers = k->alloc((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
+    m->scalars = k->alloc((SGD_HYPER_FLOATS + 2) * sizeof(float));
     m->input = k->alloc((size_t)max_batch * 3 * 32 * 32 * k->act_size);
     alloc_activations(m);
     m->host_logits = XALLOC((size_t)max_batch * net->classes * sizeof(float));
@@ -302,7 +303,7 @@ void model_free(struct model *m) {
         if (m->layers[i].winners) k->free(m->layers[i].winners);
     }
     void *bufs[] = {m->params,   m->grads,  m->momentum, m->buffers, m->input,
-                    m->bn_saved, m->grad_a, m->grad_b,   m->ws};
+                    m->bn_saved, m->grad_a, m->grad_b,   m->ws,      m->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->free(bufs[i]);
     if (m->ema_params) k->free(m->ema_params), k->free(m->ema_buffers);
     if (m->sgd_groups) k->free(m->sgd_groups);
@@ -492,6 +493,40 @@ static int prepare_input(struct model *m, const struct model_input *in) {
     return in->n;
 }
 
+/* While a step is recorded: ends the stretch captured so far as the next graph, launches it,
+ * makes the grads_ready calls not made yet up to call `last` (-1: none), and with `more`
+ * non-zero begins the next stretch's capture. */
+static void segment_end(struct model *m, struct model_graph *g, int last, int more) {
+    struct kernels_graph *seg = m->k->capture_end();
+    g->seg[g->nsegs] = seg;
+    g->seg_end[g->nsegs++] = last + 1;
+    m->k->graph_launch(seg);
+    for (; m->calls_done <= last; m->calls_done++)
+        m->grads_ready(m->grads_ready_ctx, g->call[m->calls_done][0], g->call[m->calls_done][1]);
+    if (more) CHECK(m->k->capture_begin() == 0);
+}
+
+/* The caller's grads_ready, if any: called at once op by op (on a step's first sight, its range
+ * and answer noted); while the step is recorded (struct model_graph), where the first sight's
+ * call answered 1 the stretch so far becomes a graph and runs, then the calls since the last
+ * one; the others wait for that. */
+static void grads_ready(struct model *m, size_t begin, size_t end) {
+    if (!m->grads_ready) return;
+    struct model_graph *g = m->recording;
+    if (!g) {
+        int cut = m->grads_ready(m->grads_ready_ctx, begin, end);
+        if ((g = m->seeing)) {
+            CHECK(g->ncalls <= m->nlayers);
+            g->call[g->ncalls][0] = begin, g->call[g->ncalls][1] = end;
+            g->cut[g->ncalls++] = cut != 0;
+        }
+        return;
+    }
+    int at = m->calls_seen++;
+    CHECK(at < g->ncalls && g->call[at][0] == begin && g->call[at][1] == end); /* as on the first sight */
+    if (g->cut[at]) segment_end(m, g, at, 1);
+}
+
 /* A training step's ops: the input, forward, loss, backward. */
 static void train_ops(struct model *m, const struct model_input *in) {
     int n = prepare_input(m, in);
@@ -501,7 +536,7 @@ static void train_ops(struct model *m, const struct model_input *in) {
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
     m->k->softmax_xent(m->layers[m->nlayers - 1].act, in->labels, d, m->grads + P, n, m->net->classes,
                        m->label_smoothing, m->loss_reduction);
-    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, P, P + MODEL_STATS);
+    grads_ready(m, P, P + MODEL_STATS);
     int lowest = lowest_trained(m);
     mark(m, 1, m->nlayers);
     m->marks_lowest = lowest;
@@ -513,7 +548,7 @@ static void train_ops(struct model *m, const struct model_input *in) {
             mark(m, 1, i);
         }
         if (L->grads_begin != SIZE_MAX) { /* through the alignment padding up to ready_end */
-            if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, L->grads_begin, ready_end);
+            grads_ready(m, L->grads_begin, ready_end);
             ready_end = L->grads_begin;
         }
         /* d now holds the input gradient, or (a pool in its convolution) still its own */
@@ -526,51 +561,146 @@ static void train_ops(struct model *m, const struct model_input *in) {
 }
 
 static void graphs_clear(struct model *m) {
-    for (int i = 0; i < m->ngraphs; i++)
-        if (m->graph[i].g) m->k->graph_destroy(m->graph[i].g);
+    for (int i = 0; i < m->ngraphs; i++) {
+        struct model_graph *g = &m->graph[i];
+        for (int j = 0; j < g->nsegs; j++) m->k->graph_destroy(g->seg[j]);
+        free(g->call), free(g->cut), free(g->seg), free(g->seg_end);
+    }
     m->ngraphs = 0;
 }
 
-static int graph_matches(const struct model_graph *g, const struct model *m, const struct model_input *in) {
-    return g->n == in->n && g->reflect == in->reflect && g->img == in->img && g->geom == in->geom &&
-           g->labels == in->labels && g->label_smoothing == m->label_smoothing &&
-           g->loss_reduction == m->loss_reduction;
+/* The update's ops, reading m->scalars (set before by update_prepare). */
+static void update_ops(struct model *m, const struct model_update_ops *u) {
+    const struct kernels *k = m->k;
+    if (u->sgd)
+        k->sgd_update(m->params, m->grads, m->momentum, u->groups ? m->sgd_groups : NULL, m->nparams,
+                      (const struct sgd_hyper *)m->scalars, u->nesterov);
+    for (int i = 0; i < u->lookaheads; i++) {
+        const float *w = m->scalars + SGD_HYPER_FLOATS + i;
+        k->lookahead_update(m->params, m->ema_params, m->nparams, w);
+        k->lookahead_update(m->buffers, m->ema_buffers, m->nbuffers, w);
+    }
 }
 
-/* The step as a graph (struct model): 1 when it ran so, 0 when the caller runs it op by op. */
-static int graph_step(struct model *m, const struct model_input *in) {
-    if (!m->graphs || m->grads_ready || m->marks[0]) return 0;
-    struct model_graph *g = NULL;
-    for (int i = 0; i < m->ngraphs && !g; i++)
-        if (graph_matches(&m->graph[i], m, in)) g = &m->graph[i];
-    if (!g) { /* first sight: remember it, run op by op (plans convolutions, sizes scratch) */
-        if (m->ngraphs == MODEL_GRAPHS) graphs_clear(m);
-        m->graph[m->ngraphs++] = (struct model_graph){.n = in->n,
-                                                      .reflect = in->reflect,
-                                                      .img = in->img,
-                                                      .geom = in->geom,
-                                                      .labels = in->labels,
-                                                      .label_smoothing = m->label_smoothing,
-                                                      .loss_reduction = m->loss_reduction};
+/* m->sgd_groups from the tensor table (struct model), through the host. */
+static void make_sgd_groups(struct model *m) {
+    unsigned char *host = XALLOC(m->nparams ? m->nparams : 1);
+    memset(host, SGD_SKIP, m->nparams);
+    for (int t = 0; t < m->ntensors; t++) {
+        const struct model_tensor *mt = &m->tensors[t];
+        if (mt->home != HOME_PARAMS || mt->stopped) continue;
+        memset(host + mt->offset, m->layers[mt->layer].def->kind == LAYER_BATCHNORM, mt->numel);
+    }
+    if (!m->sgd_groups) m->sgd_groups = m->k->alloc(m->nparams ? m->nparams : 1);
+    m->k->upload(m->sgd_groups, host, m->nparams);
+    free(host);
+    m->sgd_groups_stale = 0;
+}
+
+/* u's ops (none for NULL), and its numbers into m->scalars on the compute queue: before the
+ * ops, outside any recording. One group unless the batch-norm tensors have their own lr or a
+ * tensor has stopped; each element computes as with a call per tensor. */
+static struct model_update_ops update_prepare(struct model *m, const struct model_update *u) {
+    struct model_update_ops ops = {0, 0, 0, 0};
+    if (!u) return ops;
+    const struct sgd_settings *s = &u->sgd;
+    int whole = s->norm_lr_scale == 1.0f;
+    for (int t = 0; whole && t < m->ntensors; t++) whole = !m->tensors[t].stopped;
+    if (!whole && (!m->sgd_groups || m->sgd_groups_stale)) make_sgd_groups(m);
+    CHECK(u->lookaheads >= 0 && u->lookaheads <= 2 && (u->lookaheads == 0 || m->ema_params));
+    float f = s->norm_lr_scale, v[SGD_HYPER_FLOATS + 2];
+    struct sgd_hyper h = {
+        {s->lr, s->lr * f}, {s->weight_decay, s->weight_decay / f}, s->momentum, s->grad_scale};
+    memcpy(v, &h, sizeof h);
+    v[SGD_HYPER_FLOATS] = u->lookahead[0], v[SGD_HYPER_FLOATS + 1] = u->lookahead[1];
+    m->k->scalars_set(m->scalars, v, SGD_HYPER_FLOATS + 2);
+    return (struct model_update_ops){1, !whole, s->nesterov != 0, u->lookaheads};
+}
+
+static int graph_matches(const struct model_graph *g, const struct model *m, const struct model_input *in,
+                         const struct model_update_ops *u) {
+    return g->n == in->n && g->reflect == in->reflect && g->img == in->img && g->geom == in->geom &&
+           g->labels == in->labels && g->label_smoothing == m->label_smoothing &&
+           g->loss_reduction == m->loss_reduction && !memcmp(&g->update, u, sizeof *u) &&
+           g->grads_ready == (m->grads_ready != NULL);
+}
+
+/* The graph entry of this step (struct model_graph), made on its first sight; NULL where steps
+ * run op by op (graphs off, timing). */
+static struct model_graph *graph_find(struct model *m, const struct model_input *in,
+                                      const struct model_update_ops *u) {
+    if (!m->graphs || m->marks[0]) return NULL;
+    for (int i = 0; i < m->ngraphs; i++)
+        if (graph_matches(&m->graph[i], m, in, u)) return &m->graph[i];
+    if (m->ngraphs == MODEL_GRAPHS) graphs_clear(m);
+    int calls = m->nlayers + 1; /* the loss's stats, then at most one per layer */
+    struct model_graph *g = &m->graph[m->ngraphs++];
+    *g = (struct model_graph){.n = in->n,
+                              .reflect = in->reflect,
+                              .img = in->img,
+                              .geom = in->geom,
+                              .labels = in->labels,
+                              .label_smoothing = m->label_smoothing,
+                              .loss_reduction = m->loss_reduction,
+                              .update = *u,
+                              .grads_ready = m->grads_ready != NULL,
+                              .ncalls = -1, /* not seen yet */
+                              .call = XALLOC((size_t)calls * sizeof *g->call),
+                              .cut = XALLOC((size_t)calls),
+                              .seg = XALLOC((size_t)(calls + 1) * sizeof *g->seg),
+                              .seg_end = XALLOC((size_t)(calls + 1) * sizeof *g->seg_end)};
+    return g;
+}
+
+/* The second sight of g's step: recorded as it runs (struct model_graph). 0 where the backend
+ * records nothing (graphs stay off from then on). */
+static int graph_record(struct model *m, struct model_graph *g, const struct model_input *in,
+                        const struct model_update_ops *u) {
+    if (m->k->capture_begin() != 0) {
+        m->graphs = 0;
         return 0;
     }
-    if (!g->g) {
-        if (m->k->capture_begin() != 0) { /* the backend has none: op by op from now on */
-            m->graphs = 0;
-            return 0;
-        }
-        train_ops(m, in);
-        g->g = m->k->capture_end();
-    }
-    m->k->graph_launch(g->g);
+    m->recording = g;
+    m->calls_seen = m->calls_done = 0;
+    train_ops(m, in);
+    update_ops(m, u);
+    CHECK(m->calls_seen == g->ncalls);
+    segment_end(m, g, g->ncalls - 1, 0);
+    m->recording = NULL;
     return 1;
 }
 
-int model_forward_backward(struct model *m, const struct model_input *in) {
+static void graph_run(struct model *m, const struct model_graph *g) {
+    for (int i = 0, call = 0; i < g->nsegs; i++) {
+        m->k->graph_launch(g->seg[i]);
+        for (; call < g->seg_end[i]; call++)
+            m->grads_ready(m->grads_ready_ctx, g->call[call][0], g->call[call][1]);
+    }
+}
+
+/* A step: op by op (noting its grads_ready calls on the first sight), recorded on the second
+ * sight, run from its graphs after that (struct model). */
+static int train_step(struct model *m, const struct model_input *in, const struct model_update *u) {
     CHECK(in->n >= 1 && in->n <= m->max_batch);
-    if (!graph_step(m, in)) train_ops(m, in);
+    struct model_update_ops ops = update_prepare(m, u);
+    struct model_graph *g = graph_find(m, in, &ops);
+    if (g && g->nsegs) {
+        graph_run(m, g);
+    } else if (!g || g->ncalls < 0 || !graph_record(m, g, in, &ops)) {
+        if (g) g->ncalls = 0, m->seeing = g;
+        train_ops(m, in);
+        update_ops(m, &ops);
+        m->seeing = NULL;
+    }
     m->batches_tracked++;
     return in->n;
+}
+
+int model_forward_backward(struct model *m, const struct model_input *in) { return train_step(m, in, NULL); }
+
+int model_train_step(struct model *m, const struct model_input *in, const struct model_update *u) {
+    CHECK(u && !m->grads_ready);
+    return train_step(m, in, u);
 }
 
 const void *model_logits(struct model *m, const struct model_input *in) {
@@ -601,35 +731,13 @@ void model_sgd_step(struct model *m, float lr, float momentum, float weight_deca
     model_optimizer_step(m, &(struct sgd_settings){lr, momentum, weight_decay, grad_scale, 1.0f, 0});
 }
 
-/* m->sgd_groups from the tensor table (struct model), through the host. */
-static void make_sgd_groups(struct model *m) {
-    unsigned char *host = XALLOC(m->nparams ? m->nparams : 1);
-    memset(host, SGD_SKIP, m->nparams);
-    for (int t = 0; t < m->ntensors; t++) {
-        const struct model_tensor *mt = &m->tensors[t];
-        if (mt->home != HOME_PARAMS || mt->stopped) continue;
-        memset(host + mt->offset, m->layers[mt->layer].def->kind == LAYER_BATCHNORM, mt->numel);
-    }
-    if (!m->sgd_groups) m->sgd_groups = m->k->alloc(m->nparams ? m->nparams : 1);
-    m->k->upload(m->sgd_groups, host, m->nparams);
-    free(host);
-    m->sgd_groups_stale = 0;
+void model_optimizer_step(struct model *m, const struct sgd_settings *s) {
+    model_update(m, &(struct model_update){.sgd = *s});
 }
 
-void model_optimizer_step(struct model *m, const struct sgd_settings *s) {
-    int whole = s->norm_lr_scale == 1.0f;
-    for (int t = 0; whole && t < m->ntensors; t++) whole = !m->tensors[t].stopped;
-    if (whole) { /* one call over the buffer, alignment padding included (its gradients are 0) */
-        m->k->sgd_update(m->params, m->grads, m->momentum, m->nparams, s->lr, s->momentum, s->weight_decay,
-                         s->grad_scale, s->nesterov);
-        return;
-    }
-    /* One call with groups: each tensor computes as a call of its own with these settings. */
-    if (!m->sgd_groups || m->sgd_groups_stale) make_sgd_groups(m);
-    float f = s->norm_lr_scale;
-    const struct sgd_group g[SGD_GROUPS] = {{s->lr, s->weight_decay}, {s->lr * f, s->weight_decay / f}};
-    m->k->sgd_update_groups(m->params, m->grads, m->momentum, m->sgd_groups, m->nparams, g, s->momentum,
-                            s->grad_scale, s->nesterov);
+void model_update(struct model *m, const struct model_update *u) {
+    struct model_update_ops ops = update_prepare(m, u);
+    update_ops(m, &ops);
 }
 
 void model_stop_training(struct model *m, int t) {
@@ -654,8 +762,8 @@ void model_lookahead_init(struct model *m) {
 
 void model_lookahead_update(struct model *m, float weight) {
     CHECK(m->ema_params);
-    m->k->lookahead_update(m->params, m->ema_params, m->nparams, weight);
-    m->k->lookahead_update(m->buffers, m->ema_buffers, m->nbuffers, weight);
+    m->k->scalars_set(m->scalars + SGD_HYPER_FLOATS, &weight, 1);
+    update_ops(m, &(struct model_update_ops){0, 0, 0, 1});
 }
 
 void model_get_lookahead(const struct model *m, float *params, float *buffers) {

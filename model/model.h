@@ -58,16 +58,37 @@ struct model_layer {
 /* Called during backward each time a layer's gradients are final: the floats [begin, end) of
  * m->grads. Ranges arrive in decreasing order and tile [0, P + MODEL_STATS) exactly, the
  * stats first, so a caller can start reducing them while backward goes on. On an asynchronous
- * backend "final" means "issued": the caller orders itself with events. */
-typedef void model_grads_ready_fn(void *ctx, size_t begin, size_t end);
+ * backend "final" means "issued": the caller orders itself with events. Returns 1 when it
+ * ordered work of its own behind the ops issued so far (a gradient bucket's copy), 0 when it
+ * only took note: then a step recorded as graphs may call it a little later, after more of
+ * backward is issued (struct model_graph), and work it issues anyway is ordered behind that. */
+typedef int model_grads_ready_fn(void *ctx, size_t begin, size_t end);
 
-/* A training step recorded as a graph (kernels.h), and what it was recorded for. */
+/* What a training step's update is (model_train_step), as far as its ops go: none, or the
+ * optimizer step (over one group or with m->sgd_groups; Nesterov or not) and its lookaheads.
+ * The numbers (lr, weights) are m->scalars: not part of it. */
+struct model_update_ops {
+    int sgd, groups, nesterov, lookaheads;
+};
+
+/* A training step recorded as graphs (kernels.h), and what it was recorded for. Without
+ * grads_ready one graph holds the whole step. With it the calls stay on the host (the caller's
+ * reductions start there): the first sight, op by op, notes each call's range and answer; the
+ * step is then recorded as one graph per stretch up to a call that answered 1, and runs as
+ * seg[i], then the calls [seg_end[i - 1], seg_end[i]) (from 0 for i = 0), for each i. */
 struct model_graph {
     int n, reflect;
     const void *img, *geom, *labels; /* the batch's buffers (model/input.h) */
     float label_smoothing;
     enum xent_reduction loss_reduction;
-    struct kernels_graph *g; /* NULL: seen once, run op by op */
+    struct model_update_ops update;
+    int grads_ready; /* seen with grads_ready calls */
+    int ncalls;      /* the calls of the first sight: their ranges, and which answered 1 */
+    size_t (*call)[2];
+    unsigned char *cut;
+    int nsegs; /* 0: not recorded (yet) */
+    struct kernels_graph **seg;
+    int *seg_end;
 };
 #define MODEL_GRAPHS 8
 
@@ -107,15 +128,20 @@ struct model {
      * those. */
     int keep_pool_inputs;
     /* Graphs of training steps: with graphs non-zero (the caller's choice; 0 after model_init),
-     * model_forward_backward runs a step whose batch size, batch buffers, loss settings and
-     * trained tensors it has met once before from a graph of its ops, recorded the second
-     * time, where the backend records them (kernels.h: CUDA) and nothing needs the host mid-step
-     * (no grads_ready, not timing); otherwise, and on the first sight, op by op. A graph runs
-     * the same kernels on the same buffers, so the results are the same bit for bit.
-     * model_stop_training retires every graph (the backward changes). */
+     * model_forward_backward and model_train_step run a step whose batch size, batch buffers,
+     * loss settings, update ops and trained tensors they have met once before from graphs of
+     * its ops (struct model_graph), recorded the second time, where the backend records them
+     * (kernels.h: CUDA) and the step is not timed; otherwise, and on the first sight, op by op.
+     * A graph runs the same kernels on the same buffers, so the results are the same bit for
+     * bit. model_stop_training retires every graph (the backward changes). */
     int graphs;
     struct model_graph graph[MODEL_GRAPHS];
     int ngraphs;
+    struct model_graph *seeing, *recording; /* a step on its first sight / being recorded */
+    int calls_seen, calls_done;             /* while recording: grads_ready calls met, made */
+    /* A step's numbers (backend memory, set by scalars_set ahead of the ops that read them):
+     * struct sgd_hyper, then the weights of its lookahead updates. */
+    float *scalars;
     /* Each float of params in its SGD group (enum SGD_GROUPS: 0, 1 for batch-norm tensors, or
      * SGD_SKIP for stopped tensors and alignment padding), backend memory [P]: made by the first
      * model_optimizer_step that needs groups, again after model_stop_training; NULL until then. */
@@ -172,6 +198,19 @@ int model_predict(struct model *m, const struct model_input *in, int *pred_host,
 void model_sgd_step(struct model *m, float lr, float momentum, float weight_decay, float grad_scale);
 /* The same with groups, Nesterov and stopped tensors (struct sgd_settings). */
 void model_optimizer_step(struct model *m, const struct sgd_settings *s);
+
+/* A step's update: the optimizer step, then `lookaheads` (0-2) lookahead updates with weights
+ * lookahead[] (model_lookahead_update). */
+struct model_update {
+    struct sgd_settings sgd;
+    int lookaheads;
+    float lookahead[2];
+};
+void model_update(struct model *m, const struct model_update *u);
+/* model_forward_backward then model_update(u) as one step: recorded with its update in one
+ * graph where graphs apply (struct model). For one rank: with grads_ready (gradients reduced
+ * before the update) it stops with an internal error. Returns the batch size. */
+int model_train_step(struct model *m, const struct model_input *in, const struct model_update *u);
 
 /* Tensor t (trainable) takes no further updates and no gradient: PyTorch's
  * requires_grad = False mid-run (airbench's whitening bias after its epochs). */

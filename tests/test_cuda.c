@@ -371,54 +371,139 @@ static void test_lockstep(const struct net_def *net, const struct cifar_set *set
     for (int j = 0; j < 2; j++) step_state_free(&st[j]), batches_free(&q[j]), model_free(&m[j]);
 }
 
+/* How test_graphs runs its steps. APART: model_forward_backward, then model_optimizer_step.
+ * IN_GRAPH: model_train_step, the update with a lookahead every second step (two after the last)
+ * in the step's graph, against the ops apart op by op. SEGMENTS: as APART with a grads_ready
+ * hook (struct ready_log), which splits a step's graph at each of its calls. */
+enum graph_mode { APART, IN_GRAPH, SEGMENTS };
+
+/* A grads_ready hook as dist/dist.c's staged reduction uses it: each range it is handed goes to
+ * host memory by download_async behind the ops issued so far; the ranges, in order. It answers
+ * 1 (a bucket closed) at every third call and the last, so the recorded step has a graph per
+ * three calls and makes the others late (their copies then wait for more of backward). */
+enum { MAX_READY = 64 };
+struct ready_log {
+    float *grads, *host;
+    struct kernels_event *done[MAX_READY];
+    size_t cut[MAX_READY][2];
+    int n, cuts; /* calls, calls that answered 1 (this step) */
+};
+
+static int log_ready(void *ctx, size_t begin, size_t end) {
+    struct ready_log *r = ctx;
+    CHECK(r->n < MAX_READY);
+    r->cut[r->n][0] = begin, r->cut[r->n][1] = end;
+    gpu->download_async(r->host + begin, r->grads + begin, (end - begin) * sizeof(float), r->done[r->n]);
+    int cut = r->n % 3 == 2 || begin == 0; /* a bucket closed: every third call and the last */
+    r->cuts += cut;
+    r->n++;
+    return cut;
+}
+
+/* Waits for r's copies: 1 when they hold what grads[0, total) holds now. */
+static int ready_copies_match(struct ready_log *r, size_t total, float *scratch) {
+    for (int i = 0; i < r->n; i++) gpu->event_wait(r->done[i]);
+    gpu->download(scratch, r->grads, total * sizeof(float));
+    return memcmp(scratch, r->host, total * sizeof(float)) == 0;
+}
+
+/* Step s of test_graphs on m (update u, IN_GRAPH), then its loss and gradients to the host. */
+static void graph_test_step(struct model *m, struct batches *q, enum graph_mode mode,
+                            const struct model_update *u, float *loss, float *grads) {
+    size_t P = m->nparams;
+    if (mode == IN_GRAPH && m->graphs) {
+        struct model_input in;
+        int slot = batches_take(q, &in);
+        model_train_step(m, &in, u);
+        batches_release(q, slot);
+    } else {
+        check_forward_backward(m, q);
+    }
+    gpu->download(loss, m->grads + P, sizeof(float));
+    gpu->download(grads, m->grads, P * sizeof(float));
+    if (mode == IN_GRAPH && m->graphs) return;
+    model_optimizer_step(m, &u->sgd);
+    for (int i = 0; i < u->lookaheads; i++) model_lookahead_update(m, u->lookahead[i]);
+}
+
 /* Training steps as CUDA graphs (struct model's graphs) against the same steps op by op, on
  * the same GPU, in lock step: after every step the same loss and gradients, at the end the same
- * weights, momentum and statistics, bit for bit. 9 steps of airbench94's recipe (the batch-norm
- * group, so the grouped update too) from 2 alternating batch slots: each slot's graph recorded
- * on its second step; the first layer's bias (where there is one) stopped before step 5, which
- * must retire every graph (one still in use would write the stopped bias's gradient: the
- * gradients would differ), recorded again on steps 7 and 8; and a last partial batch, met
- * once, so op by op. */
-static void test_graphs(const struct net_def *net, const struct cifar_set *set) {
+ * weights, momentum, statistics (and lookahead averages), bit for bit. 9 steps of airbench94's
+ * recipe (the batch-norm group, so the grouped update too) from 2 alternating batch slots: each
+ * slot's graph recorded on its second step; the first layer's bias (where there is one) stopped
+ * before step 5, which must retire every graph (one still in use would write the stopped bias's
+ * gradient: the gradients would differ), recorded again on steps 7 and 8; and a last partial
+ * batch, met once, so op by op. SEGMENTS: the hook sees the same ranges in the same order, and
+ * each range's copy holds the final gradients (it ran behind the graph that computed them). */
+static void test_graphs(const struct net_def *net, const struct cifar_set *set, enum graph_mode mode) {
     enum { B = 64, STEPS = 9 };
+    static const char *const names[] = {"update apart", "update in the graph", "split at grads_ready"};
     size_t P, S;
     sizes_of(net, &P, &S);
     struct model m[2];
     struct batches q[2];
-    float loss[2], *g[2], *w[2], *mo[2], *bn[2];
+    struct ready_log r[2];
+    float loss[2], *g[2], *w[2], *mo[2], *bn[2], *ep[2], *eb[2], *scratch = fnew(P + MODEL_STATS);
     for (int j = 0; j < 2; j++) {
         model_init(&m[j], net, gpu, B, 11);
         batches_init(&q[j], gpu, B);
         m[j].label_smoothing = airbench.label_smoothing, m[j].loss_reduction = airbench.loss;
         m[j].graphs = j;
+        if (mode == IN_GRAPH) model_lookahead_init(&m[j]);
+        if (mode == SEGMENTS) {
+            memset(&r[j], 0, sizeof r[j]);
+            r[j].grads = m[j].grads, r[j].host = gpu->host_alloc((P + MODEL_STATS) * sizeof(float));
+            for (int i = 0; i < MAX_READY; i++) r[j].done[i] = gpu->event_create();
+            m[j].grads_ready = log_ready, m[j].grads_ready_ctx = &r[j];
+        }
         g[j] = fnew(P), w[j] = fnew(P), mo[j] = fnew(P), bn[j] = fnew(S ? S : 1);
+        ep[j] = fnew(P), eb[j] = fnew(S ? S : 1);
     }
-    int differ = 0;
-    for (int s = 0; s < STEPS; s++)
+    int differ = 0, cuts = 0, copies = 0;
+    for (int s = 0; s < STEPS; s++) {
+        struct model_update u = {
+            .sgd = airbench.sgd, .lookaheads = s + 1 == STEPS ? 2 : s % 2, .lookahead = {0.3f, 0.0f}};
         for (int j = 0; j < 2; j++) {
             if (s == 4 && m[j].layers[0].bias >= 0) model_stop_training(&m[j], m[j].layers[0].bias);
             submit(&q[j], set, s * B, s + 1 == STEPS ? 37 : B, airbench.augment, s);
-            check_forward_backward(&m[j], &q[j]);
-            gpu->download(&loss[j], m[j].grads + P, sizeof(float));
-            gpu->download(g[j], m[j].grads, P * sizeof(float));
-            model_optimizer_step(&m[j], &airbench.sgd);
-            if (j == 1 && (memcmp(&loss[0], &loss[1], 4) != 0 || memcmp(g[0], g[1], P * 4) != 0) && !differ++)
-                printf("test_cuda: %s: step %d as a CUDA graph: loss %.9g, op by op %.9g\n", net->name, s + 1,
-                       loss[1], loss[0]);
+            if (mode == SEGMENTS) r[j].n = r[j].cuts = 0;
+            graph_test_step(&m[j], &q[j], mode, &u, &loss[j], g[j]);
+            if (mode == SEGMENTS) copies += !ready_copies_match(&r[j], P + MODEL_STATS, scratch);
         }
-    int recorded = 0;
-    for (int i = 0; i < m[1].ngraphs; i++) recorded += m[1].graph[i].g != NULL;
-    for (int j = 0; j < 2; j++) model_get_state(&m[j], w[j], mo[j], bn[j]);
-    EXPECT(recorded == 2, "%s: %d graphs recorded after the last step, want 2", net->name, recorded);
-    EXPECT(differ == 0, "%s: %d of %d steps as CUDA graphs differ in loss or gradients from op by op",
-           net->name, differ, STEPS);
-    EXPECT(memcmp(w[0], w[1], P * 4) == 0 && memcmp(mo[0], mo[1], P * 4) == 0 &&
-               memcmp(bn[0], bn[1], S * 4) == 0,
-           "%s: the state after %d steps as CUDA graphs differs from op by op", net->name, STEPS);
-    for (int j = 0; j < 2; j++) {
-        batches_free(&q[j]), model_free(&m[j]);
-        free(g[j]), free(w[j]), free(mo[j]), free(bn[j]);
+        if ((memcmp(&loss[0], &loss[1], 4) != 0 || memcmp(g[0], g[1], P * 4) != 0) && !differ++)
+            printf("test_cuda: %s, %s: step %d as a CUDA graph: loss %.9g, op by op %.9g\n", net->name,
+                   names[mode], s + 1, loss[1], loss[0]);
+        cuts += mode == SEGMENTS && (r[0].n != r[1].n || memcmp(r[0].cut, r[1].cut, sizeof r[0].cut) != 0);
     }
+    int recorded = 0, segs = 0;
+    for (int i = 0; i < m[1].ngraphs; i++) recorded += m[1].graph[i].nsegs > 0, segs += m[1].graph[i].nsegs;
+    for (int j = 0; j < 2; j++) {
+        model_get_state(&m[j], w[j], mo[j], bn[j]);
+        if (mode == IN_GRAPH) model_get_lookahead(&m[j], ep[j], eb[j]);
+    }
+    int want_segs = mode == SEGMENTS ? 2 * (r[0].cuts + 1) : 2; /* the stretches up to each cut, the rest */
+    EXPECT(recorded == 2 && segs == want_segs,
+           "%s, %s: %d steps in %d graphs recorded after the last step, want 2 in %d", net->name, names[mode],
+           recorded, segs, want_segs);
+    EXPECT(differ == 0, "%s, %s: %d of %d steps as CUDA graphs differ in loss or gradients from op by op",
+           net->name, names[mode], differ, STEPS);
+    EXPECT(cuts == 0 && copies == 0,
+           "%s, %s: grads_ready saw other ranges in %d steps; its copies missed gradients in %d", net->name,
+           names[mode], cuts, copies);
+    EXPECT(memcmp(w[0], w[1], P * 4) == 0 && memcmp(mo[0], mo[1], P * 4) == 0 &&
+               memcmp(bn[0], bn[1], S * 4) == 0 && memcmp(ep[0], ep[1], P * 4) == 0 &&
+               memcmp(eb[0], eb[1], S * 4) == 0,
+           "%s, %s: the state after %d steps as CUDA graphs differs from op by op", net->name, names[mode],
+           STEPS);
+    for (int j = 0; j < 2; j++) {
+        if (mode == SEGMENTS) {
+            gpu->host_free(r[j].host);
+            for (int i = 0; i < MAX_READY; i++) gpu->event_destroy(r[j].done[i]);
+        }
+        batches_free(&q[j]), model_free(&m[j]);
+        free(g[j]), free(w[j]), free(mo[j]), free(bn[j]), free(ep[j]), free(eb[j]);
+    }
+    free(scratch);
 }
 
 /* A model trained on one device, written to a file, scored on the other. */
@@ -532,13 +617,14 @@ int main(int argc, char **argv) {
         for (size_t j = 0; j < sizeof schedules / sizeof schedules[0]; j++)
             test_lockstep(nets[i], &set, &schedules[j]);
         test_cross_device(nets[i], &set);
-        test_graphs(nets[i], &set);
+        for (int mode = APART; mode <= SEGMENTS; mode++) test_graphs(nets[i], &set, (enum graph_mode)mode);
     }
     /* The real network under its own recipe (the convolutions of 31x31 .. 3x3 maps). */
     printf("test_cuda: %s\n", net_airbench94.name);
     test_lockstep(&net_airbench94, &set, &schedules[sizeof schedules / sizeof schedules[0] - 1]);
     test_cross_device(&net_airbench94, &set);
-    test_graphs(&net_airbench94, &set);
+    for (int mode = APART; mode <= SEGMENTS; mode++)
+        test_graphs(&net_airbench94, &set, (enum graph_mode)mode);
     test_second_gpu(&set, gpus);
     gpu->shutdown();
     free(set.records), free(raw);

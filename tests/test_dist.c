@@ -199,16 +199,19 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
            dist_grads_mode_name(mode_seen));
     same_batch_step(&dm, &dq, &lm, &lq, g, set, B);
 
-    /* Different shards per rank for 3 steps: local gradients differ, weights stay identical;
-     * the next batch is submitted while the step runs, as in training. */
+    /* Different shards per rank for 3 steps (on a GPU 5, as CUDA graphs split at the buckets from
+     * the third: recorded, then run): local gradients differ, weights stay identical; the next
+     * batch is submitted while the step runs, as in training. */
     if (!device_mode) dist_grads_free(g), g = NULL;
-    int *perm = XALLOC((size_t)n * sizeof(int));
+    int *perm = XALLOC((size_t)n * sizeof(int)), steps = on_gpu ? 5 : 3;
+    dm.graphs = on_gpu;
+    CHECK(steps * d.world * B <= n);
     shard_permutation(5, 0, n, perm);
     int grads_differ = 0;
     submit(&dq, set, shard_slice(perm, 0, d.rank, d.world, B), B);
-    for (int step = 0; step < 3; step++) {
+    for (int step = 0; step < steps; step++) {
         check_forward_backward(&dm, &dq);
-        if (step < 2) submit(&dq, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
+        if (step + 1 < steps) submit(&dq, set, shard_slice(perm, step + 1, d.rank, d.world, B), B);
         float stats[MODEL_STATS];
         if (g) {
             dist_grads_finish(g, stats);

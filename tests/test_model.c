@@ -108,11 +108,12 @@ struct ranges {
     size_t P, begin[64], end[64];
 };
 
-static void record(void *ctx, size_t begin, size_t end) {
+static int record(void *ctx, size_t begin, size_t end) {
     struct ranges *r = ctx;
     if (begin == r->P) r->n = 0;
     CHECK(r->n < 64);
     r->begin[r->n] = begin, r->end[r->n] = end, r->n++;
+    return 0;
 }
 
 /* `steps` SGD steps (lr 0.05, momentum 0.9, weight decay 5e-4) of m on batches of B images of set
@@ -326,7 +327,7 @@ static void test_bad_definitions(void) {
 }
 
 /* model_optimizer_step with airbench's batch-norm group and a stopped tensor (one call of
- * sgd_update_groups over m->sgd_groups) equals, bit for bit, a call of sgd_update per tensor
+ * sgd_update with m->sgd_groups) equals, bit for bit, a call of sgd_update per tensor
  * with its group's settings, the stopped tensor and the alignment padding left alone; twice,
  * the second time after another tensor stops (the groups made again). */
 static void test_grouped_update(void) {
@@ -349,8 +350,8 @@ static void test_grouped_update(void) {
             if (mt->home != HOME_PARAMS || mt->stopped) continue;
             float f = m[1].layers[mt->layer].def->kind == LAYER_BATCHNORM ? st.norm_lr_scale : 1.0f;
             size_t o = mt->offset;
-            kernels_cpu()->sgd_update(m[1].params + o, m[1].grads + o, m[1].momentum + o, mt->numel,
-                                      st.lr * f, st.momentum, st.weight_decay / f, st.grad_scale,
+            const struct sgd_hyper h = {{st.lr * f}, {st.weight_decay / f}, st.momentum, st.grad_scale};
+            kernels_cpu()->sgd_update(m[1].params + o, m[1].grads + o, m[1].momentum + o, NULL, mt->numel, &h,
                                       st.nesterov);
         }
         EXPECT(memcmp(m[0].params, m[1].params, P * 4) == 0 &&
@@ -362,9 +363,6 @@ static void test_grouped_update(void) {
     for (int j = 0; j < 2; j++) model_free(&m[j]);
 }
 
-/* Graphs asked for on the CPU, which records none (capture_begin refuses): the steps run op by
- * op, graphs is switched off at the first capture, and the results are those without. (The
- * graphs themselves are test_cuda's, on a GPU.) */
 /* Submits a batch of 4 whose image 2 has the geometry g[3]. */
 static void submit_child(void *g) {
     const int *geom = g;
@@ -398,6 +396,9 @@ static void test_batch_geometry(void) {
                "batches_submit refused geometry {%d, %d, %d}", good[i][0], good[i][1], good[i][2]);
 }
 
+/* Graphs asked for on the CPU, which records none (capture_begin refuses): the steps run op by
+ * op, graphs is switched off at the first capture, and the results are those without. (The
+ * graphs themselves are test_cuda's, on a GPU.) */
 static void test_graphs_fallback(void) {
     uint8_t *raw;
     struct cifar_set set = check_learnable_set(64, &raw);
@@ -626,6 +627,83 @@ static void test_bf16_activations(void) {
     free(set.records), free(raw);
 }
 
+/* model_train_step (the update issued with the step, from the scalars it sets first) equals
+ * model_forward_backward, model_optimizer_step and model_lookahead_update called apart, bit for
+ * bit: airbench94's groups and Nesterov, the lr changing every step, 0, 1 and 2 lookahead updates
+ * (their weights changing too), a tensor stopped midway. */
+static void test_train_step(void) {
+    enum { B = 8, STEPS = 5 };
+    uint8_t *raw;
+    struct cifar_set set = check_learnable_set(STEPS * B, &raw);
+    struct model m[2];
+    struct batches q[2];
+    float *st[2];
+    for (int j = 0; j < 2; j++) {
+        model_init(&m[j], &net_airbench94, kernels_cpu(), B, 7);
+        batches_init(&q[j], m[j].k, B);
+        model_lookahead_init(&m[j]);
+    }
+    size_t P = m[0].nparams, S = m[0].nbuffers;
+    for (int j = 0; j < 2; j++) st[j] = XALLOC((3 * P + 2 * S) * sizeof(float));
+    int idx[B];
+    for (int s = 0; s < STEPS; s++) {
+        struct model_update u = {.sgd = {1.4648e-3f * (float)(s + 1), 0.85f, 1.3624f, 0.5f, 64.0f, 1},
+                                 .lookaheads = s % 3,
+                                 .lookahead = {0.2262190625f + 0.1f * (float)s, 0.7f}};
+        for (int i = 0; i < B; i++) idx[i] = s * B + i;
+        for (int j = 0; j < 2; j++) {
+            if (s == 2) model_stop_training(&m[j], find_tensor(&m[j], "0.bias"));
+            struct batch *b = batches_next(&q[j]);
+            augment_gather(&set, idx, B, 1, 0, AUGMENT_CROP_FLIP, b->img, b->geom, b->labels);
+            batches_submit(&q[j], B);
+            struct model_input in;
+            int slot = batches_take(&q[j], &in);
+            if (j == 0) {
+                model_train_step(&m[j], &in, &u);
+            } else {
+                model_forward_backward(&m[j], &in);
+                model_optimizer_step(&m[j], &u.sgd);
+                for (int k = 0; k < u.lookaheads; k++) model_lookahead_update(&m[j], u.lookahead[k]);
+            }
+            batches_release(&q[j], slot);
+        }
+    }
+    for (int j = 0; j < 2; j++) {
+        model_get_state(&m[j], st[j], st[j] + P, st[j] + 2 * P);
+        model_get_lookahead(&m[j], st[j] + 2 * P + S, st[j] + 3 * P + S);
+    }
+    EXPECT(memcmp(st[0], st[1], (3 * P + 2 * S) * sizeof(float)) == 0,
+           "model_train_step: the state after %d steps differs from the ops called apart", STEPS);
+    for (int j = 0; j < 2; j++) batches_free(&q[j]), model_free(&m[j]), free(st[j]);
+    free(set.records), free(raw);
+}
+
+/* model_train_step with a grads_ready hook stops: the update would come before the reduction. */
+static void train_step_child(void *unused) {
+    (void)unused;
+    struct model m;
+    struct batches q;
+    struct ranges r = {0};
+    model_init(&m, &test_net, kernels_cpu(), 4, 1);
+    batches_init(&q, m.k, 4);
+    r.P = m.nparams;
+    m.grads_ready = record, m.grads_ready_ctx = &r;
+    struct batch *b = batches_next(&q);
+    memset(b->img, 0, 4 * CIFAR_IMAGE_BYTES), memset(b->labels, 0, 4 * sizeof(int));
+    for (int i = 0; i < 4; i++) b->geom[3 * i] = b->geom[3 * i + 1] = 4, b->geom[3 * i + 2] = 0;
+    batches_submit(&q, 4);
+    struct model_input in;
+    batches_take(&q, &in);
+    model_train_step(&m, &in, &(struct model_update){.sgd = {0.1f, 0.9f, 0.0f, 1.0f, 1.0f, 0}});
+}
+
+static void test_train_step_refuses_hook(void) {
+    char msg[512];
+    int status = check_in_child(train_step_child, NULL, msg, sizeof msg);
+    EXPECT(WIFSIGNALED(status) && strstr(msg, "check failed: u && !m->grads_ready"),
+           "model_train_step with grads_ready: status %d, \"%s\"", status, msg);
+}
+
 int main(void) {
     err_set_progname("test_model");
     omp_set_num_threads(2);
@@ -639,6 +717,8 @@ int main(void) {
     test_pools_fused();
     test_grouped_update();
     test_graphs_fallback();
+    test_train_step();
+    test_train_step_refuses_hook();
     test_evaluate();
     test_batch_geometry();
     return check_summary("test_model");

@@ -1076,42 +1076,51 @@ static void run_xent(const struct op_case *c) {
 
 /* F_GROUPS: element i in group i % 3 == 0 (lr x 64, weight decay / 64, airbench's batch-norm
  * group), skipped where i % 7 == 3, else group 0; each element must also equal, bit for bit, what
- * sgd_update makes of it with its group's settings. */
+ * sgd_update without groups makes of it with its group's settings. The lr changes every step
+ * (scalars_set before each update, in the queue behind the last). */
 static unsigned char sgd_group_of(size_t i) { return i % 7 == 3 ? SGD_SKIP : i % 3 == 0; }
+
+/* hyper (backend memory) = step `step`'s settings of case c, group k's as group 0 with one < 0. */
+static void sgd_hyper_set(const struct op_case *c, int step, int k, float *hyper) {
+    float lr = c->sgd.lr * (1.0f - 0.25f * (float)step), wd = c->sgd.weight_decay;
+    struct sgd_hyper h = {{lr, lr * 64.0f}, {wd, wd / 64.0f}, c->sgd.momentum, c->sgd.grad_scale};
+    if (k == 1) h.lr[0] = h.lr[1], h.weight_decay[0] = h.weight_decay[1];
+    B->scalars_set(hyper, (const float *)&h, SGD_HYPER_FLOATS);
+}
 
 static void run_sgd(const struct op_case *c) {
     size_t n = (size_t)c->sgd.n;
     int groups = !!(c->flags & F_GROUPS);
     double lr = c->sgd.lr, mom = c->sgd.momentum, wd = c->sgd.weight_decay, gs = c->sgd.grad_scale;
-    name_case(c, "sgd_update n %zu lr %g momentum %g weight decay %g grad scale %g%s%s", n, lr, mom, wd, gs,
-              c->sgd.resume ? " resumed" : "", c->sgd.nesterov ? " nesterov" : "");
-    const struct sgd_group g[SGD_GROUPS] = {{c->sgd.lr, c->sgd.weight_decay},
-                                            {c->sgd.lr * 64.0f, c->sgd.weight_decay / 64.0f}};
+    name_case(c, "sgd_update n %zu lr %g momentum %g weight decay %g grad scale %g%s%s%s", n, lr, mom, wd, gs,
+              c->sgd.resume ? " resumed" : "", c->sgd.nesterov ? " nesterov" : "", groups ? " groups" : "");
     unsigned char *group = hnew(n);
     for (size_t i = 0; i < n; i++) group[i] = groups ? sgd_group_of(i) : 0;
     float *p = hfill(n, -1, 1), *m = c->sgd.resume ? hfill(n, -0.5f, 0.5f) : hnew(n * sizeof(float));
     double *rp = dnew(n), *rm = dnew(n);
     for (size_t i = 0; i < n; i++) rp[i] = p[i], rm[i] = m[i];
     float *gp = dev_of(p, n), *gm = dev_of(m, n), *gg = dev_nan(n);
-    /* with groups, the same steps by sgd_update with each group's settings, on copies */
+    float *hyper[1 + SGD_GROUPS];
+    for (int k = 0; k <= SGD_GROUPS; k++) hyper[k] = dev_nan(SGD_HYPER_FLOATS);
+    /* with groups, the same steps by sgd_update without groups with each group's settings, on copies */
     float *sp[SGD_GROUPS], *sm[SGD_GROUPS];
     for (int k = 0; k < SGD_GROUPS; k++) sp[k] = dev_of(p, n), sm[k] = dev_of(m, n);
     unsigned char *ggroup = dev_copy(group, n);
     for (int step = 0; step < 3; step++) {
         float *gr = hfill(n, -1, 1);
         B->upload(gg, gr, n * sizeof(float));
-        if (groups) {
-            B->sgd_update_groups(gp, gg, gm, ggroup, n, g, c->sgd.momentum, c->sgd.grad_scale,
-                                 c->sgd.nesterov);
-            for (int k = 0; k < SGD_GROUPS; k++)
-                B->sgd_update(sp[k], gg, sm[k], n, g[k].lr, c->sgd.momentum, g[k].weight_decay,
-                              c->sgd.grad_scale, c->sgd.nesterov);
-        } else
-            B->sgd_update(gp, gg, gm, n, c->sgd.lr, c->sgd.momentum, c->sgd.weight_decay, c->sgd.grad_scale,
-                          c->sgd.nesterov);
+        sgd_hyper_set(c, step, -1, hyper[SGD_GROUPS]);
+        B->sgd_update(gp, gg, gm, groups ? ggroup : NULL, n, (const struct sgd_hyper *)hyper[SGD_GROUPS],
+                      c->sgd.nesterov);
+        for (int k = 0; groups && k < SGD_GROUPS; k++) {
+            sgd_hyper_set(c, step, k, hyper[k]);
+            B->sgd_update(sp[k], gg, sm[k], NULL, n, (const struct sgd_hyper *)hyper[k], c->sgd.nesterov);
+        }
+        float slr = c->sgd.lr * (1.0f - 0.25f * (float)step);
         for (size_t i = 0; i < n; i++) {
             if (group[i] == SGD_SKIP) continue;
-            double glr = group[i] ? (double)g[1].lr : lr, gwd = group[i] ? (double)g[1].weight_decay : wd;
+            double glr = group[i] ? (double)(slr * 64.0f) : slr,
+                   gwd = group[i] ? (double)(c->sgd.weight_decay / 64.0f) : wd;
             double gi = gs * gr[i] + gwd * rp[i];
             rm[i] = mom * rm[i] + gi;
             rp[i] -= glr * (c->sgd.nesterov ? gi + mom * rm[i] : rm[i]);
@@ -1150,8 +1159,9 @@ static void run_lookahead(const struct op_case *c) {
     double *ref = dnew(n);
     for (size_t i = 0; i < n; i++) ref[i] = ema[i] + (double)w * ((double)p[i] - ema[i]);
     const float *exact = w == 1.0f ? p : w == 0.0f ? ema : NULL;
-    float *gp = dev_of(p, n), *gema = dev_of(ema, n);
-    B->lookahead_update(gp, gema, n, w);
+    float *gp = dev_of(p, n), *gema = dev_of(ema, n), *gw = dev_nan(1);
+    B->scalars_set(gw, &w, 1);
+    B->lookahead_update(gp, gema, n, gw);
     float *hema = host_of(gema, n);
     expect_rel("ema", hema, ref, n, TOL_FINE);
     EXPECT(!exact || memcmp(hema, exact, n * sizeof(float)) == 0, "%s: %s: ema is not exactly %s", where,
@@ -1305,8 +1315,8 @@ static void check_catches_null(void) {
     t.sgd_update = NULL;
     expect_check_names(&t, "sgd_update");
     t = *kernels_cpu();
-    t.sgd_update_groups = NULL;
-    expect_check_names(&t, "sgd_update_groups");
+    t.scalars_set = NULL;
+    expect_check_names(&t, "scalars_set");
     t = *kernels_cpu();
     t.shutdown = NULL;
     expect_check_names(&t, "shutdown");

@@ -2,7 +2,8 @@
 # airbench94's recipe end to end on a small synthetic dataset (400 training images, 50 test):
 #  - mpirun -np 2 with a global batch of 64 and fractional epochs: the recipe's log lines, the
 #    whitening bias stopping, a final score with test-time augmentation, a loss that falls;
-#  - 1 rank takes the same steps over the same images (the global batch is kept);
+#  - 1 rank takes the same steps over the same images (the global batch is kept), and the
+#    same again after untimed warm-up steps;
 #  - kill -9 mid-run and the same command again (both with untimed warm-up steps) == the
 #    uninterrupted run, bit for bit (weights, momentum, BN statistics, lookahead averages), and so is its metrics file (the
 #    records past the checkpoint, another run's and a torn line are dropped), and TensorBoard
@@ -60,6 +61,12 @@ run "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/one/model.safetensors" 
 expect_rc 0 "airbench94, 1 rank"
 expect_out "1 rank keeps the global batch" "6 steps per epoch of 64 images \(1 ranks x 64\)"
 expect_out "1 rank: 21 steps" "3.5 epochs \(21 steps\)"
+# One rank's warm-up steps take the update too (the step graph a GPU records holds it), on
+# weights and momentum it puts back: the same model.
+mkdir -p "$T/oneW"
+run env CIFAR10_WARM_UP=3 "$BIN/cifar10-train" "${RECIPE[@]}" --model-file "$T/oneW/model.safetensors" "$D"
+expect_rc 0 "airbench94, 1 rank, warm-up"
+check "1 rank: CIFAR10_WARM_UP=3 trains the same model, bit for bit" cmp -s <(st_data "$T/one/model.safetensors") <(st_data "$T/oneW/model.safetensors")
 
 # 3. Killed mid-run, then the same command again: bit-identical to the uninterrupted run.
 mkdir -p "$T/B"

@@ -198,8 +198,8 @@ static int fake_event_done(struct kernels_event *e) {
 
 /* (b), at the update: every bucket came back, complete and waited for by the compute queue.
  * Ends the step's log. */
-static void fake_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                            float weight_decay, float grad_scale, int nesterov) {
+static void fake_sgd_update(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                            const struct sgd_hyper *h, int nesterov) {
     if (fake.watch) {
         if (fake.nback != fake.ndown)
             violation("%d of %d buckets copied back before the update", fake.nback, fake.ndown);
@@ -211,7 +211,7 @@ static void fake_sgd_update(float *p, const float *grad, float *m, size_t n, flo
         }
         fake.ndown = fake.nred = fake.nback = 0;
     }
-    fake.cpu->sgd_update(p, grad, m, n, lr, momentum, weight_decay, grad_scale, nesterov);
+    fake.cpu->sgd_update(p, grad, m, group, n, h, nesterov);
 }
 
 /* The synchronous copies, counted for (f). */

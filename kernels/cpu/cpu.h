@@ -79,11 +79,10 @@ void cpu_linear_backward(const void *x, const float *w, const void *dy, void *dx
                          int I, int O, float scale, void *ws, size_t ws_bytes);
 void cpu_softmax_xent(const void *logits, const int *labels, void *dlogits, float *out, int N, int classes,
                       float smoothing, enum xent_reduction reduction);
-void cpu_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                    float weight_decay, float grad_scale, int nesterov);
-void cpu_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
-                           const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
-void cpu_lookahead_update(float *p, float *ema, size_t n, float weight);
+void cpu_sgd_update(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                    const struct sgd_hyper *h, int nesterov);
+void cpu_lookahead_update(float *p, float *ema, size_t n, const float *weight);
+void cpu_scalars_set(float *dst, const float *v, int n);
 void cpu_logits_add(const void *z, float *sum, size_t n, float weight, int add);
 
 /* Internal to the convolution (conv.c uses winograd.c for 3x3 "same" convolutions, see there;

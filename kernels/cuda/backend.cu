@@ -131,6 +131,12 @@ static struct kernels_graph *cuda_capture_end(void) {
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamEndCapture(compute_stream, &graph));
     capturing = 0;
+    size_t nodes = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, NULL, &nodes));
+    if (nodes == 0) { /* nothing recorded (a stretch with no op): one node that does nothing */
+        cudaGraphNode_t empty;
+        CUDA_CHECK(cudaGraphAddEmptyNode(&empty, graph, NULL, 0));
+    }
     struct kernels_graph *g = (struct kernels_graph *)malloc(sizeof *g); /* (XALLOC: not exported) */
     CHECK(g);
     CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
@@ -390,8 +396,8 @@ static const struct kernels *cuda_table(int device) {
     table.timer_mark = cuda_timer_mark;
     table.timer_seconds = cuda_timer_seconds;
     table.sgd_update = cuda_sgd_update;
-    table.sgd_update_groups = cuda_sgd_update_groups;
     table.lookahead_update = cuda_lookahead_update;
+    table.scalars_set = cuda_scalars_set;
     table.capture_begin = cuda_capture_begin;
     table.capture_end = cuda_capture_end;
     table.graph_launch = cuda_graph_launch;

@@ -206,11 +206,10 @@ void cuda_fill_layout(struct kernels *k, enum cuda_precision p);
 /* Destroys every convolution plan (shutdown; the device must be idle). */
 void cuda_conv_release(void);
 /* The float-only ops, the same in every table (elementwise.cu). */
-void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                     float weight_decay, float grad_scale, int nesterov);
-void cuda_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
-                            const struct sgd_group *g, float momentum, float grad_scale, int nesterov);
-void cuda_lookahead_update(float *p, float *ema, size_t n, float weight);
+void cuda_sgd_update(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                     const struct sgd_hyper *h, int nesterov);
+void cuda_lookahead_update(float *p, float *ema, size_t n, const float *weight);
+void cuda_scalars_set(float *dst, const float *v, int n);
 
 /* Activation elements of type T (float or bf16) read into float and written from it, rounded
  * to nearest even: the only place an op's arithmetic meets the storage type. */

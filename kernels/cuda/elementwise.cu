@@ -109,7 +109,7 @@ __global__ static void bias_act_kernel(T *y, const float *b, float scale, uint32
 }
 
 /* One element of torch.optim.SGD's step as in cpu/sgd.c, the same operation order (so only FMA
- * contraction differs), written once for both kernels below. */
+ * contraction differs). */
 __device__ static inline void sgd_element(float *p, float *m, float grad, float lr, float momentum,
                                           float weight_decay, float grad_scale, int nesterov) {
     float g = grad * grad_scale + weight_decay * *p;
@@ -118,37 +118,39 @@ __device__ static inline void sgd_element(float *p, float *m, float grad, float 
     *p -= lr * (nesterov ? g + momentum * v : v);
 }
 
-__global__ static void sgd_kernel(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                                  float weight_decay, float grad_scale, int nesterov) {
-    GRID_STRIDE(i, n) sgd_element(&p[i], &m[i], grad[i], lr, momentum, weight_decay, grad_scale, nesterov);
-}
-
-/* The groups' settings by value (a kernel parameter). */
-struct sgd_groups {
-    struct sgd_group g[SGD_GROUPS];
-};
-
-/* sgd_kernel per element with the settings of group[i]; SGD_SKIP (any value past the groups)
- * leaves the element alone. */
-__global__ static void sgd_groups_kernel(float *p, const float *grad, float *m, const unsigned char *group,
-                                         size_t n, struct sgd_groups gs, float momentum, float grad_scale,
-                                         int nesterov) {
+/* sgd_element with the settings of group[i] (all group 0 without groups) from h, read in
+ * device memory once per thread; SGD_SKIP (any value past the groups) leaves the element
+ * alone. */
+__global__ static void sgd_kernel(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                                  const struct sgd_hyper *h, int nesterov) {
+    const struct sgd_hyper s = *h;
     GRID_STRIDE(i, n) {
-        unsigned k = group[i];
+        unsigned k = group ? group[i] : 0u;
         if (k < SGD_GROUPS)
-            sgd_element(&p[i], &m[i], grad[i], gs.g[k].lr, momentum, gs.g[k].weight_decay, grad_scale,
+            sgd_element(&p[i], &m[i], grad[i], s.lr[k], s.momentum, s.weight_decay[k], s.grad_scale,
                         nesterov);
     }
 }
 
-/* Lookahead as cpu/sgd.c: ema = torch.lerp(ema, p, w) by its float formula (from the nearer end,
- * chosen by the caller as small = |w| < 0.5), then p = ema. */
-__global__ static void lookahead_kernel(float *p, float *ema, size_t n, float w, int small) {
+/* Lookahead as cpu/sgd.c: ema = torch.lerp(ema, p, w) by its float formula (from the nearer
+ * end), then p = ema; w read in device memory. */
+__global__ static void lookahead_kernel(float *p, float *ema, size_t n, const float *weight) {
+    const float w = *weight;
+    const int small = fabsf(w) < 0.5f;
     GRID_STRIDE(i, n) {
         float e = small ? ema[i] + w * (p[i] - ema[i]) : p[i] - (p[i] - ema[i]) * (1.0f - w);
         ema[i] = e;
         p[i] = e;
     }
+}
+
+/* scalars_set's values by value (a kernel parameter). */
+struct scalars {
+    float v[SCALARS_SET_MAX];
+};
+
+__global__ static void scalars_kernel(float *dst, struct scalars s, int n) {
+    if ((int)threadIdx.x < n) dst[threadIdx.x] = s.v[threadIdx.x];
 }
 
 struct norm3 {
@@ -230,22 +232,20 @@ template void cuda_relu_backward<bf16_t>(const void *, const void *, void *, siz
 template void cuda_bias_act<float>(float *, const float *, float, int, int, int, int);
 template void cuda_bias_act<bf16_t>(bf16_t *, const float *, float, int, int, int, int);
 
-void cuda_sgd_update(float *p, const float *grad, float *m, size_t n, float lr, float momentum,
-                     float weight_decay, float grad_scale, int nesterov) {
-    sgd_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, grad, m, n, lr, momentum, weight_decay,
-                                                                   grad_scale, nesterov);
-    LAUNCH_CHECK();
+void cuda_sgd_update(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
+                     const struct sgd_hyper *h, int nesterov) {
+    cuda_launch(sgd_kernel, n, p, grad, m, group, n, h, nesterov);
 }
 
-void cuda_sgd_update_groups(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
-                            const struct sgd_group *g, float momentum, float grad_scale, int nesterov) {
-    struct sgd_groups gs;
-    memcpy(gs.g, g, sizeof gs.g);
-    cuda_launch(sgd_groups_kernel, n, p, grad, m, group, n, gs, momentum, grad_scale, nesterov);
+void cuda_lookahead_update(float *p, float *ema, size_t n, const float *weight) {
+    cuda_launch(lookahead_kernel, n, p, ema, n, weight);
 }
 
-void cuda_lookahead_update(float *p, float *ema, size_t n, float w) {
-    lookahead_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(p, ema, n, w, fabsf(w) < 0.5f);
+void cuda_scalars_set(float *dst, const float *v, int n) {
+    CHECK(n >= 1 && n <= SCALARS_SET_MAX);
+    struct scalars s = {};
+    memcpy(s.v, v, (size_t)n * sizeof(float));
+    scalars_kernel<<<1, 32, 0, cuda_stream()>>>(dst, s, n);
     LAUNCH_CHECK();
 }
 
