@@ -108,10 +108,13 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
            kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
-           kernels/cpu/bf16_act.c \
+           kernels/cpu/covariance.c kernels/cpu/bf16_act.c \
            model/net.c model/nets.c model/model.c model/batches.c model/config.c model/evaluate.c \
            model/whiten.c io/json.c io/safetensors.c io/checkpoint.c io/metrics.c io/tensorboard.c \
            app/options.c app/device.c
+# patch_covariance must give the CUDA twin's bits: no product contracted into an FMA, whatever
+# the flags (kernels/cpu/covariance.c).
+$(BUILD)/kernels/cpu/covariance.o: CFLAGS += -ffp-contract=off
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c kernels/cpu/small_conv.c
 ISAS    := generic avx2 avx512
@@ -138,7 +141,8 @@ PLUGIN_DIR := $(BUILD)/lib/cifar10-dp
 ifeq ($(USE_CUDA),1)
 CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
              kernels/cuda/reduce.cu kernels/cuda/batchnorm.cu kernels/cuda/softmax_xent.cu \
-             kernels/cuda/linear.cu kernels/cuda/conv.cu kernels/cuda/layout.cu
+             kernels/cuda/linear.cu kernels/cuda/conv.cu kernels/cuda/layout.cu \
+             kernels/cuda/covariance.cu
 NEWEST_ARCH := $(lastword $(CUDA_ARCH))
 GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)

@@ -164,7 +164,7 @@ static int whiten_first_layer(struct trainer *t, struct err *e) {
     const struct model_tensor *w = &t->m.tensors[t->m.layers[0].weight];
     CHECK(w->home == HOME_BUFFERS && w->numel == WHITEN_FILTERS * WHITEN_DIM);
     model_get_state(&t->m, NULL, NULL, t->h.buffers);
-    if (whiten_filter(&t->data.train, t->c.whiten_images, t->h.buffers + w->offset, e) != 0) {
+    if (whiten_filter(t->m.k, &t->data.train, t->c.whiten_images, t->h.buffers + w->offset, e) != 0) {
         snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg), " (%s)", t->data.source);
         return -1;
     }

@@ -72,6 +72,10 @@ struct sgd_hyper {
 
 /* How softmax_xent reduces its per-sample losses (nn.CrossEntropyLoss's reduction). */
 enum xent_reduction { XENT_MEAN, XENT_SUM };
+
+/* patch_covariance: a 2x2 patch of 3 channels as a vector ([c][dy][dx]), and images per
+ * partial sum. */
+enum { PATCH_DIM = 12, PATCH_CHUNK = 40 };
 int kernels_conv_out(int size, int k, int pad);
 
 struct kernels {
@@ -125,6 +129,16 @@ struct kernels {
      * (F.pad(mode='reflect'): offsets up to 31 pixels out). */
     void (*input_prepare)(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
                           const float *shift, int reflect);
+
+    /* airbench's whitening statistics: part[k][PATCH_DIM][PATCH_DIM] (double, backend memory;
+     * the upper triangle, the rest 0) = the sum of p p^T over every 2x2 patch p (stride 1: 31
+     * x 31 per image) of images [k PATCH_CHUNK, (k + 1) PATCH_CHUNK) of img[n][3][32][32]
+     * (uint8, backend memory; the last chunk shorter), normalised as input_prepare does
+     * (pixel * scale[c] + shift[c] in float; host arrays of 3). Each product and sum in double,
+     * images, rows and columns in order, nothing contracted into an FMA: the same bits on every
+     * backend (the host adds the chunks in order, so no thread count changes them either). */
+    void (*patch_covariance)(const unsigned char *img, int n, const float *scale, const float *shift,
+                             double *part);
 
     /* Scratch (bytes) that conv_forward and conv_backward need for this shape, for the passes
      * named (enum conv_pass: the forward, the backward with dx, the backward with dw), and that

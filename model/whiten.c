@@ -60,52 +60,27 @@ void whiten_eigh(int n, double *a, double *lambda, double *v) {
     sort_ascending(n, lambda, v);
 }
 
-/* Adds p p^T (upper triangle) for every 2x2 patch of one image x[3][32][32]. */
-static void add_patches(const float *x, double *cov) {
-    for (int y = 0; y + 1 < CIFAR_SIDE; y++)
-        for (int xx = 0; xx + 1 < CIFAR_SIDE; xx++) {
-            double p[WHITEN_DIM];
-            for (int c = 0; c < CIFAR_CHANNELS; c++)
-                for (int k = 0; k < 4; k++)
-                    p[c * 4 + k] = x[(c * CIFAR_SIDE + y + k / 2) * CIFAR_SIDE + xx + k % 2];
-            for (int i = 0; i < WHITEN_DIM; i++)
-                for (int j = i; j < WHITEN_DIM; j++) cov[i * WHITEN_DIM + j] += p[i] * p[j];
-        }
-}
-
-/* Images per partial sum: the chunks' sums are taken in parallel (on one thread, airbench's
- * 5000 images took a visible part of a GPU run's time to accuracy) and added in chunk order, so
- * the covariance does not depend on the thread count. */
-#define WHITEN_CHUNK 40
-
-/* part += the patches' products of images [first, end) of set (upper triangle). */
-static void add_images(const struct cifar_set *set, int first, int end, const float *scale,
-                       const float *shift, double *part) {
-    float x[CIFAR_IMAGE_BYTES];
-    for (int i = first; i < end; i++) {
-        const uint8_t *px = cifar_pixels(set, i);
-        for (int j = 0; j < CIFAR_IMAGE_BYTES; j++) /* as input_prepare computes the input */
-            x[j] = (float)px[j] * scale[j / (CIFAR_SIDE * CIFAR_SIDE)] + shift[j / (CIFAR_SIDE * CIFAR_SIDE)];
-        add_patches(x, part);
-    }
-}
-
-void whiten_covariance(const struct cifar_set *set, int n, double cov[WHITEN_DIM * WHITEN_DIM]) {
+void whiten_covariance(const struct kernels *k, const struct cifar_set *set, int n,
+                       double cov[WHITEN_DIM * WHITEN_DIM]) {
     enum { D2 = WHITEN_DIM * WHITEN_DIM };
     float scale[CIFAR_CHANNELS], shift[CIFAR_CHANNELS];
     augment_scale_shift(scale, shift);
-    int chunks = (n + WHITEN_CHUNK - 1) / WHITEN_CHUNK;
+    int chunks = (n + PATCH_CHUNK - 1) / PATCH_CHUNK;
+    size_t bytes = (size_t)n * CIFAR_IMAGE_BYTES;
+    uint8_t *img = XALLOC(bytes);
+    for (int i = 0; i < n; i++)
+        memcpy(img + (size_t)i * CIFAR_IMAGE_BYTES, cifar_pixels(set, i), CIFAR_IMAGE_BYTES);
     double *part = XALLOC((size_t)chunks * D2 * sizeof(double));
-#pragma omp parallel for schedule(dynamic)
-    for (int k = 0; k < chunks; k++) {
-        int first = k * WHITEN_CHUNK, end = first + WHITEN_CHUNK < n ? first + WHITEN_CHUNK : n;
-        memset(part + (size_t)k * D2, 0, D2 * sizeof(double));
-        add_images(set, first, end, scale, shift, part + (size_t)k * D2);
-    }
+    unsigned char *dimg = k->alloc(bytes);
+    double *dpart = k->alloc((size_t)chunks * D2 * sizeof(double));
+    k->upload(dimg, img, bytes);
+    k->patch_covariance(dimg, n, scale, shift, dpart);
+    k->download(part, dpart, (size_t)chunks * D2 * sizeof(double));
+    k->free(dimg), k->free(dpart);
     memset(cov, 0, D2 * sizeof(double));
-    for (int k = 0; k < chunks; k++)
-        for (int i = 0; i < D2; i++) cov[i] += part[(size_t)k * D2 + i];
-    free(part);
+    for (int c = 0; c < chunks; c++) /* in chunk order: no thread count changes the sum */
+        for (int i = 0; i < D2; i++) cov[i] += part[(size_t)c * D2 + i];
+    free(part), free(img);
     double count = (double)n * (CIFAR_SIDE - 1) * (CIFAR_SIDE - 1);
     for (int i = 0; i < WHITEN_DIM; i++)
         for (int j = i; j < WHITEN_DIM; j++)
@@ -128,11 +103,11 @@ void whiten_filters(const double cov[WHITEN_DIM * WHITEN_DIM], double lambda[WHI
     }
 }
 
-int whiten_filter(const struct cifar_set *train, int n, float *w, struct err *e) {
+int whiten_filter(const struct kernels *k, const struct cifar_set *train, int n, float *w, struct err *e) {
     if (n < 1 || n > train->n)
         return err_set(e, "whitening needs %d training images, the set has %d", n, train->n);
     double cov[WHITEN_DIM * WHITEN_DIM], lambda[WHITEN_DIM], wd[WHITEN_FILTERS * WHITEN_DIM];
-    whiten_covariance(train, n, cov);
+    whiten_covariance(k, train, n, cov);
     whiten_filters(cov, lambda, wd);
     for (int i = 0; i < WHITEN_FILTERS * WHITEN_DIM; i++) w[i] = (float)wd[i];
     return 0;

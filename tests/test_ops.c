@@ -40,6 +40,8 @@
  *       there. The column prints its worst error;
  *   every element within 1e-6: input_prepare (a rounding or two of values below 3, while a
  *       pixel from the wrong place is off by a multiple of the scale, about 0.017);
+ *   patch_covariance: every sum within 1e-12 of its magnitude from a long double one, and bit
+ *       for bit the CPU table's (the contract: the same order, no FMA, on every backend);
  *   bf16 activations (act_size 2): the inputs are rounded to bf16 before the reference is
  *       taken, so it is computed from what the op reads; products as above within 1e-2; other
  *       outputs stored as bf16 (GELU, batch norm's y and dx, dlogits) within TOL_ACT = 4e-3, as
@@ -92,12 +94,16 @@ enum op {
     OP_COPY,
     OP_FLATTEN,
     OP_LOGITS,
+    OP_COVARIANCE,
     OP_COUNT
 };
-static const char *const op_names[OP_COUNT] = {
-    "input_prepare", "conv",    "relu",         "gelu",       "maxpool",
-    "batchnorm",     "linear",  "softmax_xent", "sgd_update", "lookahead_update",
-    "async copies",  "flatten", "logits_add"};
+static const char *const op_names[OP_COUNT] = {"input_prepare", "conv",
+                                               "relu",          "gelu",
+                                               "maxpool",       "batchnorm",
+                                               "linear",        "softmax_xent",
+                                               "sgd_update",    "lookahead_update",
+                                               "async copies",  "flatten",
+                                               "logits_add",    "patch_covariance"};
 
 enum {
     F_BIAS = 1 << 0,       /* conv, linear: with a bias */
@@ -161,7 +167,7 @@ struct op_case {
             int n;
             float weight;
         } logits;
-        int n; /* relu, gelu, async copies */
+        int n; /* relu, gelu, async copies, patch_covariance (images) */
     };
 };
 
@@ -368,6 +374,9 @@ static const struct op_case cases[] = {
     /* logits_add: TTA level 2's weight over a 1024-image chunk's logits, and an odd length */
     {OP_LOGITS, 0, .logits = {10240, 0.25f}},
     {OP_LOGITS, 0, .logits = {1001, 0.3f}}, /* a weight whose products round */
+    /* patch_covariance: one image; two whole chunks and a partial one */
+    {OP_COVARIANCE, 0, .n = 1},
+    {OP_COVARIANCE, 0, .n = 97},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -1250,15 +1259,68 @@ static void run_logits(const struct op_case *c) {
            what);
 }
 
+/* ---- patch_covariance ---- */
+
+/* Each chunk's sums within 1e-12 (relative to the sum of the products' magnitudes) of long
+ * double ones, the lower triangle 0, and bit for bit the CPU table's (every backend sums in the
+ * same order, uncontracted). */
+static void run_covariance(const struct op_case *c) {
+    enum { D = PATCH_DIM, D2 = PATCH_DIM * PATCH_DIM };
+    int n = c->n, chunks = (n + PATCH_CHUNK - 1) / PATCH_CHUNK;
+    name_case(c, "patch_covariance of %d images", n);
+    size_t bytes = (size_t)n * 3072, nparts = (size_t)chunks * D2;
+    unsigned char *img = hnew(bytes);
+    for (size_t i = 0; i < bytes; i++) img[i] = (unsigned char)((i + seed) * 2654435761u >> 24);
+    seed++;
+    long double *ref = hnew(nparts * sizeof(long double)), *mag = hnew(nparts * sizeof(long double));
+    memset(ref, 0, nparts * sizeof(long double)), memset(mag, 0, nparts * sizeof(long double));
+    float *x = hnew(3072 * sizeof(float));
+    for (int im = 0; im < n; im++) {
+        for (int j = 0; j < 3072; j++) {
+            volatile float t = (float)img[(size_t)im * 3072 + j] * in_scale[j / 1024]; /* two roundings */
+            x[j] = t + in_shift[j / 1024];
+        }
+        long double *r = ref + (size_t)(im / PATCH_CHUNK) * D2, *a = mag + (size_t)(im / PATCH_CHUNK) * D2;
+        for (int y = 0; y < 31; y++)
+            for (int xx = 0; xx < 31; xx++)
+                for (int i = 0; i < D; i++)
+                    for (int j = i; j < D; j++) {
+                        long double v = (long double)x[(i / 4 * 32 + y + i % 4 / 2) * 32 + xx + i % 2] *
+                                        x[(j / 4 * 32 + y + j % 4 / 2) * 32 + xx + j % 2];
+                        r[i * D + j] += v, a[i * D + j] += fabsl(v);
+                    }
+    }
+    double *part = hnew(nparts * sizeof(double)), *cpu = hnew(nparts * sizeof(double));
+    double *dpart = dev_alloc(nparts * sizeof(double));
+    memset(part, 0xff, nparts * sizeof(double));
+    B->upload(dpart, part, nparts * sizeof(double));
+    B->patch_covariance(dev_copy(img, bytes), n, in_scale, in_shift, dpart);
+    B->download(part, dpart, nparts * sizeof(double));
+    kernels_cpu()->patch_covariance(img, n, in_scale, in_shift, cpu);
+    size_t bad = 0, lower = 0;
+    for (size_t e = 0; e < nparts; e++) {
+        int i = (int)(e % D2) / D, j = (int)(e % D2) % D;
+        if (j < i) lower += part[e] != 0.0;
+        else bad += !(fabsl((long double)part[e] - ref[e]) <= 1e-12L * mag[e]);
+    }
+    EXPECT(bad == 0 && lower == 0,
+           "%s: %s: %zu sums off long double's by more than 1e-12, %zu below the diagonal not 0", where, what,
+           bad, lower);
+    EXPECT(memcmp(part, cpu, nparts * sizeof(double)) == 0,
+           "%s: %s: the sums differ from the CPU table's bits", where, what);
+}
+
 /* ---- The runner ---- */
 
 typedef void run_fn(const struct op_case *c);
 static run_fn *const runners[] = {
-    [OP_INPUT] = run_input,         [OP_CONV] = run_conv,       [OP_RELU] = run_relu,
-    [OP_GELU] = run_gelu,           [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm,
-    [OP_LINEAR] = run_linear,       [OP_XENT] = run_xent,       [OP_SGD] = run_sgd,
-    [OP_LOOKAHEAD] = run_lookahead, [OP_COPY] = run_copy,       [OP_FLATTEN] = run_flatten,
-    [OP_LOGITS] = run_logits,
+    [OP_INPUT] = run_input,     [OP_CONV] = run_conv,
+    [OP_RELU] = run_relu,       [OP_GELU] = run_gelu,
+    [OP_MAXPOOL] = run_maxpool, [OP_BATCHNORM] = run_batchnorm,
+    [OP_LINEAR] = run_linear,   [OP_XENT] = run_xent,
+    [OP_SGD] = run_sgd,         [OP_LOOKAHEAD] = run_lookahead,
+    [OP_COPY] = run_copy,       [OP_FLATTEN] = run_flatten,
+    [OP_LOGITS] = run_logits,   [OP_COVARIANCE] = run_covariance,
 };
 _Static_assert(sizeof runners / sizeof runners[0] == OP_COUNT, "a runner for every op");
 

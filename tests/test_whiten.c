@@ -148,7 +148,7 @@ static void test_filter(void) {
     const int n = 100; /* two whole chunks of the covariance's sums and a partial one */
     struct cifar_set set = smooth_set(n, &raw);
     double cov[N * N], lambda[N], wd[WHITEN_FILTERS * N], w64[WHITEN_FILTERS * N];
-    whiten_covariance(&set, n, cov);
+    whiten_covariance(kernels_cpu(), &set, n, cov);
     whiten_filters(cov, lambda, wd);
     int order = 1, negated = 1;
     for (int i = 0; i + 1 < N; i++) order &= lambda[i] >= lambda[i + 1] && lambda[N - 1] > 0.0;
@@ -162,7 +162,7 @@ static void test_filter(void) {
 
     float w[WHITEN_FILTERS * N];
     struct err e;
-    EXPECT(whiten_filter(&set, n, w, &e) == 0, "whiten_filter: %s", e.msg);
+    EXPECT(whiten_filter(kernels_cpu(), &set, n, w, &e) == 0, "whiten_filter: %s", e.msg);
     for (int i = 0; i < WHITEN_FILTERS * N; i++) w64[i] = w[i];
     /* float storage rounds each value by 2^-24 relative, and the largest filters (1/sqrt(eps)
      * ~ 45) meet the largest eigenvalues in W cov W^T: measured ~4e-7 here, so 1e-5, not 1e-9 */
@@ -171,7 +171,7 @@ static void test_filter(void) {
     printf("test_whiten: W cov W^T vs diag(lambda / (lambda + eps)): %.3g (double filter), %.3g (float "
            "filter)\n",
            e64, e32);
-    EXPECT(whiten_filter(&set, n + 1, w, &e) == -1 &&
+    EXPECT(whiten_filter(kernels_cpu(), &set, n + 1, w, &e) == -1 &&
                strstr(e.msg, "whitening needs 101 training images, the set has 100"),
            "too few images: %s", e.msg);
     cross_check_torch(&set, n, w);

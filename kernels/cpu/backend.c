@@ -68,6 +68,7 @@ static const struct kernels cpu_kernels = {
     .timer_mark = cpu_timer_mark,
     .timer_seconds = cpu_timer_seconds,
     .input_prepare = cpu_input_prepare,
+    .patch_covariance = cpu_patch_covariance,
     .conv_workspace = cpu_conv_workspace,
     .linear_workspace = cpu_linear_workspace,
     .conv_describe = cpu_conv_describe,

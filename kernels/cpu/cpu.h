@@ -17,6 +17,8 @@ const struct kernels *cpu_table_checked(const struct kernels *k);
 
 void cpu_input_prepare(const unsigned char *img, const int *geom, void *x, int N, const float *scale,
                        const float *shift, int reflect);
+void cpu_patch_covariance(const unsigned char *img, int n, const float *scale, const float *shift,
+                          double *part);
 size_t cpu_conv_workspace(const struct conv_shape *s, unsigned passes);
 void cpu_conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                        size_t size);

@@ -398,6 +398,7 @@ static const struct kernels *cuda_table(int device) {
     table.sgd_update = cuda_sgd_update;
     table.lookahead_update = cuda_lookahead_update;
     table.scalars_set = cuda_scalars_set;
+    table.patch_covariance = cuda_patch_covariance;
     table.capture_begin = cuda_capture_begin;
     table.capture_end = cuda_capture_end;
     table.graph_launch = cuda_graph_launch;

@@ -210,6 +210,9 @@ void cuda_sgd_update(float *p, const float *grad, float *m, const unsigned char 
                      const struct sgd_hyper *h, int nesterov);
 void cuda_lookahead_update(float *p, float *ema, size_t n, const float *weight);
 void cuda_scalars_set(float *dst, const float *v, int n);
+/* The same in every table too (covariance.cu). */
+void cuda_patch_covariance(const unsigned char *img, int n, const float *scale, const float *shift,
+                           double *part);
 
 /* Activation elements of type T (float or bf16) read into float and written from it, rounded
  * to nearest even: the only place an op's arithmetic meets the storage type. */
