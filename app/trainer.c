@@ -193,8 +193,9 @@ struct model_update trainer_update(const struct trainer *t) {
 void trainer_warm_up(struct trainer *t) {
     struct model *m = &t->m;
     if (t->warm_up == 0) return;
-    /* One rank updates in the step's graph: the steps here do too (the common update, without
-     * lookahead), so that graph is the one recorded, and the weights are put back. */
+    /* The steps here are the run's own, so their graphs are the ones it uses: one rank's with
+     * the update (the common one, without lookahead; the weights and momentum put back), the
+     * others' with their gradient hand-overs rehearsed (no gradient leaves the rank). */
     int one_rank = !m->grads_ready;
     struct model_update u = trainer_update(t);
     u.lookaheads = 0;
@@ -203,8 +204,7 @@ void trainer_warm_up(struct trainer *t) {
           *buffers = XALLOC((m->nbuffers ? m->nbuffers : 1) * sizeof(float));
     model_get_state(m, one_rank ? params : NULL, one_rank ? momentum : NULL, buffers);
     int64_t tracked = m->batches_tracked;
-    model_grads_ready_fn *ready = m->grads_ready;
-    m->grads_ready = NULL; /* the gradients stay on this rank */
+    dist_grads_rehearse(t->grads, 1);
     for (int s = 0; s < t->warm_up; s++) {
         struct batch *b = batches_next(&t->batches);
         memset(b->img, 0, (size_t)t->batch * CIFAR_IMAGE_BYTES);
@@ -218,7 +218,7 @@ void trainer_warm_up(struct trainer *t) {
         else model_forward_backward(m, &in);
         batches_release(&t->batches, slot);
     }
-    m->grads_ready = ready;
+    dist_grads_rehearse(t->grads, 0);
     m->batches_tracked = tracked;
     model_set_state(m, one_rank ? params : NULL, one_rank ? momentum : NULL, buffers);
     free(params), free(momentum), free(buffers);

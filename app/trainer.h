@@ -62,13 +62,15 @@ void trainer_free(struct trainer *t);
  * last step). */
 struct model_update trainer_update(const struct trainer *t);
 /* Before the run's clock starts: t->warm_up training steps on a batch of zero images (one rank:
- * with the update, as the run's steps), then one batch of the test slice scored at the run's
- * TTA level (the device's first launches of every kernel, which load their modules, and the
- * recording of the step graphs, as airbench times its runs after a warm-up run). Nothing of
- * it stays: no gradient leaves the rank, the weights, momentum, batch-norm running statistics
- * and step counter are restored, the loader's order and augmentation untouched, and the batch
- * queue holds nothing (its two slots are interchangeable). CIFAR10_WARM_UP=N sets the count (default 4 on a
- * GPU, 0 on the CPU, where there is nothing to warm; the tests run it there to see the run unchanged). */
+ * with the update, as the run's steps; several: with the gradient hand-overs rehearsed,
+ * dist_grads_rehearse), then one batch of the test slice scored at the run's TTA level (the
+ * device's first launches of every kernel, which load their modules, and the recording of the
+ * step graphs of steps without lookahead, as airbench times its runs after a warm-up run).
+ * Nothing of it stays: no gradient leaves the rank, the weights, momentum, batch-norm running
+ * statistics and step counter are restored, the loader's order and augmentation untouched, and
+ * the batch queue holds nothing (its two slots are interchangeable). CIFAR10_WARM_UP=N sets the count
+ * (default 4 on a GPU, 0 on the CPU, where there is nothing to warm; the tests run it there to see the run
+ * unchanged). */
 void trainer_warm_up(struct trainer *t);
 /* This rank's share [begin, end) of the test set, scored by each rank in evaluations. */
 void trainer_test_slice(const struct trainer *t, int *begin, int *end);

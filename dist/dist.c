@@ -286,6 +286,7 @@ struct dist_grads {
     int started, reduced;        /* of them: reduction started (in order), and completed */
     int last_buckets;            /* buckets of the last finished step */
     size_t open_begin, open_end; /* the bucket being filled: [open_begin, open_end) */
+    int rehearsal;               /* dist_grads_rehearse */
     struct bucket {
         size_t begin, end;
         struct kernels_event *ready; /* its gradients exist (on the host, when staged) */
@@ -476,6 +477,11 @@ static int grads_ready(void *ctx, size_t begin, size_t end) {
     CHECK(end == g->open_begin && begin < end); /* the descending tiling model.h promises */
     g->open_begin = begin;
     int close = begin == 0 || (g->bucket_floats && (g->open_end - begin) >= g->bucket_floats);
+    if (g->rehearsal) { /* where a bucket would close; the next step starts afresh after the last */
+        if (close) g->open_end = begin;
+        if (begin == 0) g->open_begin = g->open_end = g->total;
+        return close;
+    }
     if (close) bucket_close(g);
     if (g->mode != DIST_GRADS_DEVICE) buckets_advance(g);
     progress_arm(g, begin != 0 && g->reduced < g->started); /* until backward's last layer */
@@ -558,6 +564,11 @@ static void buckets_finish(struct dist_grads *g) {
             buckets_complete(g, 1);
         }
     }
+}
+
+void dist_grads_rehearse(struct dist_grads *g, int on) {
+    CHECK(g->nbuckets == 0 && g->open_begin == g->total); /* between steps */
+    g->rehearsal = on;
 }
 
 void dist_grads_signal(struct dist_grads *g, float stop, float checkpoint) {

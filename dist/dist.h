@@ -132,6 +132,10 @@ int dist_grads_progress_seen(struct dist_grads *g);
  * the started ones (it moves only inside MPI calls) and, STAGED, starts the copy-back of each
  * reduced bucket. Never blocks, except DEVICE's reductions themselves. */
 void dist_grads_progress(struct dist_grads *g);
+/* With on non-zero, between steps: the model's grads_ready calls only answer where a bucket
+ * would close, copying and reducing nothing, and no dist_grads_finish follows; 0 ends it. For
+ * untimed warm-up steps, which so record the step graphs the run will use (model.h). */
+void dist_grads_rehearse(struct dist_grads *g, int on);
 /* Two values every rank contributes to the next step's reduction, summed like the loss: a
  * rank's request to stop, and a checkpoint's being due (rank 0's clock). Set them before
  * model_forward_backward; they hold until set again. No extra message: they ride in the

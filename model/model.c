@@ -686,6 +686,7 @@ static int train_step(struct model *m, const struct model_input *in, const struc
     struct model_graph *g = graph_find(m, in, &ops);
     if (g && g->nsegs) {
         graph_run(m, g);
+        m->replays++;
     } else if (!g || g->ncalls < 0 || !graph_record(m, g, in, &ops)) {
         if (g) g->ncalls = 0, m->seeing = g;
         train_ops(m, in);

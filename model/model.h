@@ -75,7 +75,10 @@ struct model_update_ops {
  * grads_ready one graph holds the whole step. With it the calls stay on the host (the caller's
  * reductions start there): the first sight, op by op, notes each call's range and answer; the
  * step is then recorded as one graph per stretch up to a call that answered 1, and runs as
- * seg[i], then the calls [seg_end[i - 1], seg_end[i]) (from 0 for i = 0), for each i. */
+ * seg[i], then the calls [seg_end[i - 1], seg_end[i]) (from 0 for i = 0), for each i: a call
+ * that answered 0 is made after the next graph that ends at a call. The answers are the first
+ * sight's: a hook whose answers change later (other bucket sizes) still sees every range after
+ * the graph that computed it, only later than it could. */
 struct model_graph {
     int n, reflect;
     const void *img, *geom, *labels; /* the batch's buffers (model/input.h) */
@@ -129,14 +132,15 @@ struct model {
     int keep_pool_inputs;
     /* Graphs of training steps: with graphs non-zero (the caller's choice; 0 after model_init),
      * model_forward_backward and model_train_step run a step whose batch size, batch buffers,
-     * loss settings, update ops and trained tensors they have met once before from graphs of
-     * its ops (struct model_graph), recorded the second time, where the backend records them
-     * (kernels.h: CUDA) and the step is not timed; otherwise, and on the first sight, op by op.
+     * loss settings, update ops, grads_ready (set or not) and trained tensors they have met
+     * once before from graphs of its ops (struct model_graph), recorded the second time, where the backend
+     * records them (kernels.h: CUDA) and the step is not timed; otherwise, and on the first sight, op by op.
      * A graph runs the same kernels on the same buffers, so the results are the same bit for
      * bit. model_stop_training retires every graph (the backward changes). */
     int graphs;
     struct model_graph graph[MODEL_GRAPHS];
     int ngraphs;
+    long replays;                           /* steps run from recorded graphs */
     struct model_graph *seeing, *recording; /* a step on its first sight / being recorded */
     int calls_seen, calls_done;             /* while recording: grads_ready calls met, made */
     /* A step's numbers (backend memory, set by scalars_set ahead of the ops that read them):

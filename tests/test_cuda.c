@@ -428,15 +428,17 @@ static void graph_test_step(struct model *m, struct batches *q, enum graph_mode 
 
 /* Training steps as CUDA graphs (struct model's graphs) against the same steps op by op, on
  * the same GPU, in lock step: after every step the same loss and gradients, at the end the same
- * weights, momentum, statistics (and lookahead averages), bit for bit. 9 steps of airbench94's
- * recipe (the batch-norm group, so the grouped update too) from 2 alternating batch slots: each
- * slot's graph recorded on its second step; the first layer's bias (where there is one) stopped
- * before step 5, which must retire every graph (one still in use would write the stopped bias's
- * gradient: the gradients would differ), recorded again on steps 7 and 8; and a last partial
- * batch, met once, so op by op. SEGMENTS: the hook sees the same ranges in the same order, and
+ * weights, momentum, statistics (and lookahead averages), bit for bit. 12 steps of airbench94's
+ * recipe (the batch-norm group, so the grouped update too) with an lr and lookahead weights
+ * that change every step, from 2 alternating batch slots: a slot's step recorded on its second
+ * sight and run from its graphs after that (IN_GRAPH: a lookahead after steps 4 and 8, keys of
+ * their own); the first layer's bias stopped before step 9, which must retire every graph (one
+ * still in use would write the stopped bias's gradient: the gradients would differ), a step
+ * recorded again on step 11; a last partial batch, met once, so op by op. At least 2 steps must
+ * have run from stored graphs. SEGMENTS: the hook sees the same ranges in the same order, and
  * each range's copy holds the final gradients (it ran behind the graph that computed them). */
 static void test_graphs(const struct net_def *net, const struct cifar_set *set, enum graph_mode mode) {
-    enum { B = 64, STEPS = 9 };
+    enum { B = 64, STEPS = 12, STOP = 8 };
     static const char *const names[] = {"update apart", "update in the graph", "split at grads_ready"};
     size_t P, S;
     sizes_of(net, &P, &S);
@@ -449,7 +451,7 @@ static void test_graphs(const struct net_def *net, const struct cifar_set *set, 
         batches_init(&q[j], gpu, B);
         m[j].label_smoothing = airbench.label_smoothing, m[j].loss_reduction = airbench.loss;
         m[j].graphs = j;
-        if (mode == IN_GRAPH) model_lookahead_init(&m[j]);
+        model_lookahead_init(&m[j]);
         if (mode == SEGMENTS) {
             memset(&r[j], 0, sizeof r[j]);
             r[j].grads = m[j].grads, r[j].host = gpu->host_alloc((P + MODEL_STATS) * sizeof(float));
@@ -460,11 +462,14 @@ static void test_graphs(const struct net_def *net, const struct cifar_set *set, 
         ep[j] = fnew(P), eb[j] = fnew(S ? S : 1);
     }
     int differ = 0, cuts = 0, copies = 0;
+    CHECK(m[0].layers[0].bias >= 0); /* the stop below */
     for (int s = 0; s < STEPS; s++) {
-        struct model_update u = {
-            .sgd = airbench.sgd, .lookaheads = s + 1 == STEPS ? 2 : s % 2, .lookahead = {0.3f, 0.0f}};
+        struct model_update u = {.sgd = airbench.sgd,
+                                 .lookaheads = s + 1 == STEPS ? 2 : s % 4 == 3,
+                                 .lookahead = {0.3f + 0.01f * (float)s, 0.6f - 0.02f * (float)s}};
+        u.sgd.lr *= 1.0f + 0.1f * (float)s;
         for (int j = 0; j < 2; j++) {
-            if (s == 4 && m[j].layers[0].bias >= 0) model_stop_training(&m[j], m[j].layers[0].bias);
+            if (s == STOP) model_stop_training(&m[j], m[j].layers[0].bias);
             submit(&q[j], set, s * B, s + 1 == STEPS ? 37 : B, airbench.augment, s);
             if (mode == SEGMENTS) r[j].n = r[j].cuts = 0;
             graph_test_step(&m[j], &q[j], mode, &u, &loss[j], g[j]);
@@ -479,12 +484,14 @@ static void test_graphs(const struct net_def *net, const struct cifar_set *set, 
     for (int i = 0; i < m[1].ngraphs; i++) recorded += m[1].graph[i].nsegs > 0, segs += m[1].graph[i].nsegs;
     for (int j = 0; j < 2; j++) {
         model_get_state(&m[j], w[j], mo[j], bn[j]);
-        if (mode == IN_GRAPH) model_get_lookahead(&m[j], ep[j], eb[j]);
+        model_get_lookahead(&m[j], ep[j], eb[j]);
     }
-    int want_segs = mode == SEGMENTS ? 2 * (r[0].cuts + 1) : 2; /* the stretches up to each cut, the rest */
-    EXPECT(recorded == 2 && segs == want_segs,
-           "%s, %s: %d steps in %d graphs recorded after the last step, want 2 in %d", net->name, names[mode],
-           recorded, segs, want_segs);
+    /* after the stop: slot 0's step recorded on step 11; the stretches up to each cut, the rest */
+    int want_segs = mode == SEGMENTS ? r[0].cuts + 1 : 1;
+    EXPECT(recorded == 1 && segs == want_segs && m[1].replays >= 2 && m[0].replays == 0,
+           "%s, %s: %d steps in %d graphs recorded after the last step, want 1 in %d; %ld steps run from "
+           "graphs, want 2 or more",
+           net->name, names[mode], recorded, segs, want_segs, m[1].replays);
     EXPECT(differ == 0, "%s, %s: %d of %d steps as CUDA graphs differ in loss or gradients from op by op",
            net->name, names[mode], differ, STEPS);
     EXPECT(cuts == 0 && copies == 0,

@@ -201,12 +201,25 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
 
     /* Different shards per rank for 3 steps (on a GPU 5, as CUDA graphs split at the buckets from
      * the third: recorded, then run): local gradients differ, weights stay identical; the next
-     * batch is submitted while the step runs, as in training. */
+     * batch is submitted while the step runs, as in training. Through dist_grads (device_mode) a
+     * mirror model from the same state takes the same steps op by op, its gradients summed by
+     * one allreduce on the host: with 1 or 2 ranks (a sum of two floats has one order) it must
+     * end bit for bit where the model does. */
     if (!device_mode) dist_grads_free(g), g = NULL;
     int *perm = XALLOC((size_t)n * sizeof(int)), steps = on_gpu ? 5 : 3;
     dm.graphs = on_gpu;
     CHECK(steps * d.world * B <= n);
     shard_permutation(5, 0, n, perm);
+    struct model mm;
+    struct batches mq;
+    size_t S = dm.nbuffers ? dm.nbuffers : 1;
+    float *mirror[3] = {fnew(P + MODEL_STATS), fnew(P), fnew(S)};
+    if (g) {
+        model_init(&mm, net, K, B, 5);
+        batches_init(&mq, K, B);
+        model_get_state(&dm, mirror[0], mirror[1], mirror[2]);
+        model_set_state(&mm, mirror[0], mirror[1], mirror[2]);
+    }
     int grads_differ = 0;
     submit(&dq, set, shard_slice(perm, 0, d.rank, d.world, B), B);
     for (int step = 0; step < steps; step++) {
@@ -220,7 +233,26 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
             dist_allreduce_sum(dm.grads, P + MODEL_STATS);
         }
         model_sgd_step(&dm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
+        if (!g) continue;
+        submit(&mq, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        check_forward_backward(&mm, &mq);
+        K->download(mirror[0], mm.grads, P * sizeof(float));
+        dist_allreduce_sum(mirror[0], P);
+        K->upload(mm.grads, mirror[0], P * sizeof(float));
+        model_sgd_step(&mm, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
     }
+    if (g && d.world <= 2) {
+        float *w2 = fnew(P), *m2 = fnew(P);
+        model_get_state(&dm, mirror[0], mirror[1], NULL);
+        model_get_state(&mm, w2, m2, NULL);
+        EXPECT(
+            memcmp(mirror[0], w2, P * 4) == 0 && memcmp(mirror[1], m2, P * 4) == 0,
+            "%s, rank %d: %d steps through dist_grads%s differ from the same steps reduced by one allreduce",
+            net->name, d.rank, steps, on_gpu ? " (CUDA graphs split at the buckets)" : "");
+        free(w2), free(m2);
+    }
+    if (g) batches_free(&mq), model_free(&mm);
+    for (int i = 0; i < 3; i++) free(mirror[i]);
     EXPECT(g || d.world == 1 || grads_differ, "ranks saw identical gradients: the shards were not different");
     float *w = fnew(P), *mom = fnew(P), *one_w = fnew(P);
     model_get_state(&dm, w, mom, NULL);

@@ -113,15 +113,17 @@ void *cuda_scratch(size_t bytes) {
     return scratch;
 }
 
-/* kernels.h's graphs: stream capture of the compute stream (global mode: a call that is unsafe
- * in a capture, from any thread, fails it), instantiated when it ends. */
+/* kernels.h's graphs: stream capture of the compute stream, instantiated when it ends. Thread-
+ * local mode: a call unsafe in a capture fails it when this thread makes it (not_capturing
+ * names ours first), while other threads, such as an MPI library's progress threads with
+ * several ranks, go on as they would. */
 struct kernels_graph {
     cudaGraphExec_t exec;
 };
 
 static int cuda_capture_begin(void) {
     CHECK(!capturing);
-    CUDA_CHECK(cudaStreamBeginCapture(compute_stream, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(cudaStreamBeginCapture(compute_stream, cudaStreamCaptureModeThreadLocal));
     capturing = 1;
     return 0;
 }
