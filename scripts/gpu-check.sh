@@ -31,7 +31,8 @@
 #                                  the workshop network and airbench94's recipe (and 2 ranks of
 #                                  it with --precision bf16, bf16 needing sm_80+; 1 rank with
 #                                  CUDA graphs, the default, past the first bias's stop, and 1
-#                                  with CIFAR10_CUDA_GRAPHS=off); GPU-trained models
+#                                  with CIFAR10_CUDA_GRAPHS=off; 2 ranks with graphs split at
+#                                  the gradient buckets, the default); GPU-trained models
 #                                  scored on the CPU. Within window, not TF32 on, NCHW or
 #                                  test_dist in TF32
 #   scripts/gpu-check.sh sanitize  compute-sanitizer memcheck (with leak check), racecheck and
@@ -364,6 +365,9 @@ check_test() {
   for np in 1 2; do check "train np=$np" train_ranks "$np"; done
   check "scores cpu=cuda" same_scores /tmp/m2.safetensors
   for np in 1 2; do check "airbench94 train np=$np" airbench_ranks "$np"; done
+  # (its steps were CUDA graphs split at the gradient buckets: the default with several ranks)
+  check "airbench94 np=2 as graphs between buckets" grep -q 'CUDA graphs, one between two gradient hand-overs' \
+    "$out/airbench94-train-np=2.log"
   check "airbench94 scores cpu=cuda" same_scores /tmp/a2.safetensors
   check "airbench94 train np=1, CUDA graphs past the bias stop" airbench_graphs
   check "airbench94 train np=1, CIFAR10_CUDA_GRAPHS=off" airbench_op_by_op
