@@ -229,20 +229,21 @@ static void fill_random(struct batches *q, int batch, int classes, int rank) {
 }
 
 /* One training step, as cifar10-train does it (the next batch is submitted while the device
- * works). Small lr: the weights stay sane for long benchmarks and no step takes a different
- * path (NaNs, denormals). */
+ * works; one rank waits for no step, its results left in the batch slot). Small lr: the
+ * weights stay sane for long benchmarks and no step takes a different path (NaNs, denormals). */
 static void train_step(struct bench *b) {
     const struct model_update u = {.sgd = {1e-4f, 0.9f, 5e-4f, 1.0f / (float)b->d.world, 1.0f, 0}};
     struct model_input in;
     int slot = batches_take(&b->q, &in);
-    if (b->m.grads_ready) model_forward_backward(&b->m, &in);
+    if (b->m.grads_ready) in.stats = NULL, model_forward_backward(&b->m, &in);
     else model_train_step(&b->m, &in, &u); /* one rank: the update in the step's graph */
     batches_release(&b->q, slot);
     batches_next(&b->q); /* same contents again: the host-side gather is not timed */
     batches_submit(&b->q, b->c.batch);
+    if (!b->m.grads_ready) return;
     float stats[MODEL_STATS];
     dist_grads_finish(b->grads, stats);
-    if (b->m.grads_ready) model_update(&b->m, &u); /* after the reduction */
+    model_update(&b->m, &u); /* after the reduction */
 }
 
 static void zero_layer_times(struct model *m) {

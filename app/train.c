@@ -63,15 +63,16 @@ static void metrics_warn(int rc, const struct err *e) {
     if (rc) fprintf(stderr, "%s: warning: %s\n", err_progname(), e->msg);
 }
 
-/* Rank 0: the running loss of the last print_freq steps, in the log and the metrics file. */
-static void log_step(struct trainer *t, int epoch, int step, double loss) {
+/* Rank 0: the running loss of the last print_freq steps, in the log and the metrics file
+ * (global: the step's number in the run, from 1; lr: its learning rate). */
+static void log_step(struct trainer *t, int epoch, int step, long global, double lr, double loss) {
     printf("[%d, %5d] loss: %.3f\n", epoch + 1, step + 1, loss);
     double now = dist_time();
     struct metrics_step r = {.epoch = epoch + 1,
                              .step = step + 1,
-                             .global_step = (long)t->info.global_step,
+                             .global_step = global,
                              .loss = loss,
-                             .lr = t->lr,
+                             .lr = lr,
                              .elapsed_s = now - t->run_start,
                              .images_per_s =
                                  (double)t->c.print_freq * t->global_batch / (now - t->logged_at)};
@@ -119,57 +120,93 @@ static void save_mid_epoch(struct trainer *t) {
     t->checkpoint_at = dist_time();
 }
 
+/* A step's results: stats holds its (loss, correct) summed over the ranks, then its signals
+ * (stop, checkpoint); global is its number in the run (from 1), lr its learning rate, and no
+ * later step has begun when a signal is set. Dies on a loss that is not finite; adds to the
+ * epoch's sums and the log; writes the checkpoint a signal asks for (after an epoch's last step
+ * only when stopping: the epoch's end, evaluation and record, is then the resume's). Returns
+ * the stop count. */
+static int step_done(struct trainer *t, int epoch, int step, int steps, const float *stats, long global,
+                     double lr) {
+    const struct train_config *c = &t->c;
+    struct run_info *p = &t->info;
+    double loss = c->loss == XENT_SUM ? stats[0] / t->global_batch : stats[0] / t->d.world;
+    if (!isfinite(loss)) { /* identical on every rank after the allreduce */
+        char msg[200];
+        snprintf(msg, sizeof msg, "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)",
+                 loss, epoch + 1, step + 1);
+        dist_agree(1, msg);
+    }
+    p->epoch_loss += loss;
+    p->epoch_correct += stats[1];
+    p->print_loss += loss;
+    p->step_in_epoch = step + 1;
+    if ((step + 1) % c->print_freq == 0) {
+        if (t->d.rank == 0) log_step(t, epoch, step, global, lr, p->print_loss / c->print_freq);
+        p->print_loss = 0;
+    }
+    int stop = (int)stats[2];
+    if (stop || (stats[3] > 0 && step + 1 < steps)) save_mid_epoch(t);
+    return stop;
+}
+
 /* One epoch of data-parallel SGD from step t->info.step_in_epoch (0, or where a mid-epoch
  * checkpoint left it), summing the loss and correct predictions into t->info. While the
  * device runs a step's forward and backward, the host gathers and uploads the next batch and
  * the gradient buckets are reduced as backward produces them. Each step's reduction also
  * carries the signals: a stop asked for on any rank (SIGTERM, SIGINT) and rank 0's
- * checkpoint clock, so every rank acts on them after the same step. Returns how many ranks
- * asked to stop: then the run stops after that step, with its checkpoint written here (after
- * an epoch's last step too: the epoch's end, evaluation and record, is then the resume's). */
+ * checkpoint clock, so every rank acts on them after the same step. One rank waits for no
+ * step: a step's results (its batch slot's copy of (loss, correct)) are taken after the next
+ * step is issued, except where a signal is set or the epoch ends. Returns how many ranks
+ * asked to stop: then the run stops after that step, with its checkpoint written. */
 static int train_epoch(struct trainer *t, int epoch) {
     const struct train_config *c = &t->c;
     struct run_info *p = &t->info;
     int steps = epoch_steps(t, epoch);
+    struct { /* one rank: the step issued whose results are not taken yet (step -1: none) */
+        int step, slot;
+        long global;
+        double lr;
+    } pending = {-1, 0, 0, 0.0};
     t->logged_at = dist_time();
     shard_permutation(c->seed, epoch, t->data.train.n, t->perm);
     if (p->step_in_epoch < steps) submit_step(t, epoch, p->step_in_epoch);
     for (int step = p->step_in_epoch; step < steps; step++) {
         double t0 = dist_time();
-        dist_grads_signal(t->grads, trainer_stop_signal() != 0, checkpoint_due(t));
+        float stop = trainer_stop_signal() != 0, checkpoint = checkpoint_due(t);
+        dist_grads_signal(t->grads, stop, checkpoint);
         struct model_input in;
         int slot = batches_take(&t->batches, &in);
         struct model_update u = trainer_update(t);
-        t->lr = u.sgd.lr;
-        if (t->m.grads_ready) model_forward_backward(&t->m, &in); /* the update after the reduction */
-        else model_train_step(&t->m, &in, &u);                    /* one rank: the update in its graph */
+        if (t->m.grads_ready) in.stats = NULL, model_forward_backward(&t->m, &in); /* update: below */
+        else model_train_step(&t->m, &in, &u); /* one rank: the update in its graph */
         batches_release(&t->batches, slot);
+        long global = (long)++t->info.global_step;
         if (step + 1 < steps) submit_step(t, epoch, step + 1);
+        if (pending.step >= 0) { /* its slot's (loss, correct), once that step is done */
+            batches_wait(&t->batches, pending.slot);
+            const float *r = t->batches.stats[pending.slot];
+            step_done(t, epoch, pending.step, steps, (const float[MODEL_STATS]){r[0], r[1], 0, 0},
+                      pending.global, pending.lr);
+            pending.step = -1;
+        }
         float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count,
                                      signals */
-        dist_grads_finish(t->grads, stats);
-        double loss = c->loss == XENT_SUM ? stats[0] / t->global_batch : stats[0] / t->d.world;
-        if (!isfinite(loss)) { /* identical on every rank after the allreduce */
-            char msg[200];
-            snprintf(msg, sizeof msg,
-                     "loss is %g at epoch %d step %d: training diverged (lower --learning-rate)", loss,
-                     epoch + 1, step + 1);
-            dist_agree(1, msg);
+        if (t->m.grads_ready) {
+            dist_grads_finish(t->grads, stats);
+            model_update(&t->m, &u);
+        } else if (stop == 0 && checkpoint == 0 && step + 1 < steps) {
+            pending.step = step, pending.slot = slot, pending.global = global, pending.lr = u.sgd.lr;
+            dist_timeout_step(global, dist_time() - t0);
+            continue;
+        } else {
+            batches_wait(&t->batches, slot);
+            const float *r = t->batches.stats[slot];
+            stats[0] = r[0], stats[1] = r[1], stats[2] = stop, stats[3] = checkpoint;
         }
-        if (t->m.grads_ready) model_update(&t->m, &u);
-        t->info.global_step++;
-        dist_timeout_step((long)t->info.global_step, dist_time() - t0);
-        p->epoch_loss += loss;
-        p->epoch_correct += stats[1];
-        p->print_loss += loss;
-        p->step_in_epoch = step + 1;
-        if ((step + 1) % c->print_freq == 0) {
-            if (t->d.rank == 0) log_step(t, epoch, step, p->print_loss / c->print_freq);
-            p->print_loss = 0;
-        }
-        int stop = (int)stats[2];
-        if (stop || (stats[3] > 0 && step + 1 < steps)) save_mid_epoch(t);
-        if (stop) return stop;
+        dist_timeout_step(global, dist_time() - t0);
+        int stopped = step_done(t, epoch, step, steps, stats, global, u.sgd.lr);
+        if (stopped) return stopped;
     }
     return 0;
 }

@@ -215,7 +215,7 @@ void trainer_warm_up(struct trainer *t) {
         struct model_input in;
         int slot = batches_take(&t->batches, &in);
         if (one_rank) model_train_step(m, &in, &u);
-        else model_forward_backward(m, &in);
+        else in.stats = NULL, model_forward_backward(m, &in); /* as train_epoch's steps */
         batches_release(&t->batches, slot);
     }
     dist_grads_rehearse(t->grads, 0);

@@ -32,7 +32,6 @@ struct trainer {
     double scoring_s;       /* seconds scoring the test set after each epoch */
     double final_s;         /* seconds of the final test-time augmented score */
     double logged_at;       /* dist_time() of the last printed loss (or the epoch's start) */
-    double lr;              /* the base lr of the last step (SGD's, non-batch-norm group) */
     double checkpoint_at;   /* dist_time() of the last checkpoint (or the run's start) */
     struct cifar_data data;
     int batch;               /* images per rank per step */

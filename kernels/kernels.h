@@ -105,6 +105,11 @@ struct kernels {
      * host_dst (from host_alloc) on the transfer queue, then marks done. With bytes 0, done only
      * marks that point of the compute queue (no queue but the compute queue is involved). */
     void (*download_async)(void *host_dst, const void *src, size_t bytes, struct kernels_event *done);
+    /* Compute queue: copies src to host_dst (from host_alloc) in order with its ops (those
+     * issued before have written src, those after may overwrite it); done when the work issued
+     * before a later mark (download_async with bytes 0) is. May be recorded in a graph: a
+     * step's (loss, correct) read back without a wait in the step. */
+    void (*download_queued)(void *host_dst, const void *src, size_t bytes);
     /* Compute work issued after this call starts only once e is complete. */
     void (*compute_wait)(struct kernels_event *e);
     /* 1 when everything before e has finished, else 0; never blocks. */

@@ -13,6 +13,7 @@ void batches_init(struct batches *b, const struct kernels *k, int max_batch) {
         b->dev_img[s] = k->alloc((size_t)max_batch * 3 * 32 * 32);
         b->dev_geom[s] = k->alloc((size_t)max_batch * 3 * sizeof(int));
         b->dev_labels[s] = k->alloc((size_t)max_batch * sizeof(int));
+        b->stats[s] = k->host_alloc(2 * sizeof(float));
         b->uploaded[s] = k->event_create();
         b->consumed[s] = k->event_create();
         k->download_async(NULL, NULL, 0, b->uploaded[s]); /* both start out complete */
@@ -25,6 +26,7 @@ void batches_free(struct batches *b) {
     for (int s = 0; s < 2; s++) {
         k->free(b->dev_img[s]), k->free(b->dev_geom[s]), k->free(b->dev_labels[s]);
         k->host_free(b->host[s].img), k->host_free(b->host[s].geom), k->host_free(b->host[s].labels);
+        k->host_free(b->stats[s]);
         k->event_destroy(b->uploaded[s]), k->event_destroy(b->consumed[s]);
     }
     memset(b, 0, sizeof *b);
@@ -64,10 +66,12 @@ int batches_take(struct batches *b, struct model_input *in) {
     CHECK(b->queued > 0);
     int s = b->queued == 2 ? b->fill : b->fill ^ 1;
     b->queued--;
-    *in = (struct model_input){b->dev_img[s], b->dev_geom[s], b->dev_labels[s], b->queued_n[s],
-                               b->queued_reflect[s]};
+    *in = (struct model_input){b->dev_img[s],  b->dev_geom[s],       b->dev_labels[s],
+                               b->queued_n[s], b->queued_reflect[s], b->stats[s]};
     b->k->compute_wait(b->uploaded[s]);
     return s;
 }
 
 void batches_release(struct batches *b, int slot) { b->k->download_async(NULL, NULL, 0, b->consumed[slot]); }
+
+void batches_wait(struct batches *b, int slot) { b->k->event_wait(b->consumed[slot]); }

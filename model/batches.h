@@ -27,6 +27,7 @@ struct batches {
     struct kernels_event *consumed[2]; /* compute has finished reading slot's device copy */
     int fill, queued, queued_n[2];     /* next slot to fill; submitted, unconsumed batches */
     int queued_reflect[2];             /* the submitted batches' padding mode */
+    float *stats[2];                   /* [2] page-locked: the step's (loss, correct) (model_input) */
 };
 
 void batches_init(struct batches *b, const struct kernels *k, int max_batch);
@@ -44,5 +45,8 @@ void batches_submit(struct batches *b, int n);
 int batches_take(struct batches *b, struct model_input *in);
 /* Ends the use of slot's device copy, after everything issued so far (which may read it). */
 void batches_release(struct batches *b, int slot);
+/* Waits until the compute queue has passed slot's release: the step that read it is done, and
+ * its (loss, correct) are in b->stats[slot]. */
+void batches_wait(struct batches *b, int slot);
 
 #endif

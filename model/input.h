@@ -10,6 +10,8 @@ struct model_input {
     const int *labels;        /* [n] (training only) */
     int n;                    /* 1 <= n <= the model's max_batch */
     int reflect;              /* the crops read reflect padding (augment_reflects), not zeros */
+    float *stats;             /* training: host_alloc memory that receives the step's (loss, correct) on the
+                               * compute queue (kernels.h download_queued), or NULL */
 };
 
 #endif

@@ -536,6 +536,7 @@ static void train_ops(struct model *m, const struct model_input *in) {
     /* (mean loss, correct) go straight behind the gradients, so one reduction carries both. */
     m->k->softmax_xent(m->layers[m->nlayers - 1].act, in->labels, d, m->grads + P, n, m->net->classes,
                        m->label_smoothing, m->loss_reduction);
+    if (in->stats) m->k->download_queued(in->stats, m->grads + P, 2 * sizeof(float));
     grads_ready(m, P, P + MODEL_STATS);
     int lowest = lowest_trained(m);
     mark(m, 1, m->nlayers);
@@ -620,7 +621,7 @@ static struct model_update_ops update_prepare(struct model *m, const struct mode
 static int graph_matches(const struct model_graph *g, const struct model *m, const struct model_input *in,
                          const struct model_update_ops *u) {
     return g->n == in->n && g->reflect == in->reflect && g->img == in->img && g->geom == in->geom &&
-           g->labels == in->labels && g->label_smoothing == m->label_smoothing &&
+           g->labels == in->labels && g->stats == in->stats && g->label_smoothing == m->label_smoothing &&
            g->loss_reduction == m->loss_reduction && !memcmp(&g->update, u, sizeof *u) &&
            g->grads_ready == (m->grads_ready != NULL);
 }
@@ -640,6 +641,7 @@ static struct model_graph *graph_find(struct model *m, const struct model_input 
                               .img = in->img,
                               .geom = in->geom,
                               .labels = in->labels,
+                              .stats = in->stats,
                               .label_smoothing = m->label_smoothing,
                               .loss_reduction = m->loss_reduction,
                               .update = *u,

@@ -82,6 +82,7 @@ struct model_update_ops {
 struct model_graph {
     int n, reflect;
     const void *img, *geom, *labels; /* the batch's buffers (model/input.h) */
+    const float *stats;
     float label_smoothing;
     enum xent_reduction loss_reduction;
     struct model_update_ops update;
@@ -185,8 +186,9 @@ void model_plan_batch(struct model *m, int n);
 /* Both read the batch `in` (model/input.h), normalised and augmented into m->input first.
  *
  * Training forward + backward: leaves the gradients and (mean loss, correct count) in m->grads
- * (calling grads_ready as they are issued) and updates batch-norm running statistics. May
- * return before the device has finished; returns the batch size. */
+ * (calling grads_ready as they are issued), the latter also in in->stats where it is set, and
+ * updates batch-norm running statistics. May return before the device has finished; returns
+ * the batch size. */
 int model_forward_backward(struct model *m, const struct model_input *in);
 
 /* Eval-mode forward (batch-norm running statistics) of in's n images, issued on the compute

@@ -630,7 +630,8 @@ static void test_bf16_activations(void) {
 /* model_train_step (the update issued with the step, from the scalars it sets first) equals
  * model_forward_backward, model_optimizer_step and model_lookahead_update called apart, bit for
  * bit: airbench94's groups and Nesterov, the lr changing every step, 0, 1 and 2 lookahead updates
- * (their weights changing too), a tensor stopped midway. */
+ * (their weights changing too), a tensor stopped midway; its batch slot receives its (loss,
+ * correct). */
 static void test_train_step(void) {
     enum { B = 8, STEPS = 5 };
     uint8_t *raw;
@@ -645,7 +646,7 @@ static void test_train_step(void) {
     }
     size_t P = m[0].nparams, S = m[0].nbuffers;
     for (int j = 0; j < 2; j++) st[j] = XALLOC((3 * P + 2 * S) * sizeof(float));
-    int idx[B];
+    int idx[B], stats_apart = 0;
     for (int s = 0; s < STEPS; s++) {
         struct model_update u = {.sgd = {1.4648e-3f * (float)(s + 1), 0.85f, 1.3624f, 0.5f, 64.0f, 1},
                                  .lookaheads = s % 3,
@@ -660,6 +661,8 @@ static void test_train_step(void) {
             int slot = batches_take(&q[j], &in);
             if (j == 0) {
                 model_train_step(&m[j], &in, &u);
+                batches_wait(&q[j], slot);
+                stats_apart += memcmp(q[j].stats[slot], m[j].grads + m[j].nparams, 2 * sizeof(float)) != 0;
             } else {
                 model_forward_backward(&m[j], &in);
                 model_optimizer_step(&m[j], &u.sgd);
@@ -674,6 +677,9 @@ static void test_train_step(void) {
     }
     EXPECT(memcmp(st[0], st[1], (3 * P + 2 * S) * sizeof(float)) == 0,
            "model_train_step: the state after %d steps differs from the ops called apart", STEPS);
+    EXPECT(stats_apart == 0,
+           "model_train_step: (loss, correct) in the batch slot differ from m->grads in %d steps",
+           stats_apart);
     for (int j = 0; j < 2; j++) batches_free(&q[j]), model_free(&m[j]), free(st[j]);
     free(set.records), free(raw);
 }

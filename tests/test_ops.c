@@ -29,12 +29,11 @@
  *       lookahead, logits_add's sum;
  *   exact (==): ReLU, flatten, max pool (values, and the gradient's routing to the first maximum
  *       on ties, or to the last NaN), the argmax count of softmax cross-entropy, the
- *       asynchronous copies, lookahead with decay 0 and 1 (torch.lerp's formula lands on an end
- *       exactly) and its p == ema, logits_add (the float product w z; fmaf(w, z, sum));
- *   relative L2 error <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a
- *       float sum and keeps 1e-5). Operands rounded to bf16 carry up to 2^-8 relative error
- *       each; measured here: im2col and linear about 3e-3, Winograd F(2x2) 4e-3 to 5.8e-3.
- *       F(3x3) and F(4x4) reached 1e-2 to 2.7e-2 and F(5x5) 4.1e-2, as their transforms
+ *       asynchronous copies (download_queued too), lookahead with decay 0 and 1 (torch.lerp's formula lands
+ * on an end exactly) and its p == ema, logits_add (the float product w z; fmaf(w, z, sum)); relative L2 error
+ * <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a float sum and keeps 1e-5). Operands
+ * rounded to bf16 carry up to 2^-8 relative error each; measured here: im2col and linear about 3e-3, Winograd
+ * F(2x2) 4e-3 to 5.8e-3. F(3x3) and F(4x4) reached 1e-2 to 2.7e-2 and F(5x5) 4.1e-2, as their transforms
  *       (coefficients up to 8) amplify the rounding of the transformed tiles and filters:
  *       conv.c's plan keeps bf16 products on F(2x2) and im2col, and this bound holds it
  *       there. The column prints its worst error;
@@ -1211,8 +1210,21 @@ static void run_copy(const struct op_case *c) {
     float *y = hnew(n * sizeof(float));
     kernels_act_to_float(e, hout, y, n);
     expect_abs("downloaded y", y, ref, n, 0);
+    /* download_queued between the op that writes y and one that overwrites it (with relu of a
+     * buffer of zeros): the copy holds the first y */
+    char *hq = B->host_alloc(bytes), *gz = dev_act_nan(n);
+    memset(hq, 0xff, bytes);
+    memset(hin, 0, bytes);
+    B->upload(gz, hin, bytes);
+    B->relu_forward(gx, gy, n);
+    B->download_queued(hq, gy, bytes);
+    B->relu_forward(gz, gy, n);
+    B->download_async(NULL, NULL, 0, mark);
+    B->event_wait(mark);
+    kernels_act_to_float(e, hq, y, n);
+    expect_abs("y by download_queued", y, ref, n, 0);
     B->event_destroy(in), B->event_destroy(up), B->event_destroy(down), B->event_destroy(mark);
-    B->host_free(hin), B->host_free(hout);
+    B->host_free(hin), B->host_free(hout), B->host_free(hq);
 }
 
 /* ---- flatten ---- */

@@ -19,6 +19,8 @@ struct kernels_event {
 };
 static struct kernels_event *cpu_event_create(void) { return XALLOC(sizeof(struct kernels_event)); }
 static void cpu_event_destroy(struct kernels_event *e) { free(e); }
+static void cpu_download_queued(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
 static void cpu_copy_async(void *dst, const void *src, size_t bytes, struct kernels_event *done) {
     (void)done;
     if (bytes) memcpy(dst, src, bytes);
@@ -61,6 +63,7 @@ static const struct kernels cpu_kernels = {
     .input_upload_async = cpu_copy_async,
     .upload_async = cpu_copy_async,
     .download_async = cpu_copy_async,
+    .download_queued = cpu_download_queued,
     .compute_wait = cpu_event_nothing,
     .event_done = cpu_event_done,
     .event_wait = cpu_event_nothing,

@@ -270,6 +270,11 @@ static void cuda_download_async(void *dst, const void *src, size_t bytes, struct
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, transfer_stream));
 }
 
+/* (Page-locked host memory, so a graph may hold it as a copy node.) */
+static void cuda_download_queued(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream));
+}
+
 static void cuda_compute_wait(struct kernels_event *e) {
     not_capturing("compute_wait");
     CUDA_CHECK(cudaStreamWaitEvent(compute_stream, (cudaEvent_t)e, 0));
@@ -391,6 +396,7 @@ static const struct kernels *cuda_table(int device) {
     table.input_upload_async = cuda_input_upload_async;
     table.upload_async = cuda_upload_async;
     table.download_async = cuda_download_async;
+    table.download_queued = cuda_download_queued;
     table.compute_wait = cuda_compute_wait;
     table.event_done = cuda_event_done;
     table.event_wait = cuda_event_wait;
