@@ -212,11 +212,12 @@ static void stop_first_bias(struct model *m, const char *model) {
     model_stop_training(m, b);
 }
 
-/* Random images and labels, different per rank, in both slots of q: they then alternate. */
+/* Random images and labels, different per rank, in both slots of q, the first submitted: they
+ * then alternate, one batch queued ahead as in cifar10-train (train_step). */
 static void fill_random(struct batches *q, int batch, int classes, int rank) {
     struct rng r = rng_make(1, RNG_INIT, 1000 + (uint64_t)rank, 0);
     for (int slot = 0; slot < 2; slot++) {
-        struct batch *in = batches_next(q);
+        struct batch *in = &q->host[slot];
         for (size_t i = 0; i < (size_t)batch * 3 * 32 * 32; i++)
             in->img[i] = (unsigned char)rng_below(&r, 256);
         for (int i = 0; i < batch; i++) {
@@ -224,8 +225,9 @@ static void fill_random(struct batches *q, int batch, int classes, int rank) {
             in->geom[3 * i + 2] = (int)rng_below(&r, 2);
             in->labels[i] = (int)rng_below(&r, (uint32_t)classes);
         }
-        batches_submit(q, batch);
     }
+    batches_next(q); /* slot 0 */
+    batches_submit(q, batch);
 }
 
 /* One training step, as cifar10-train does it (the next batch is submitted while the device
@@ -238,7 +240,7 @@ static void train_step(struct bench *b) {
     if (b->m.grads_ready) in.stats = NULL, model_forward_backward(&b->m, &in);
     else model_train_step(&b->m, &in, &u); /* one rank: the update in the step's graph */
     batches_release(&b->q, slot);
-    batches_next(&b->q); /* same contents again: the host-side gather is not timed */
+    batches_next(&b->q); /* the other slot, its contents again: the host-side gather is not timed */
     batches_submit(&b->q, b->c.batch);
     if (!b->m.grads_ready) return;
     float stats[MODEL_STATS];

@@ -188,6 +188,7 @@ static int train_epoch(struct trainer *t, int epoch) {
             const float *r = t->batches.stats[pending.slot];
             step_done(t, epoch, pending.step, steps, (const float[MODEL_STATS]){r[0], r[1], 0, 0},
                       pending.global, pending.lr);
+            dist_timeout_step(pending.global, dist_time() - t0);
             pending.step = -1;
         }
         float stats[MODEL_STATS]; /* summed over ranks: the loss (mean or sum per rank), correct count,
@@ -197,7 +198,6 @@ static int train_epoch(struct trainer *t, int epoch) {
             model_update(&t->m, &u);
         } else if (stop == 0 && checkpoint == 0 && step + 1 < steps) {
             pending.step = step, pending.slot = slot, pending.global = global, pending.lr = u.sgd.lr;
-            dist_timeout_step(global, dist_time() - t0);
             continue;
         } else {
             batches_wait(&t->batches, slot);

@@ -407,23 +407,27 @@ static int ready_copies_match(struct ready_log *r, size_t total, float *scratch)
     return memcmp(scratch, r->host, total * sizeof(float)) == 0;
 }
 
-/* Step s of test_graphs on m (update u, IN_GRAPH), then its loss and gradients to the host. */
-static void graph_test_step(struct model *m, struct batches *q, enum graph_mode mode,
-                            const struct model_update *u, float *loss, float *grads) {
+/* Step s of test_graphs on m (update u, IN_GRAPH), then its loss and gradients to the host.
+ * Returns 1 when the batch slot's copy of (loss, correct) (model_input stats) differs from
+ * m->grads' after the step. */
+static int graph_test_step(struct model *m, struct batches *q, enum graph_mode mode,
+                           const struct model_update *u, float *loss, float *grads) {
     size_t P = m->nparams;
-    if (mode == IN_GRAPH && m->graphs) {
-        struct model_input in;
-        int slot = batches_take(q, &in);
-        model_train_step(m, &in, u);
-        batches_release(q, slot);
-    } else {
-        check_forward_backward(m, q);
-    }
-    gpu->download(loss, m->grads + P, sizeof(float));
+    struct model_input in;
+    int slot = batches_take(q, &in);
+    if (mode == IN_GRAPH && m->graphs) model_train_step(m, &in, u);
+    else model_forward_backward(m, &in);
+    batches_release(q, slot);
+    batches_wait(q, slot);
+    float stats[2];
+    gpu->download(stats, m->grads + P, sizeof stats);
+    *loss = stats[0];
     gpu->download(grads, m->grads, P * sizeof(float));
-    if (mode == IN_GRAPH && m->graphs) return;
+    int off = memcmp(stats, q->stats[slot], sizeof stats) != 0;
+    if (mode == IN_GRAPH && m->graphs) return off;
     model_optimizer_step(m, &u->sgd);
     for (int i = 0; i < u->lookaheads; i++) model_lookahead_update(m, u->lookahead[i]);
+    return off;
 }
 
 /* Training steps as CUDA graphs (struct model's graphs) against the same steps op by op, on
@@ -435,8 +439,9 @@ static void graph_test_step(struct model *m, struct batches *q, enum graph_mode 
  * their own); the first layer's bias stopped before step 9, which must retire every graph (one
  * still in use would write the stopped bias's gradient: the gradients would differ), a step
  * recorded again on step 11; a last partial batch, met once, so op by op. At least 2 steps must
- * have run from stored graphs. SEGMENTS: the hook sees the same ranges in the same order, and
- * each range's copy holds the final gradients (it ran behind the graph that computed them). */
+ * have run from stored graphs, and each step's batch slot must hold its (loss, correct). SEGMENTS: the hook
+ * sees the same ranges in the same order, and each range's copy holds the final gradients (it ran behind the
+ * graph that computed them). */
 static void test_graphs(const struct net_def *net, const struct cifar_set *set, enum graph_mode mode) {
     enum { B = 64, STEPS = 12, STOP = 8 };
     static const char *const names[] = {"update apart", "update in the graph", "split at grads_ready"};
@@ -461,7 +466,7 @@ static void test_graphs(const struct net_def *net, const struct cifar_set *set, 
         g[j] = fnew(P), w[j] = fnew(P), mo[j] = fnew(P), bn[j] = fnew(S ? S : 1);
         ep[j] = fnew(P), eb[j] = fnew(S ? S : 1);
     }
-    int differ = 0, cuts = 0, copies = 0;
+    int differ = 0, cuts = 0, copies = 0, stats_off = 0;
     CHECK(m[0].layers[0].bias >= 0); /* the stop below */
     for (int s = 0; s < STEPS; s++) {
         struct model_update u = {.sgd = airbench.sgd,
@@ -472,7 +477,7 @@ static void test_graphs(const struct net_def *net, const struct cifar_set *set, 
             if (s == STOP) model_stop_training(&m[j], m[j].layers[0].bias);
             submit(&q[j], set, s * B, s + 1 == STEPS ? 37 : B, airbench.augment, s);
             if (mode == SEGMENTS) r[j].n = r[j].cuts = 0;
-            graph_test_step(&m[j], &q[j], mode, &u, &loss[j], g[j]);
+            stats_off += graph_test_step(&m[j], &q[j], mode, &u, &loss[j], g[j]);
             if (mode == SEGMENTS) copies += !ready_copies_match(&r[j], P + MODEL_STATS, scratch);
         }
         if ((memcmp(&loss[0], &loss[1], 4) != 0 || memcmp(g[0], g[1], P * 4) != 0) && !differ++)
@@ -494,6 +499,8 @@ static void test_graphs(const struct net_def *net, const struct cifar_set *set, 
            net->name, names[mode], recorded, segs, want_segs, m[1].replays);
     EXPECT(differ == 0, "%s, %s: %d of %d steps as CUDA graphs differ in loss or gradients from op by op",
            net->name, names[mode], differ, STEPS);
+    EXPECT(stats_off == 0, "%s, %s: the batch slot's (loss, correct) differ from the model's in %d steps",
+           net->name, names[mode], stats_off);
     EXPECT(cuts == 0 && copies == 0,
            "%s, %s: grads_ready saw other ranges in %d steps; its copies missed gradients in %d", net->name,
            names[mode], cuts, copies);
