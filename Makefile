@@ -59,7 +59,8 @@ $(info fuzzing build: clang's libFuzzer, address, undefined)
 endif
 
 # CUDA backend: CUDA=auto (default) builds it when nvcc and cuDNN are found, CUDA=1 insists,
-# CUDA=0 builds the CPU backend only. CUDA_ARCH: the GPU generations to compile for (SASS for
+# CUDA=0 builds the CPU backend only, CUDA=emu builds the backend's sources with g++ against
+# tests/cudaemu (its kernels run as CPU threads: the GPU code's tests without a GPU). CUDA_ARCH: the GPU generations to compile for (SASS for
 # each; PTX of the newest too, so GPUs newer than the list JIT-compile it); CUDA_ARCH=90 builds
 # one quickly. CUDA_SYNC=1 synchronises after every kernel launch (debugging: names the kernel
 # that faults).
@@ -67,6 +68,9 @@ CUDA      ?= auto
 CUDA_ARCH ?= 75 80 86 89 90
 CUDA_SYNC ?= 0
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(CUDA),emu)
+override NVCC :=
+endif
 ifneq ($(CUDA),0)
 ifneq ($(NVCC),)
 # The toolkit root, as nvcc reports it (its TOP in a dry run): `nvcc` on PATH may be a wrapper
@@ -85,6 +89,10 @@ endif
 ifeq ($(CUDA),0)
 USE_CUDA := 0
 $(info CUDA: off (CUDA=0); building the CPU backend only)
+else ifeq ($(CUDA),emu)
+USE_CUDA := 1
+CUDA_EMU := 1
+$(info CUDA: emulated (CUDA=emu): the CUDA backend built by g++ against tests/cudaemu, run on the CPU)
 else ifeq ($(NVCC),)
 USE_CUDA := 0
 ifeq ($(CUDA),1)
@@ -153,13 +161,30 @@ NVCCFLAGS += -std=c++17 $(GENCODE) -I$(CUDNN_INC) -DCUDA_SYNC=$(CUDA_SYNC) -MMD 
 # it where an NVIDIA driver is installed, so CPU runs never load cuDNN and cuBLAS.
 CUDA_PLUGIN := $(PLUGIN_DIR)/libcifar10-cuda.so
 LIB_OBJ   += $(BUILD)/kernels/cuda_load.o
+ifeq ($(CUDA_EMU),1)
+CFLAGS    += -DCIFAR10_CUDA=1 -DCIFAR10_CUDA_EMU=1
+else
 CFLAGS    += -DCIFAR10_CUDA=1 -I$(CUDA_HOME)/include
+endif
 # What the plugin takes from the program that opens it.
 LDLIBS    += -ldl $(foreach s,err_set err_die err_progname err_check_failed kernels_check kernels_conv_out,-Wl,--export-dynamic-symbol=$(s))
 # The plugin: cuDNN and cuBLAS are shared libraries found through its run path; the CUDA runtime
 # is linked statically (it loads the driver, libcuda, when a GPU is used).
 CUDA_LIBS := -L$(CUDNN_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDNN_LIB) -Wl,-rpath,$(CUDA_HOME)/lib64 \
              -lcudnn -lcublas -lcudart_static -lstdc++ -ldl -lrt -lpthread
+ifeq ($(CUDA_EMU),1)
+# The emulation: each .cu rewritten by tests/cudaemu/rewrite.sed (launches, dynamic shared
+# memory) and compiled as C++ against tests/cudaemu's stand-ins for the CUDA headers.
+CUDA_LIBS := -lstdc++ -lpthread -ldl
+# Its cuDNN runs the convolutions on the program's CPU backend.
+LDLIBS    += -Wl,--export-dynamic-symbol=kernels_cpu
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.emu.o) $(BUILD)/tests/cudaemu/cudaemu.o
+CUDA_HDR  := $(wildcard kernels/cuda/*.h)
+EMU_CXXFLAGS := -O2 -g -std=c++17 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Wno-maybe-uninitialized -Wno-unknown-pragmas \
+                -I tests/cudaemu/include -DCUDA_SYNC=$(CUDA_SYNC) -MMD -MP
+else
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+endif
 endif
 LIB      := $(BUILD)/libcifar10.a
 BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench $(BUILD)/cifar10-predict
@@ -168,7 +193,7 @@ TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/te
              $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump \
              $(BUILD)/tests/allreduce_time $(BUILD)/tests/gemm_time $(BUILD)/tests/winograd_time
 
-.PHONY: all test check bench clean install sanitize sanitize-build fuzz fuzz-build format
+.PHONY: all test check bench clean install sanitize sanitize-build fuzz fuzz-build emu emu-build format
 # The plugin's directory (kernels/cuda_load.c looks in lib/cifar10-dp beside or above the
 # program) exists in CPU builds too, empty, so the Dockerfile copies it in either flavour.
 all: $(BINS) $(CUDA_PLUGIN) | $(PLUGIN_DIR)
@@ -194,7 +219,24 @@ $(BUILD)/%.o: %.cu
 	@echo "  NVCC  $<"
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(CUDA_PLUGIN): $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+$(BUILD)/%.emu.cc: %.cu tests/cudaemu/rewrite.sed
+	@mkdir -p $(@D)
+	$(Q)sed -f tests/cudaemu/rewrite.sed $< > $@
+
+$(CUDA_HDR:%=$(BUILD)/%): $(BUILD)/%.h: %.h tests/cudaemu/rewrite.sed
+	@mkdir -p $(@D)
+	$(Q)sed -f tests/cudaemu/rewrite.sed $< > $@
+
+$(BUILD)/%.emu.o: $(BUILD)/%.emu.cc tests/cudaemu/cudaemu.h $(CUDA_HDR:%=$(BUILD)/%)
+	@echo "  CXX   $(<:$(BUILD)/%.emu.cc=%.cu) (cudaemu)"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -I $(dir $(<:$(BUILD)/%=%)) -c $< -o $@
+
+$(BUILD)/tests/cudaemu/cudaemu.o: tests/cudaemu/cudaemu.cc tests/cudaemu/cudaemu.h
+	@mkdir -p $(@D)
+	@echo "  CXX   $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -O3 -c $< -o $@
+
+$(CUDA_PLUGIN): $(CUDA_OBJ)
 	@echo "  LINK  $@"
 	@mkdir -p $(@D)
 	$(Q)$(CC) -shared $^ -o $@ $(CUDA_LIBS)
@@ -233,19 +275,28 @@ check:
 	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
 	BUILD=$(BUILD) tests/run.sh --check
 
-# The binaries, the suites, then the sanitizer run and the short fuzzing (each its own build
-# directory). The sanitizer and fuzzing builds run beside the suites at the lowest priority
-# (nice 19): the suites leave a core idle at times (waits, one-rank steps, start-ups), and nice
+# The binaries, the suites, then the sanitizer run, the short fuzzing and the CUDA backend on
+# its CPU emulation (each its own build directory). Their builds run beside the suites at the
+# lowest priority (nice 19): the suites leave a core idle at times (waits, one-rank steps, start-ups), and nice
 # 19 takes only that, so the suites' time bounds see no difference. Their output is in
 # $(BUILD)/side-builds.log, printed if they fail.
 test:
 	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
-	nice -n 19 $(MAKE) --no-print-directory sanitize-build fuzz-build >$(BUILD)/side-builds.log 2>&1 & side=$$!; \
+	nice -n 19 $(MAKE) --no-print-directory sanitize-build fuzz-build emu-build >$(BUILD)/side-builds.log 2>&1 & side=$$!; \
 	  BUILD=$(BUILD) tests/run.sh; rc=$$?; \
-	  wait $$side || { cat $(BUILD)/side-builds.log; echo "make test: the sanitizer or fuzzing build failed"; exit 1; }; \
+	  wait $$side || { cat $(BUILD)/side-builds.log; echo "make test: the sanitizer, fuzzing or emulation build failed"; exit 1; }; \
 	  exit $$rc
 	$(MAKE) --no-print-directory sanitize
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory emu
+
+# The CUDA backend on its CPU emulation (tests/cudaemu.sh), built with CUDA=emu into build-emu.
+EMU_BINS := cifar10-train cifar10-test tests/make_synthetic tests/test_ops tests/test_cuda tests/test_dist \
+            lib/cifar10-dp/libcifar10-cuda.so
+emu: emu-build
+	BUILD=build-emu tests/cudaemu.sh
+emu-build:
+	$(MAKE) -j$(NPROC) BUILD=build-emu CUDA=emu $(EMU_BINS:%=build-emu/%)
 
 # The C tests and a 2-rank training run under ASan + UBSan (tests/sanitize.sh), in their own
 # build directory; only what tests/sanitize.sh runs is built.

@@ -19,22 +19,26 @@
  * norm or GELU: network.6, .12; test-net's 2.conv1, 2.conv2). Needs a GPU; without one (or in
  * a CUDA=0 build) it prints "skipped: no GPU" and passes nothing.
  *
- * Usage: test_cuda [--tf32 | --bf16]. By default TF32 is off (NVIDIA_TF32_OVERRIDE=0, set before
- * CUDA starts: cuDNN reads it then), so both sides compute in FP32 and differ only in summation
- * order. --tf32 leaves cuDNN its default math, as training runs: on Ampere and newer the
- * convolutions use TF32 tensor cores, whose inputs keep a 10-bit mantissa (about 1e-3
- * relative per product; the linear layers stay FP32). --bf16 runs everything on cuda-bf16
- * (bf16 activations) against its CPU twin cpu-bf16-act, where the GPU has bf16 tensor cores.
+ * Usage: test_cuda [--tf32 | --bf16] [--graphs] (--graphs: only the graph tests, for the CPU
+ * emulation of the backend, tests/cudaemu.sh, where the whole test takes minutes). By default TF32 is off
+ * (NVIDIA_TF32_OVERRIDE=0, set before CUDA starts: cuDNN reads it then), so both sides compute in FP32 and
+ * differ only in summation order. --tf32 leaves cuDNN its default math, as training runs: on Ampere and newer
+ * the convolutions use TF32 tensor cores, whose inputs keep a 10-bit mantissa (about 1e-3 relative per
+ * product; the linear layers stay FP32). --bf16 runs everything on cuda-bf16 (bf16 activations) against its
+ * CPU twin cpu-bf16-act, where the GPU has bf16 tensor cores.
  *
  * Tolerances, GPU against CPU from the same state (relative L2 error), FP32 / TF32:
  *   loss of a step: 1e-5 / 2e-3;
  *   logits of one model, running statistics after a step: 1e-5 / 1e-2;
  *   predictions: equal, except where the top two logits are within the logits tolerance;
- *   gradients of a step: 2e-2 / 0.3. Gradients are not continuous in the arithmetic: a change
+ *   gradients of a step: 5e-2 / 0.3. Gradients are not continuous in the arithmetic: a change
  *     in the last bits flips near-ties of a max pool (which element gets the gradient; exact
  *     ties too, in windows over a crop's zero padding) and ReLU masks, and each flip moves a
- *     whole contribution, in every layer below it;
- *   weights after a step, lookahead averages: 1e-4 / 1e-2 (lr times the gradients' difference);
+ *     whole contribution, in every layer below it: one winner of workshop-cnn's last pool
+ *     flipped in a step of batch 1 moved its gradients 2.05e-2 (the CPU emulation of this
+ *     backend, tests/cudaemu, whose operands round like neither the GPU nor the CPU);
+ *   weights after a step, lookahead averages: 6e-4 / 1e-2 (lr times the gradients' difference:
+ *     2.35e-4 after that flip);
  *   momentum: the gradients' tolerance.
  * Measured by emulation on the CPU backend (convolution inputs rounded to 22 bits for FP32's
  * other summation order, truncated to 10 for TF32), worst over batches of 1, 32, 127 and 512
@@ -72,12 +76,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --graphs: only the graph tests (test_graphs, every network), for the CPU emulation of the
+ * backend (tests/cudaemu.sh), where the whole test takes about 9 minutes. */
+static int graphs_only;
+
 /* The precision tested: 0 FP32, 1 TF32 (--tf32), 2 bf16 (--bf16); -1 for anything else. */
 static int parse_mode(int argc, char **argv) {
-    if (argc == 1) return 0;
-    if (argc == 2 && strcmp(argv[1], "--tf32") == 0) return 1;
-    if (argc == 2 && strcmp(argv[1], "--bf16") == 0) return 2;
-    fprintf(stderr, "usage: test_cuda [--tf32 | --bf16]\n");
+    int mode = 0, bad = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--graphs") == 0 && !graphs_only) graphs_only = 1;
+        else if (strcmp(argv[i], "--tf32") == 0 && mode == 0) mode = 1;
+        else if (strcmp(argv[i], "--bf16") == 0 && mode == 0) mode = 2;
+        else bad = 1;
+    }
+    if (!bad) return mode;
+    fprintf(stderr, "usage: test_cuda [--tf32 | --bf16] [--graphs]\n");
     return -1;
 }
 
@@ -86,7 +99,7 @@ static int parse_mode(int argc, char **argv) {
 struct tolerances {
     double loss, logits, grads, weights, course;
 };
-static const struct tolerances fp32_tol = {1e-5, 1e-5, 2e-2, 1e-4, 0.05},
+static const struct tolerances fp32_tol = {1e-5, 1e-5, 5e-2, 6e-4, 0.05},
                                tf32_tol = {2e-3, 1e-2, 0.3, 1e-2, 0.10},
                                bf16_tol = {1e-2, 5e-2, 0.5, 3e-2, 0.10};
 static const struct tolerances *tol = &fp32_tol;
@@ -625,7 +638,9 @@ int main(int argc, char **argv) {
     /* 8 batch sizes (32, 1, 127, 512, 100, 27, 64, 37) x 9 convolutions and 4 (64, 32, 1, 37) x 7
      * for airbench94: 100 plans, within conv.cu's 256. */
     const struct net_def *nets[] = {&net_workshop_cnn, &test_net};
-    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0] && graphs_only; i++)
+        for (int mode = APART; mode <= SEGMENTS; mode++) test_graphs(nets[i], &set, (enum graph_mode)mode);
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0] && !graphs_only; i++) {
         printf("test_cuda: %s\n", nets[i]->name);
         test_training(nets[i], &set);
         for (size_t j = 0; j < sizeof schedules / sizeof schedules[0]; j++)
@@ -635,8 +650,10 @@ int main(int argc, char **argv) {
     }
     /* The real network under its own recipe (the convolutions of 31x31 .. 3x3 maps). */
     printf("test_cuda: %s\n", net_airbench94.name);
-    test_lockstep(&net_airbench94, &set, &schedules[sizeof schedules / sizeof schedules[0] - 1]);
-    test_cross_device(&net_airbench94, &set);
+    if (!graphs_only) {
+        test_lockstep(&net_airbench94, &set, &schedules[sizeof schedules / sizeof schedules[0] - 1]);
+        test_cross_device(&net_airbench94, &set);
+    }
     for (int mode = APART; mode <= SEGMENTS; mode++)
         test_graphs(&net_airbench94, &set, (enum graph_mode)mode);
     test_second_gpu(&set, gpus);

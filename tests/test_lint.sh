@@ -18,7 +18,7 @@ CLANG_FORMAT=$(command -v clang-format-14 || command -v clang-format || true)
 if [[ -n $CLANG_FORMAT ]] && "$CLANG_FORMAT" --version | grep -q "version 14\."; then
   while IFS= read -r f; do
     lint clang-format "$f" "$CLANG_FORMAT" --dry-run --Werror "$f"
-  done < <(git ls-files '*.c' '*.h' '*.cu' 2>/dev/null || find . -name '*.[ch]' -o -name '*.cu')
+  done < <(git ls-files '*.c' '*.h' '*.cu' '*.cc' 2>/dev/null || find . -name '*.[ch]' -o -name '*.cu' -o -name '*.cc')
 else
   fail "clang-format 14 is not installed (scripts/install-deps.sh --test installs it)"
 fi

@@ -1591,8 +1591,9 @@ static void cuda_column(void) {
     B = kernels_cuda(0);
     snprintf(where, sizeof where, "cuda nhwc, CIFAR10_CUDA_SMALL_CONV=cudnn, conv and linear");
     run_cases(2);
+    int bf16_native = kernels_cuda_bf16_native(); /* (asked while the backend is up) */
     B->shutdown();
-    if (kernels_cuda_bf16_native()) {
+    if (bf16_native) {
         CHECK(setenv("CIFAR10_CUDA_BF16", "activations", 1) == 0);
         B = kernels_cuda_bf16(0);
         snprintf(where, sizeof where, "cuda-bf16 nhwc, CIFAR10_CUDA_SMALL_CONV=cudnn");

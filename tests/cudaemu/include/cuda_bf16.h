@@ -1,0 +1,2 @@
+/* cudaemu stands in for this header (tests/cudaemu/cudaemu.h). */
+#include "../cudaemu.h"
