@@ -124,6 +124,8 @@ void run_block(block_run *r, dim3 block, dim3 grid, dim3 at) {
             waiting |= f->waiting;
         }
         if (!waiting) break;
+        for (size_t t = 0; t < n; t++) /* CUDA: every thread of the block reaches each barrier */
+            if (fibers[t].done) die("a thread returned while others of its block wait at __syncthreads");
     }
     cur = nullptr;
 }
@@ -410,7 +412,6 @@ cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t g, const cu
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
     (void)flags;
     UNSAFE_IN_CAPTURE();
-    if (g->works.empty()) return cudaErrorInvalidValue; /* CUDA will not instantiate an empty graph */
     *exec = new cudaemu_graph(*g);
     return cudaSuccess;
 }
@@ -552,6 +553,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, cudnnTensorD
                                                    cudnnTensorDescriptor_t y, int want, int *got,
                                                    cudnnConvolutionFwdAlgoPerf_t *r) {
     (void)h;
+    if (cudaemu::this_thread_captures()) return CUDNN_STATUS_NOT_SUPPORTED; /* it allocates and waits */
     if (!conv_ok(x, w, c, y)) return CUDNN_STATUS_BAD_PARAM;
     two_algos(r, want, got, conv_ws(x, y), (cudnnConvolutionFwdAlgo_t)1,
               CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, c);
@@ -563,6 +565,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t h, cudnnFi
                                                         cudnnTensorDescriptor_t dx, int want, int *got,
                                                         cudnnConvolutionBwdDataAlgoPerf_t *r) {
     (void)h;
+    if (cudaemu::this_thread_captures()) return CUDNN_STATUS_NOT_SUPPORTED; /* it allocates and waits */
     if (!conv_ok(dx, w, c, dy)) return CUDNN_STATUS_BAD_PARAM;
     two_algos(r, want, got, conv_ws(dx, dy), CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
               (cudnnConvolutionBwdDataAlgo_t)0, c);
@@ -574,6 +577,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, cudnn
                                                           cudnnFilterDescriptor_t dw, int want, int *got,
                                                           cudnnConvolutionBwdFilterAlgoPerf_t *r) {
     (void)h;
+    if (cudaemu::this_thread_captures()) return CUDNN_STATUS_NOT_SUPPORTED; /* it allocates and waits */
     if (!conv_ok(x, dw, c, dy)) return CUDNN_STATUS_BAD_PARAM;
     two_algos(r, want, got, conv_ws(x, dy), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
               (cudnnConvolutionBwdFilterAlgo_t)0, c);
@@ -660,6 +664,7 @@ static cudnnStatus_t conv_issue(cudnnHandle_t h, int pass, const void *alpha, cu
     issue(h->stream, [=]() {
         workspace(algo, need, ws, ws_bytes);
         conv_pass(pass, X, x, Wt, w, Y, y, out, a, b, ph, pw);
+        workspace(algo, need, ws, ws_bytes); /* again: a workspace over the result shows too */
     });
     return CUDNN_STATUS_SUCCESS;
 }

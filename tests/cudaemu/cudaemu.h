@@ -1,16 +1,19 @@
 /* cudaemu: the CUDA backend's sources (kernels/cuda/) compiled by g++ and run on the CPU, so its
  * own kernels, its graphs and its bookkeeping are tested on machines without a GPU (`make
- * CUDA=emu`; tests/cudaemu/README.md). This header stands in for the CUDA runtime, cuda_bf16.h,
- * cuDNN and cuBLAS, as far as the backend uses them; cudaemu.cc carries them out.
+ * CUDA=emu`, `make emu`; docs/testing.md). This header stands in for the CUDA runtime,
+ * cuda_bf16.h, cuDNN and cuBLAS, as far as the backend uses them; cudaemu.cc carries them out.
  *
  * What it is faithful to: each kernel's code runs for every thread of every block, a block's
- * threads as fibers that meet at __syncthreads (shared memory is per block); device memory is
- * host memory; bf16 rounds to nearest even as the GPU does; a stream capture records the
- * stream's work and a graph launch replays it. What it is not: every stream runs its work at
- * once, in the order the host issues it (a missing wait between streams goes unseen), nothing
- * checks memory bounds or races (compute-sanitizer does, on a GPU), floats are not contracted
- * into FMAs as nvcc does, and cuDNN and cuBLAS are plain loops summing in double, with any
- * requested math (TF32, bf16 products) reproduced only as bf16 rounding of the operands.
+ * threads as fibers that meet at __syncthreads (every thread must reach each one); dynamic
+ * shared memory and device memory start as NaNs; bf16 rounds as the GPU does; a stream capture
+ * records the stream's work, a graph launch replays it, and what the capturing thread may not
+ * do (allocate, synchronise, time cuDNN) fails. What it is not: every stream runs its work at
+ * once, in the order the host issues it (a missing wait between streams goes unseen); device
+ * memory is host memory (a host access to it, or a kernel's to host memory, goes unseen), and
+ * nothing checks bounds or races (compute-sanitizer does, on a GPU); static __shared__ arrays
+ * are function-local statics (zero at first, then what the last block left); floats are not
+ * contracted into FMAs as nvcc does; cuDNN's convolutions run on the program's CPU backend in
+ * float and cuBLAS's GEMMs in double, with no TF32, every algorithm deterministic.
  *
  * The sources reach it through the Makefile: `kernel<<<grid, block, shared, stream>>>(args)` is
  * rewritten to `kernel * cudaemu::config(grid, block, shared, stream)(args)` and `extern
@@ -69,7 +72,7 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     __nv_bfloat16 h;
-    if ((u & 0x7fffffffu) > 0x7f800000u) h.bits = (uint16_t)((u >> 16) | 0x40); /* NaN stays quiet NaN */
+    if ((u & 0x7fffffffu) > 0x7f800000u) h.bits = 0x7fff; /* any NaN: the canonical one, as CUDA's */
     else h.bits = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
     return h;
 }
