@@ -6,16 +6,13 @@
 # trained for 24 steps on the emulated GPU with 1 and 2 ranks against the same runs on the CPU
 # backend (losses within 2 %). Ends with "cudaemu: N passed, M failed"; exit status 0 only
 # when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and runs this).
-set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-B=${BUILD:-build-emu}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated \
-  OMPI_MCA_btl_vader_single_copy_mechanism=none
-passed=0 failed=0
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+export BUILD=${BUILD:-build-emu}
+# shellcheck source=lib.sh
+. tests/lib.sh # pass, fail, check, summary; $T; the Open MPI settings
+B=$BIN
 
-suite() { # suite NAME COMMAND...: runs it, adds up its "N passed, M failed" lines
+suite() { # suite NAME COMMAND...: runs a C test program, adds up its "N passed, M failed" lines
   local name=$1 log=$T/suite.log p f found=0 start=$SECONDS
   shift
   echo "== $name"
@@ -24,19 +21,8 @@ suite() { # suite NAME COMMAND...: runs it, adds up its "N passed, M failed" lin
   while read -r p f; do
     passed=$((passed + p)) failed=$((failed + f)) found=1
   done < <(sed -nE 's/^.*: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log")
-  ((status == 0 && found)) || failed=$((failed + 1))
+  ((status == 0 && found)) || fail "$name: exit $status"
   echo "== $name: exit $status, $((SECONDS - start)) s"
-}
-
-check() { # check FAILURE COMMAND...: one pass, or a failure described as FAILURE
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL cudaemu.sh: $what"
-  fi
 }
 
 # The loss of step 20 ("[1,    20] loss: X") in log $1.
@@ -54,13 +40,14 @@ suite "dist on the emulated GPU, 1 process" "$B/tests/test_dist" --device cuda
 suite "dist on the emulated GPU, mpirun -np 2" mpirun -np 2 "$B/tests/test_dist" --device cuda
 
 echo "== airbench94, 24 steps, emulated GPU against CPU, 1 and 2 ranks"
-"$B/tests/make_synthetic" "$T/data" 1000 200 >/dev/null || failed=$((failed + 1))
+check "make_synthetic failed" "$B/tests/make_synthetic" "$T/data" 1000 200 >/dev/null
 TRAIN=(--model airbench94 --batch-size 64 --epochs 0.3 --print-freq 5 --threads 1)
 for ranks in 1 2; do
   for dev in cpu cuda; do
     mpirun -np $ranks "$B/cifar10-train" --device $dev "${TRAIN[@]}" --model-file "$T/$dev$ranks.safetensors" \
       "$T/data" >"$T/$dev$ranks.log" 2>&1
-    check "$ranks rank(s) on $dev: cifar10-train failed ($(tail -n 1 "$T/$dev$ranks.log"))" test $? = 0
+    rc=$? # (before any expansion below: a command substitution resets $?)
+    check "$ranks rank(s) on $dev: cifar10-train exit $rc ($(tail -n 1 "$T/$dev$ranks.log"))" test $rc = 0
   done
   grep -E '^\[1, +20\]|^final' "$T/cpu$ranks.log" "$T/cuda$ranks.log"
   check "$ranks rank(s): the emulated GPU's loss of step 20 is not within 2 % of the CPU's" \
@@ -73,7 +60,8 @@ check "2 ranks: the steps did not run as CUDA graphs between the buckets" \
 # The 2-rank model scored on both: the same count of correct images, give or take one near-tie.
 for dev in cpu cuda; do
   "$B/cifar10-test" --device $dev --model-file "$T/cuda2.safetensors" "$T/data" >"$T/test-$dev.log" 2>&1
-  check "cifar10-test --device $dev failed ($(tail -n 1 "$T/test-$dev.log"))" test $? = 0
+  rc=$?
+  check "cifar10-test --device $dev exit $rc ($(tail -n 1 "$T/test-$dev.log"))" test $rc = 0
 done
 correct() { sed -nE 's/^Overall accuracy: .*\(([0-9]+) of [0-9]+;.*$/\1/p' "$1"; }
 grep '^Overall' "$T/test-cpu.log" "$T/test-cuda.log"
@@ -81,5 +69,4 @@ a=$(correct "$T/test-cpu.log") b=$(correct "$T/test-cuda.log")
 check "cifar10-test: $b correct on the emulated GPU, $a on the CPU" \
   test -n "$a" -a -n "$b" -a $((a - b)) -le 1 -a $((b - a)) -le 1
 
-echo "cudaemu: $passed passed, $failed failed"
-((failed == 0))
+summary cudaemu
