@@ -29,8 +29,10 @@
  *       lookahead, logits_add's sum;
  *   exact (==): ReLU, flatten, max pool (values, and the gradient's routing to the first maximum
  *       on ties, or to the last NaN), the argmax count of softmax cross-entropy, the
- *       asynchronous copies (download_queued too), lookahead with decay 0 and 1 (torch.lerp's formula lands
- * on an end exactly) and its p == ema, logits_add (the float product w z; fmaf(w, z, sum)); relative L2 error
+ *       asynchronous copies (download_queued too), batch norm on activations one element off
+ *       alignment against aligned ones (F_ORDER: every output; the sums' order is the same), lookahead with
+ * decay 0 and 1 (torch.lerp's formula lands on an end exactly) and its p == ema, logits_add (the float
+ * product w z; fmaf(w, z, sum)); relative L2 error
  * <= 1e-2: conv and linear y, dx, dw on cpu-bf16 and cuda-bf16 (db is a float sum and keeps 1e-5). Operands
  * rounded to bf16 carry up to 2^-8 relative error each; measured here: im2col and linear about 3e-3, Winograd
  * F(2x2) 4e-3 to 5.8e-3. F(3x3) and F(4x4) reached 1e-2 to 2.7e-2 and F(5x5) 4.1e-2, as their transforms
@@ -120,11 +122,12 @@ enum {
     F_NAN = 1 << 12,       /* maxpool, relu: NaNs in x (PyTorch propagates them) */
     F_GROUPS = 1 << 13,    /* sgd_update: through sgd_update_groups, two groups and skipped elements */
     F_POOL = 1 << 14,      /* conv: also conv_pool_forward and conv_pool_backward with a 2x2 max pool */
-    F_POOL3 = 1 << 15      /* conv: ... with a 3x3 one */
+    F_POOL3 = 1 << 15,     /* conv: ... with a 3x3 one */
+    F_ORDER = 1 << 16      /* batchnorm: again on buffers off alignment, dy with cancelling terms */
 };
 static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",       "-db",
                                          "-dgamma", "-dlogits", "ties", "in-place", "confident", "gelu",
-                                         "nan",     "groups",   "pool", "pool3"};
+                                         "nan",     "groups",   "pool", "pool3",    "order"};
 
 struct op_case {
     enum op op;
@@ -376,6 +379,8 @@ static const struct op_case cases[] = {
     /* patch_covariance: one image; two whole chunks and a partial one */
     {OP_COVARIANCE, 0, .n = 1},
     {OP_COVARIANCE, 0, .n = 97},
+    /* batch norm off alignment: 16 rows a run of the CUDA sums (NHWC), dy with cancelling terms */
+    BN(64, 32, 256, 1e-5f, 0.1f, 0, F_ORDER),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -389,7 +394,7 @@ static char where[96];        /* the column: "cpu avx512, 3 threads" */
 static char what[192];        /* the case: "conv N2 C3 K5 6x10 k3 pad 1 bias mask" */
 static unsigned seed;         /* reset per case, so every backend sees the same inputs */
 
-enum { MAX_BUFS = 64 };
+enum { MAX_BUFS = 128 };
 static void *host_bufs[MAX_BUFS], *dev_bufs[MAX_BUFS];
 static int n_host, n_dev;
 
@@ -942,6 +947,48 @@ static void bn_backward(const struct op_case *c, const struct bn_data *d, const 
     }
 }
 
+/* F_ORDER: forward (train) and backward on activations one element past an aligned address
+ * (CUDA then takes no 16-byte packs) against the same on aligned buffers: the same bits, so
+ * the channel sums' order does not depend on where the buffers lie. dy of channel 0 holds
+ * 1e20, -1e20 and 1 at pixels 0, 1 and 8 of image 0, so that sums grouped differently differ
+ * (1 against 0 in dbeta). */
+static void bn_misaligned(const struct op_case *c, const struct bn_data *d) {
+    int N = c->bn.N, C = c->bn.C, HW = c->bn.HW, gelu = !!(c->flags & F_GELU);
+    size_t n = (size_t)N * C * HW, e = B->act_size;
+    CHECK(HW > 8);
+    float *dy = hnew(n * sizeof(float));
+    memcpy(dy, d->dy, n * sizeof(float));
+    dy[0] = 1e20f, dy[1] = -1e20f, dy[8] = 1.0f;
+    float *gg = dev_of(d->gamma, C), *gb = dev_of(d->beta, C);
+    char *out[2][6]; /* [aligned, off] y, dx, mean, invstd, dgamma, dbeta */
+    float *stats[2][2];
+    for (int off = 0; off < 2; off++) {
+        char *act[4]; /* x, dy, y, dx */
+        for (int i = 0; i < 4; i++) act[i] = (char *)dev_alloc((n + 1) * e) + off * e;
+        for (int i = 0; i < 2; i++) { /* x and dy as dev_act lays them out */
+            void *t = dev_act(i ? dy : d->x, N, C, HW), *h = hnew(n * e);
+            B->download(h, t, n * e);
+            B->upload(act[i], h, n * e);
+        }
+        float *rm = dev_of(d->rm, C), *rv = dev_of(d->rv, C), *m = dev_nan(C), *is = dev_nan(C);
+        float *dg = dev_nan(C), *db = dev_nan(C);
+        B->batchnorm_forward_train(act[0], gg, gb, act[2], m, is, rm, rv, c->bn.momentum, c->bn.eps, N, C, HW,
+                                   gelu);
+        B->batchnorm_backward(act[0], act[1], gg, gb, m, is, act[3], dg, db, N, C, HW, gelu);
+        char *o[6] = {act[2], act[3], (char *)m, (char *)is, (char *)dg, (char *)db};
+        memcpy(out[off], o, sizeof o);
+        stats[off][0] = rm, stats[off][1] = rv;
+    }
+    static const char *const names[6] = {"y, misaligned",         "dx, misaligned",
+                                         "save_mean, misaligned", "save_invstd, misaligned",
+                                         "dgamma, misaligned",    "dbeta, misaligned"};
+    for (int i = 0; i < 6; i++)
+        expect_equal_bytes(names[i], out[1][i], out[0][i], i < 2 ? n * e : C * sizeof(float),
+                           "aligned buffers");
+    expect_equal_bytes("running_var, misaligned", stats[1][1], stats[0][1], C * sizeof(float),
+                       "aligned buffers");
+}
+
 static void run_batchnorm(const struct op_case *c) {
     int N = c->bn.N, C = c->bn.C, HW = c->bn.HW, gelu = !!(c->flags & F_GELU);
     size_t n = (size_t)N * C * HW;
@@ -963,6 +1010,7 @@ static void run_batchnorm(const struct op_case *c) {
     void *gye = dev_act_nan(n);
     B->batchnorm_forward_eval(gx, gg, gb, erm, erv, c->bn.eps, gye, N, C, HW, gelu);
     expect_act("y (eval)", host_act(gye, N, C, HW), d.y_eval, n, TOL);
+    if (c->flags & F_ORDER) bn_misaligned(c, &d);
 }
 
 /* ---- linear ---- */

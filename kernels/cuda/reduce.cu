@@ -2,13 +2,14 @@
  *   HW > 1 (NCHW maps): grid (S, C), one block per (run of images, channel), the block's
  *     threads along the run's elements, then a shared-memory tree;
  *   HW == 1 (rows: NHWC maps as [N*HW][C], linear outputs): grid (S, C / 32), a block of 32
- *     channels x lanes of rows (row_partials_kernel), each thread a pack of channels (16
- *     bytes where the buffers allow); each thread sums every lanes-th row of the run, then
- *     the lanes are added in order.
+ *     channels x ROW_LANES lanes of rows (row_partials_kernel), each thread a pack of
+ *     channels (16 bytes where the buffers allow); each thread sums every ROW_LANES-th row
+ *     of the run, then the lanes are added in order. The lanes do not depend on the pack,
+ *     so the sums' order, and their bits, do not depend on the buffers' alignment.
  * Either way about 1024 blocks, enough to fill any GPU. */
 #include "cuda.h"
 
-#define ROW_THREADS 256
+#define ROW_LANES 32 /* a block: 32 / V packs of V channels x ROW_LANES (at most 1024 threads) */
 
 /* A channel's constants for the sums: its mean and invstd, and the batch norm's scale and shift
  * (z = x * scale + shift, as its forward computes z). */
@@ -77,16 +78,15 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
     }
 }
 
-/* a[N][C] (rows): a block of ROW_THREADS covers 32 channels as 32 / V packs of V channels
- * (cuda.h; V = 1: a warp reads 32 adjacent channels of one row) times ROW_THREADS * V / 32
- * lanes; each thread sums every lanes-th row of the run, then each channel's lanes are added
- * in order. The sum is a template parameter so that each instance holds only the registers
- * its sum needs (a pack of 8 keeps 16 double sums, and 8 channels' constants for the xhat
- * sums). */
+/* a[N][C] (rows): a block covers 32 channels as 32 / V packs of V channels (cuda.h; V = 1: a
+ * warp reads 32 adjacent channels of one row) times ROW_LANES lanes; each thread sums every
+ * ROW_LANES-th row of the run, then each channel's lanes are added in order. The sum is a template parameter
+ * so that each instance holds only the registers its sum needs (a pack of 8 keeps 16 double sums, and 8
+ * channels' constants for the xhat sums). */
 template <typename T, int V, enum channel_sum what>
 __global__ static void row_partials_kernel(const T *a, struct channel_inputs in, double *part, int N, int C,
                                            uint32_t run) {
-    constexpr int P = 32 / V, L = ROW_THREADS / P; /* packs per 32 channels, lanes */
+    constexpr int P = 32 / V, L = ROW_LANES; /* packs per 32 channels, lanes */
     int s = blockIdx.x, S = gridDim.x, pack = threadIdx.x % P, lane = threadIdx.x / P;
     int c0 = blockIdx.y * 32 + pack * V; /* the pack's first channel (C is a multiple of V) */
     uint32_t n0 = run_start(s, run, N), n1 = run_start(s + 1, run, N);
@@ -113,7 +113,7 @@ __global__ static void row_partials_kernel(const T *a, struct channel_inputs in,
 template <typename T, int V, enum channel_sum what>
 static void rows_launch(dim3 grid, const T *a, struct channel_inputs in, double *part, int N, int C,
                         uint32_t run) {
-    row_partials_kernel<T, V, what><<<grid, ROW_THREADS, 0, cuda_stream()>>>(a, in, part, N, C, run);
+    row_partials_kernel<T, V, what><<<grid, 32 / V * ROW_LANES, 0, cuda_stream()>>>(a, in, part, N, C, run);
 }
 template <typename T, int V>
 static void rows_partials(enum channel_sum what, dim3 grid, const T *a, struct channel_inputs in,
