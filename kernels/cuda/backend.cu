@@ -135,13 +135,11 @@ static struct kernels_graph *cuda_capture_end(void) {
     capturing = 0;
     size_t nodes = 0;
     CUDA_CHECK(cudaGraphGetNodes(graph, NULL, &nodes));
-    if (nodes == 0) { /* nothing recorded (a stretch with no op): one node that does nothing */
-        cudaGraphNode_t empty;
-        CUDA_CHECK(cudaGraphAddEmptyNode(&empty, graph, NULL, 0));
-    }
     struct kernels_graph *g = (struct kernels_graph *)malloc(sizeof *g); /* (XALLOC: not exported) */
     CHECK(g);
-    CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
+    g->exec = NULL; /* nothing recorded (a stretch with no op, such as the one after the last
+                     * bucket of several ranks' steps): nothing to launch */
+    if (nodes) CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
     live_graphs++;
     return g;
@@ -149,13 +147,13 @@ static struct kernels_graph *cuda_capture_end(void) {
 
 static void cuda_graph_launch(struct kernels_graph *g) {
     CHECK(!capturing);
-    CUDA_CHECK(cudaGraphLaunch(g->exec, compute_stream));
+    if (g->exec) CUDA_CHECK(cudaGraphLaunch(g->exec, compute_stream));
 }
 
 static void cuda_graph_destroy(struct kernels_graph *g) {
     not_capturing("graph_destroy");
     CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* no launch of it still running */
-    CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+    if (g->exec) CUDA_CHECK(cudaGraphExecDestroy(g->exec));
     free(g);
     if (--live_graphs == 0) /* nothing refers to the outgrown scratch buffers any more */
         while (nretired) CUDA_CHECK(cudaFree(retired[--nretired]));

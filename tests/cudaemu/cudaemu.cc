@@ -402,13 +402,6 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *cou
     *count = g->works.size();
     return cudaSuccess;
 }
-cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t g, const cudaGraphNode_t *deps,
-                                  size_t n) {
-    (void)deps, (void)n;
-    g->works.push_back(std::make_shared<cudaemu::work_of<void (*)()>>([]() {}));
-    *node = (cudaGraphNode_t)g->works.back().get();
-    return cudaSuccess;
-}
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
     (void)flags;
     UNSAFE_IN_CAPTURE();

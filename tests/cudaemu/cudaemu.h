@@ -181,8 +181,6 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t from, cudaEvent_t to);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count);
-cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t g, const cudaGraphNode_t *deps,
-                                  size_t n);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
