@@ -177,8 +177,31 @@ static void run_block_direct(block_run *r, dim3 block, dim3 grid, dim3 at) {
     cur = nullptr;
 }
 
+/* CUDAEMU_TRACE=FILE: a line in FILE for each kernel and cuDNN or cuBLAS call as it runs (a
+ * graph's at each launch), the kernel as its object file and offset (tests/cudaemu/trace.sh
+ * names them); NULL when not asked for. */
+#define CHECK_TRACE(c) ((c) ? (void)0 : die("CUDAEMU_TRACE: " #c " failed"))
+FILE *trace_file() {
+    static FILE *f = []() -> FILE * {
+        const char *path = getenv("CUDAEMU_TRACE");
+        if (!path || !*path) return nullptr;
+        FILE *t = fopen(path, "w");
+        CHECK_TRACE(t != nullptr);
+        setvbuf(t, nullptr, _IOLBF, 0);
+        return t;
+    }();
+    return f;
+}
+
 void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared, void (*fn)(void *), void *arg) {
     std::lock_guard<std::mutex> one_grid(grid_lock);
+    if (FILE *t = trace_file()) {
+        Dl_info at;
+        CHECK_TRACE(dladdr(kernel, &at) != 0);
+        fprintf(t, "kernel %s+0x%lx grid %u,%u,%u block %u shared %zu\n", at.dli_fname,
+                (unsigned long)((const char *)kernel - (const char *)at.dli_fbase), grid.x, grid.y, grid.z,
+                block.x * block.y * block.z, shared);
+    }
     if (block_now) die("a launch inside a kernel");
     stacks_for((size_t)block.x * block.y * block.z);
     block_run r = {fn, arg, nullptr, nullptr, shared_mem};
@@ -655,6 +678,13 @@ static cudnnStatus_t conv_issue(cudnnHandle_t h, int pass, const void *alpha, cu
     cudaemu_tensor X = *xd, Wt = *wd, Y = *yd;
     int ph = c->pad_h, pw = c->pad_w;
     issue(h->stream, [=]() {
+        if (FILE *t = cudaemu::trace_file())
+            fprintf(t, "cudnn %s x %dx%dx%dx%d w %dx%dx%dx%d y %dx%dx%dx%d %s %s algo %d\n",
+                    pass == PASS_FWD    ? "forward"
+                    : pass == PASS_DATA ? "backward-data"
+                                        : "backward-filter",
+                    X.n, X.c, X.h, X.w, Wt.n, Wt.c, Wt.h, Wt.w, Y.n, Y.c, Y.h, Y.w, X.bf16 ? "bf16" : "float",
+                    X.format == CUDNN_TENSOR_NHWC ? "nhwc" : "nchw", algo);
         workspace(algo, need, ws, ws_bytes);
         conv_pass(pass, X, x, Wt, w, Y, y, out, a, b, ph, pw);
         workspace(algo, need, ws, ws_bytes); /* again: a workspace over the result shows too */
@@ -713,6 +743,9 @@ static cublasStatus_t gemm_issue(cublasHandle_t h, cublasOperation_t ta, cublasO
         ldc < m || lda < 1 || ldb < 1 || ldc < 1)
         return CUBLAS_STATUS_INVALID_VALUE;
     issue(h->stream, [=]() {
+        if (FILE *t = cudaemu::trace_file())
+            fprintf(t, "cublas gemm m %d n %d k %d%s%s\n", m, n, k, ta == CUBLAS_OP_T ? " A^T" : "",
+                    tb == CUBLAS_OP_T ? " B^T" : "");
         /* op(A) as m x k and op(B) as k x n, column-major doubles (bf16-rounded where asked) */
         auto get = [round](const void *p, size_t i, int bf16) {
             double v = load(p, i, bf16);

@@ -15,6 +15,9 @@
  * contracted into FMAs as nvcc does; cuDNN's convolutions run on the program's CPU backend in
  * float and cuBLAS's GEMMs in double, with no TF32, every algorithm deterministic.
  *
+ * CUDAEMU_TRACE=FILE writes a line to FILE for each kernel, cuDNN convolution and cuBLAS GEMM
+ * as it runs (tests/cudaemu/trace.sh names the kernels): what a step launches, without a GPU.
+ *
  * The sources reach it through the Makefile: `kernel<<<grid, block, shared, stream>>>(args)` is
  * rewritten to `kernel * cudaemu::config(grid, block, shared, stream)(args)` and `extern
  * __shared__ T name[];` to a pointer to the launch's dynamic shared memory. */
