@@ -197,9 +197,10 @@ struct kernels {
     /* conv_backward of a convolution whose output fed a max pool (window pk, the winners from
      * its conv_pool_forward), from that pool's output gradient dyp[N][K][Ho/pk][Wo/pk]: dy is
      * what maxpool_backward(winners, dyp, ..., relu) gives (relu: the convolution's activation
-     * was a ReLU), then conv_backward from it. full[N][K][Ho][Wo] (activations) is scratch for
-     * that dy, which a backend may route as it reads instead, never writing it: its contents
-     * afterwards are unspecified. */
+     * was a ReLU), then conv_backward from it, but that db may be summed in another order (from
+     * dyp: CUDA), so within float rounding of it. full[N][K][Ho][Wo] (activations) is scratch
+     * for that dy, which a backend may route as it reads instead, never writing it: its
+     * contents afterwards are unspecified. */
     void (*conv_pool_backward)(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
                                const unsigned char *winners, int pk, int relu, void *full, void *dx,
                                float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes);

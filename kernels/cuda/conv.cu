@@ -574,14 +574,36 @@ static void conv_describe(const struct conv_shape *s, enum conv_pass pass, size_
              p->nhwc ? ", NHWC" : "");
 }
 
-/* The two ops apart: the pool's backward into full, then conv_backward from it. */
+/* db[K] of a pooled convolution from its pool's output gradient dyp[N][K][HWp]: the full map's
+ * gradient is dyp at each window's winner (0 there too where relu and the winner did not pass
+ * the ReLU) and 0 elsewhere, so its sum is that of dyp so masked, a quarter of the full map's
+ * elements (2x2 windows) to read. */
+template <typename T>
+static void pooled_bias_grad(int N, int K, int HWp, const void *dyp, const unsigned char *winners, int relu,
+                             float *db) {
+    if (N * HWp == 0) { /* no window: the full map's gradient is all 0 */
+        CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)K * sizeof(float), cuda_stream()));
+        return;
+    }
+    int rows = N, hw = HWp;
+    cuda_act_rows(cuda_nhwc(), &rows, &hw);
+    double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(rows, K, hw) * K * sizeof(double));
+    struct channel_inputs in = {winners, NULL, NULL, NULL, NULL};
+    int S = cuda_channel_partials(relu ? CHANNEL_SUM_PASSING : CHANNEL_SUM, (const T *)dyp, in, part, rows, K,
+                                  hw);
+    cuda_channel_reduce(part, db, S, K, 1.0f);
+}
+
+/* The pool's backward into full, then conv_backward from it, but for db, summed from dyp
+ * (pooled_bias_grad). */
 template <enum cuda_precision P, typename T>
 static void conv_pool_backward(const struct conv_shape *s, const void *x, const float *w, const void *dyp,
                                const unsigned char *winners, int pk, int relu, void *full, void *dx,
                                float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
-    cuda_maxpool_backward<T>(winners, dyp, full, s->N, s->K, kernels_conv_out(s->H, s->k, s->pad),
-                             kernels_conv_out(s->W, s->k, s->pad), pk, relu);
-    conv_backward<P, T>(s, x, w, full, dx, dw, db, dx_mask, ws, ws_bytes);
+    int Ho = kernels_conv_out(s->H, s->k, s->pad), Wo = kernels_conv_out(s->W, s->k, s->pad);
+    cuda_maxpool_backward<T>(winners, dyp, full, s->N, s->K, Ho, Wo, pk, relu);
+    if (db) pooled_bias_grad<T>(s->N, s->K, (Ho / pk) * (Wo / pk), dyp, winners, relu, db);
+    conv_backward<P, T>(s, x, w, full, dx, dw, NULL, dx_mask, ws, ws_bytes);
 }
 
 template <enum cuda_precision P, typename T> static void fill_as(struct kernels *k) {

@@ -140,12 +140,20 @@ __device__ static inline float cuda_activate(float v, int act) {
  *   CHANNEL_SUM_XHAT:      a, a * xhat   (batch norm backward: a = dy, b = x)
  *   CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch
  *                          norm backward through a fused GELU)
+ *   CHANNEL_SUM_PASSING:   a where b's max-pool winner byte has MAXPOOL_PASSES, else 0;
+ *                          nothing (a pooled gradient through the ReLU before the pool)
  * part must hold 2 * cuda_channel_splits(N, C, HW) * C doubles. Returns S. */
-enum channel_sum { CHANNEL_SUM, CHANNEL_SUM_SQUARE, CHANNEL_SUM_XHAT, CHANNEL_SUM_XHAT_GELU };
+enum channel_sum {
+    CHANNEL_SUM,
+    CHANNEL_SUM_SQUARE,
+    CHANNEL_SUM_XHAT,
+    CHANNEL_SUM_XHAT_GELU,
+    CHANNEL_SUM_PASSING
+};
 /* What a partial-sum kernel reads besides a: b and a channel's statistics and affine (NULL where
  * the sum needs none). */
 struct channel_inputs {
-    const void *b; /* elements of a's type */
+    const void *b; /* elements of a's type; bytes for CHANNEL_SUM_PASSING */
     const float *mean, *invstd, *gamma, *beta;
 };
 int cuda_channel_splits(int N, int C, int HW);

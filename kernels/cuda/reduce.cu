@@ -26,20 +26,34 @@ __device__ static struct channel_consts consts_of(enum channel_sum what, struct 
     return k;
 }
 
+/* Whether each of the V winner bytes at w + at has MAXPOOL_PASSES: one load of V bytes (at a
+ * multiple of V where V > 1). */
+template <int V> __device__ static void passing_load(const unsigned char *w, uint32_t at, bool *pass) {
+    unsigned long long bytes;
+    if constexpr (V == 8) bytes = *(const unsigned long long *)(w + at);
+    else if constexpr (V == 4) bytes = *(const uint32_t *)(w + at);
+    else bytes = w[at];
+    for (int e = 0; e < V; e++) pass[e] = (bytes >> (8 * e)) & MAXPOOL_PASSES;
+}
+
 /* The V elements at a + at (a pack: cuda.h; channels k[0..V-1]) added to their sums s1[e] and
- * s2[e] (cuda.h's quantities); b is of a's type. */
+ * s2[e] (cuda.h's quantities); b is of a's type, or bytes (CHANNEL_SUM_PASSING). */
 template <int V, typename T>
-__device__ static void add_terms(enum channel_sum what, const T *a, const T *b, uint32_t at,
+__device__ static void add_terms(enum channel_sum what, const T *a, const void *b, uint32_t at,
                                  const struct channel_consts *k, double *s1, double *s2) {
     float va[V], vb[V];
+    bool pass[V];
     pack_load<V>(a, at, va);
-    if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU) pack_load<V>(b, at, vb);
+    if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU) pack_load<V>((const T *)b, at, vb);
+    if (what == CHANNEL_SUM_PASSING) passing_load<V>((const unsigned char *)b, at, pass);
     for (int e = 0; e < V; e++) {
         float v = va[e];
+        if (what == CHANNEL_SUM_PASSING && !pass[e]) v = 0.0f;
         if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(vb[e] * k[e].scale + k[e].shift);
         s1[e] += v;
         if (what == CHANNEL_SUM_SQUARE) s2[e] += (double)v * v;
-        else if (what != CHANNEL_SUM) s2[e] += (double)v * ((vb[e] - k[e].mean) * k[e].invstd);
+        else if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU)
+            s2[e] += (double)v * ((vb[e] - k[e].mean) * k[e].invstd);
     }
 }
 
@@ -69,12 +83,12 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
     for (uint32_t t = threadIdx.x; t < count; t += blockDim.x) {
         uint32_t image = fastdiv_div(t, hw);
         uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
-        add_terms<1>(what, a, (const T *)in.b, at, &k, &s1, &s2);
+        add_terms<1>(what, a, in.b, at, &k, &s1, &s2);
     }
     block_sum2(&s1, &s2);
     if (threadIdx.x == 0) {
         part[(size_t)s * C + c] = s1;
-        if (what != CHANNEL_SUM) part[(size_t)(S + s) * C + c] = s2;
+        if (what != CHANNEL_SUM && what != CHANNEL_SUM_PASSING) part[(size_t)(S + s) * C + c] = s2;
     }
 }
 
@@ -96,13 +110,13 @@ __global__ static void row_partials_kernel(const T *a, struct channel_inputs in,
         struct channel_consts k[V];
         for (int e = 0; e < V; e++) k[e] = consts_of(what, in, c0 + e);
         for (uint32_t n = n0 + lane; n < n1; n += L)
-            add_terms<V>(what, a, (const T *)in.b, n * (uint32_t)C + (uint32_t)c0, k, s1, s2);
+            add_terms<V>(what, a, in.b, n * (uint32_t)C + (uint32_t)c0, k, s1, s2);
     }
     __shared__ double r[2][L][32];
     for (int e = 0; e < V; e++) r[0][lane][pack * V + e] = s1[e], r[1][lane][pack * V + e] = s2[e];
     __syncthreads();
     int q = threadIdx.x / 32, cc = threadIdx.x % 32, c = blockIdx.y * 32 + cc; /* a thread per sum */
-    if (q < 2 && c < C && (q == 0 || what != CHANNEL_SUM)) {
+    if (q < 2 && c < C && (q == 0 || (what != CHANNEL_SUM && what != CHANNEL_SUM_PASSING))) {
         double sum = r[q][0][cc];
         for (int l = 1; l < L; l++) sum += r[q][l][cc];
         part[(size_t)(q * S + s) * C + c] = sum;
@@ -120,7 +134,8 @@ static void rows_partials(enum channel_sum what, dim3 grid, const T *a, struct c
                           double *part, int N, int C, uint32_t run) {
     static void (*const by_sum[])(dim3, const T *, struct channel_inputs, double *, int, int, uint32_t) = {
         rows_launch<T, V, CHANNEL_SUM>, rows_launch<T, V, CHANNEL_SUM_SQUARE>,
-        rows_launch<T, V, CHANNEL_SUM_XHAT>, rows_launch<T, V, CHANNEL_SUM_XHAT_GELU>};
+        rows_launch<T, V, CHANNEL_SUM_XHAT>, rows_launch<T, V, CHANNEL_SUM_XHAT_GELU>,
+        rows_launch<T, V, CHANNEL_SUM_PASSING>};
     CHECK((unsigned)what < sizeof by_sum / sizeof by_sum[0]);
     by_sum[what](grid, a, in, part, N, C, run);
 }
