@@ -150,7 +150,7 @@ ifeq ($(USE_CUDA),1)
 CUDA_SRC  := kernels/cuda/backend.cu kernels/cuda/elementwise.cu kernels/cuda/maxpool.cu \
              kernels/cuda/reduce.cu kernels/cuda/batchnorm.cu kernels/cuda/softmax_xent.cu \
              kernels/cuda/linear.cu kernels/cuda/conv.cu kernels/cuda/layout.cu \
-             kernels/cuda/covariance.cu
+             kernels/cuda/covariance.cu kernels/cuda/filters.cu
 NEWEST_ARCH := $(lastword $(CUDA_ARCH))
 GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)
@@ -291,7 +291,7 @@ test:
 	$(MAKE) --no-print-directory emu
 
 # The CUDA backend on its CPU emulation (tests/cudaemu.sh), built with CUDA=emu into build-emu.
-EMU_BINS := cifar10-train cifar10-test tests/make_synthetic tests/test_ops tests/test_cuda tests/test_dist \
+EMU_BINS := cifar10-train cifar10-test cifar10-bench tests/make_synthetic tests/test_ops tests/test_cuda tests/test_dist \
             lib/cifar10-dp/libcifar10-cuda.so
 emu: emu-build
 	BUILD=build-emu tests/cudaemu.sh

@@ -48,7 +48,7 @@ static const struct {
     OP(alloc), OP(free), OP(upload), OP(download), OP(host_alloc), OP(host_free),
     OP(event_create), OP(event_destroy), OP(input_upload_async), OP(upload_async),
     OP(download_async), OP(download_queued), OP(compute_wait), OP(event_done), OP(event_wait), OP(timer_create), OP(timer_mark), OP(timer_seconds), OP(input_prepare), OP(patch_covariance),
-    OP(conv_workspace), OP(linear_workspace), OP(conv_describe), OP(conv_forward), OP(conv_pool_forward), OP(conv_backward), OP(conv_pool_backward),
+    OP(conv_workspace), OP(linear_workspace), OP(conv_describe), OP(conv_filters_create), OP(conv_filters_ready), OP(conv_filters_destroy), OP(conv_forward), OP(conv_pool_forward), OP(conv_backward), OP(conv_pool_backward),
     OP(relu_forward), OP(relu_backward), OP(gelu_forward), OP(gelu_backward),
     OP(maxpool_forward), OP(maxpool_backward), OP(flatten_forward), OP(flatten_backward),
     OP(batchnorm_forward_train),

@@ -40,6 +40,8 @@
 struct kernels_event;
 /* A recorded sequence of compute-queue ops (capture_end), run again by graph_launch. */
 struct kernels_graph;
+/* A set of convolution filters kept in the form the convolutions read (conv_filters_create). */
+struct kernels_filters;
 
 /* The passes of a convolution, as bits, for conv_workspace. */
 enum conv_pass { CONV_FORWARD = 1, CONV_BACKWARD_DATA = 2, CONV_BACKWARD_FILTER = 4 };
@@ -76,6 +78,8 @@ enum xent_reduction { XENT_MEAN, XENT_SUM };
 /* patch_covariance: a 2x2 patch of 3 channels as a vector ([c][dy][dx]), and images per
  * partial sum. */
 enum { PATCH_DIM = 12, PATCH_CHUNK = 40 };
+/* conv_filters_create: filters per set at most (airbench94 has 7 convolutions). */
+enum { CONV_FILTERS_MAX = 16 };
 int kernels_conv_out(int size, int k, int pad);
 
 struct kernels {
@@ -163,6 +167,21 @@ struct kernels {
      * 1.2 MiB"). On CUDA it plans the pass as an op would. */
     void (*conv_describe)(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                           size_t size);
+    /* Filters made ready in the form the backend's convolutions read (CUDA: KRSC in NHWC,
+     * bf16 where the products are), all at once, so that the conv ops need not convert them
+     * at each call. conv_filters_create (outside a graph capture) names a set: filters w[i] of
+     * shapes s[i] (N unused), n <= CONV_FILTERS_MAX, that the caller will hand to the conv
+     * ops; NULL where there is nothing to make ready (the CPU reads w as it is).
+     * conv_filters_ready (on the compute queue; may be recorded in a graph) makes the set's
+     * ready forms from the filters' values now. A conv op given one of them with its shape
+     * reads the ready form while it is current: until an upload() or an sgd_update or
+     * lookahead_update writes over one of the set's filters (the asynchronous uploads must
+     * not), after which the ops convert at each call again. So call it after each update and
+     * load. conv_filters_destroy (outside a capture) frees a set; before its filters' memory
+     * is freed, and before shutdown. ready and destroy take NULL (and do nothing). */
+    struct kernels_filters *(*conv_filters_create)(int n, const struct conv_shape *s, const float *const *w);
+    void (*conv_filters_ready)(struct kernels_filters *f);
+    void (*conv_filters_destroy)(struct kernels_filters *f);
 
     /* The four ops below take scratch ws[ws_bytes] from alloc(). Enough is what conv_workspace
      * / linear_workspace say for the call's shape and passes. The CPU backend needs that much

@@ -195,6 +195,21 @@ static void init_tensors(struct model *m, uint64_t seed) {
 
 static void graphs_clear(struct model *m);
 
+/* m->filters: the convolutions' filters, as the backend's set (kernels.h conv_filters_create). */
+static void filters_create(struct model *m) {
+    struct conv_shape s[CONV_FILTERS_MAX];
+    const float *w[CONV_FILTERS_MAX];
+    int n = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const struct model_layer *L = &m->layers[i];
+        if (L->def->kind != LAYER_CONV) continue;
+        CHECK(n < CONV_FILTERS_MAX);
+        s[n] = conv_shape_of(L, m->max_batch);
+        w[n++] = tensor_data(m, L->weight);
+    }
+    m->filters = m->k->conv_filters_create(n, s, w);
+}
+
 /* Whether layer i is a GELU that the batch norm before it applies (it does nothing itself). */
 static int fused_away(const struct model *m, int i) { return i > 0 && m->layers[i - 1].gelu_fused; }
 
@@ -283,6 +298,8 @@ void model_init(struct model *m, const struct net_def *net, const struct kernels
     m->host_logits = XALLOC((size_t)max_batch * net->classes * sizeof(float));
     if (k->act_size != sizeof(float)) m->host_raw = XALLOC((size_t)max_batch * net->classes * k->act_size);
     init_tensors(m, seed);
+    filters_create(m);
+    m->k->conv_filters_ready(m->filters);
 }
 
 void model_plan_batch(struct model *m, int n) {
@@ -298,6 +315,7 @@ void model_free(struct model *m) {
     const struct kernels *k = m->k;
     model_timing(m, 0);
     graphs_clear(m);
+    k->conv_filters_destroy(m->filters); /* before the params it refers to */
     for (int i = 0; i < m->nlayers; i++) {
         if (!shares_output(m, i)) k->free(m->layers[i].act);
         if (m->layers[i].winners) k->free(m->layers[i].winners);
@@ -581,6 +599,7 @@ static void update_ops(struct model *m, const struct model_update_ops *u) {
         k->lookahead_update(m->params, m->ema_params, m->nparams, w);
         k->lookahead_update(m->buffers, m->ema_buffers, m->nbuffers, w);
     }
+    if (u->sgd || u->lookaheads) k->conv_filters_ready(m->filters);
 }
 
 /* m->sgd_groups from the tensor table (struct model), through the host. */
@@ -791,4 +810,5 @@ void model_set_state(struct model *m, const float *params, const float *momentum
     if (params) m->k->upload(m->params, params, m->nparams * sizeof(float));
     if (momentum) m->k->upload(m->momentum, momentum, m->nparams * sizeof(float));
     if (buffers) m->k->upload(m->buffers, buffers, m->nbuffers * sizeof(float));
+    if (params || buffers) m->k->conv_filters_ready(m->filters); /* (a frozen filter is a buffer) */
 }

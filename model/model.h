@@ -120,8 +120,10 @@ struct model {
     void *grad_a, *grad_b;   /* [max_batch * largest activation] ping-pong for backward */
     void *ws;                /* kernel scratch: ws_bytes, the largest any layer needs */
     size_t ws_bytes;
-    float *host_logits; /* [max_batch][classes] host memory for model_predict */
-    void *host_raw;     /* the same as activations (act_size bytes each) when those are not float */
+    struct kernels_filters *filters; /* the convolutions' filters made ready after each change of
+                                      * params (kernels.h conv_filters_create; NULL on the CPU) */
+    float *host_logits;              /* [max_batch][classes] host memory for model_predict */
+    void *host_raw; /* the same as activations (act_size bytes each) when those are not float */
     /* The loss of model_forward_backward (defaults: no smoothing, XENT_MEAN). */
     float label_smoothing;
     enum xent_reduction loss_reduction;

@@ -70,7 +70,8 @@ check "cifar10-test: $b correct on the emulated GPU, $a on the CPU" \
   test -n "$a" -a -n "$b" -a $((a - b)) -le 1 -a $((b - a)) -le 1
 
 # What one bf16 step launches (CUDAEMU_TRACE, named by tests/cudaemu/trace.sh): every kernel
-# named, the convolutions on cuDNN, the update one kernel in the step's graph.
+# named, the convolutions on cuDNN, the update one kernel in the step's graph, the filters
+# made ready by one kernel after it (none converted per call).
 echo "== the kernels of a bf16 training step (CUDAEMU_TRACE)"
 CUDAEMU_TRACE=$T/trace.raw "$B/cifar10-bench" --device cuda --model airbench94 --batch-size 16 --precision bf16 \
   --warmup 2 --steps 1 --runs 1 >"$T/bench.log" 2>&1
@@ -83,5 +84,7 @@ sort "$T/step.txt" | sed -E 's/ grid.*| x .*//' | uniq -c | sort -rn
 check "the step's kernels are not all named" test "$(grep -c '^kernel .*+0x' "$T/step.txt")" = 0
 check "the step has no cuDNN forward" grep -q '^cudnn forward x 16x256x7x7' "$T/step.txt"
 check "the step's update is not one sgd_kernel" test "$(grep -c '^kernel sgd_kernel' "$T/step.txt")" = 1
+check "the step's filters are not made ready by one kernel after the update" \
+  test "$(grep -c '^kernel filters_pack_kernel' "$T/step.txt")" = 1 -a "$(grep -c '^kernel filter_pack_kernel' "$T/step.txt")" = 0
 
 summary cudaemu

@@ -52,6 +52,10 @@
  *       statistics, parameter gradients and the loss (float) keep their float tolerances.
  * Every output is prefilled with NaN on the backend, so an element an op fails to write is
  * caught; an output skipped with NULL must leave the others bit for bit as computed with it.
+ * Every conv case also runs with its filter in a set made ready (conv_filters_create): y and
+ * dx bit for bit as without, and after the filter changes (lookahead_update, upload) without
+ * conv_filters_ready, y from the new values (as a copy in no set gives), so no stale ready
+ * form is read.
  *
  * "CPU internals" at the end: the GEMM itself on every ISA path (also on pre-packed operands); bf16_round on
  * hand-worked values; gemm_bf16 on every bf16 path against the double product of the bf16_round-ed operands
@@ -731,6 +735,44 @@ static void conv_pooled(const struct op_case *c, const void *gx, const float *gw
     }
 }
 
+/* The filter in a set made ready (conv_filters_create, _ready): y and dx bit for bit as with
+ * the filter converted per call; then, the filter changed by a lookahead_update or an upload
+ * without conv_filters_ready, y as a copy of the new filter (never made ready) gives, so no
+ * stale ready form is read; and once ready again, the same. */
+static void conv_ready(const struct op_case *c, const void *gx, float *gw, const float *gb, enum conv_act act,
+                       const void *gdy, const void *mask, void *ws, size_t ws_bytes, const void *gy,
+                       const void *gdx) {
+    const struct conv_shape *s = &c->conv;
+    size_t nx, nw, ny;
+    conv_sizes(s, &nx, &nw, &ny);
+    struct kernels_filters *set = B->conv_filters_create(1, s, (const float *const[]){gw});
+    B->conv_filters_ready(set);
+    void *y = dev_act_nan(ny), *dx = dev_act_nan(nx);
+    B->conv_forward(s, gx, gw, gb, y, act, ws, ws_bytes);
+    expect_again("y with the filter made ready", y, gy, ny, 1, "the filter converted per call");
+    B->conv_backward(s, gx, gw, gdy, dx, NULL, NULL, mask, ws, ws_bytes);
+    expect_again("dx with the filter made ready", dx, gdx, nx, 1, "the filter converted per call");
+    float half = 0.5f, *other = hfill(nw, -0.5f, 0.5f), *weight = dev_of(&half, 1);
+    for (int change = 0; change < 2; change++) {
+        if (change == 0) B->lookahead_update(gw, dev_of(other, nw), nw, weight); /* w = the mean */
+        else B->upload(gw, other, nw * sizeof(float));
+        const float *now = host_of(gw, nw);
+        float *fresh = dev_of(now, nw); /* the same values, in no set */
+        void *ref = dev_act_nan(ny);
+        B->conv_forward(s, gx, fresh, gb, ref, act, ws, ws_bytes);
+        const char *names[2][2] = {
+            {"y after a lookahead_update of the ready filter", "y after it is ready again"},
+            {"y after an upload over the ready filter", "y after it is ready again"}};
+        for (int ready = 0; ready < 2; ready++) {
+            if (ready) B->conv_filters_ready(set);
+            y = dev_act_nan(ny);
+            B->conv_forward(s, gx, gw, gb, y, act, ws, ws_bytes);
+            expect_again(names[change][ready], y, ref, ny, 1, "a copy of the filter in no set");
+        }
+    }
+    B->conv_filters_destroy(set);
+}
+
 static void run_conv(const struct op_case *c) {
     const struct conv_shape *s = &c->conv;
     size_t nx, nw, ny;
@@ -765,6 +807,7 @@ static void run_conv(const struct op_case *c) {
     conv_skipped(c, gx, gw, gdy, mask, ws, ws_bytes, gdx, gdw, gdb);
     if (c->flags & (F_POOL | F_POOL3))
         conv_pooled(c, gx, gw, gb, act, c->flags & F_POOL ? 2 : 3, gy, mask, ws, ws_bytes);
+    conv_ready(c, gx, gw, gb, act, gdy, mask, ws, ws_bytes, gy, gdx); /* (last: it changes gw) */
 }
 
 /* ---- relu, gelu ---- */

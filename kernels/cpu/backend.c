@@ -47,6 +47,14 @@ static void cpu_graph_destroy(struct kernels_graph *g) {
 }
 /* Nothing to release: every buffer and event was freed by its owner, the table is constant. */
 static void cpu_shutdown(void) {}
+/* The convolutions read the filters as they are: no set to make. */
+static struct kernels_filters *cpu_conv_filters_create(int n, const struct conv_shape *s,
+                                                       const float *const *w) {
+    CHECK(n >= 0 && n <= CONV_FILTERS_MAX);
+    (void)s, (void)w;
+    return NULL;
+}
+static void cpu_conv_filters_nothing(struct kernels_filters *f) { CHECK(!f); }
 
 static const struct kernels cpu_kernels = {
     .name = "cpu",
@@ -75,6 +83,9 @@ static const struct kernels cpu_kernels = {
     .conv_workspace = cpu_conv_workspace,
     .linear_workspace = cpu_linear_workspace,
     .conv_describe = cpu_conv_describe,
+    .conv_filters_create = cpu_conv_filters_create,
+    .conv_filters_ready = cpu_conv_filters_nothing,
+    .conv_filters_destroy = cpu_conv_filters_nothing,
     .conv_forward = cpu_conv_forward,
     .conv_pool_forward = cpu_conv_pool_forward,
     .conv_backward = cpu_conv_backward,

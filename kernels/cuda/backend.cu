@@ -186,6 +186,7 @@ static void cuda_free(void *p) {
 
 static void cuda_upload(void *dst, const void *src, size_t bytes) {
     not_capturing("upload");
+    cuda_filters_touched(dst, bytes);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream));
     CUDA_CHECK(cudaStreamSynchronize(compute_stream)); /* src may be reused at once */
 }
@@ -301,6 +302,7 @@ static void cuda_shutdown(void) {
     CUDA_CHECK(cudaSetDevice(selected)); /* the device cudaDeviceReset acts on, from any thread */
     CUDA_CHECK(cudaDeviceSynchronize()); /* nothing below may still be in use */
     cuda_conv_release();
+    cuda_filters_release();
     CUDA_CHECK(cudaFree(scratch));
     scratch = NULL, scratch_bytes = 0;
     while (nretired) CUDA_CHECK(cudaFree(retired[--nretired]));

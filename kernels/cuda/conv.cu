@@ -38,8 +38,10 @@
  * Layout: the activations are the backend's (cuda_nhwc()). In NHWC, cuDNN's tensor-core
  * kernels read and write them as they are (in NCHW it transposes each operand to NHWC and the
  * result back, which took 17 % of an airbench94 step on an H200), and the filter is handed to
- * it as [K][k][k][C] (KRSC): a copy made per call in the same workspace, and the filter
- * gradient comes back through one. Those are small: at most 256 x 256 x 25 floats. */
+ * it as [K][k][k][C] (KRSC): the model's filters made ready in that form after each update
+ * (filters.cu, kernels.h conv_filters_create), any other one copied per call in the same
+ * workspace; the filter gradient comes back through a copy. Those are small: at most
+ * 256 x 256 x 25 floats. */
 extern "C" {
 #include "../../common/err.h"
 }
@@ -280,6 +282,16 @@ static void filter_pack(const struct plan *p, const float *w, void *dst) {
     else cuda_filter_pack(w, (float *)dst, s->K, s->C, s->k * s->k, p->nhwc);
 }
 
+/* w in the form cuDNN reads: the ready one (filters.cu) if w's is current, else packed into
+ * dst now. */
+static const void *filter_form(const struct plan *p, const float *w, void *dst) {
+    const struct conv_shape *s = &p->s;
+    const void *ready = cuda_filter_ready(p->bf16, w, s->K, s->C, s->k);
+    if (ready) return ready;
+    filter_pack(p, w, dst);
+    return dst;
+}
+
 static void filter_unpack(const struct plan *p, const void *src, float *dw) {
     const struct conv_shape *s = &p->s;
     if (p->bf16) cuda_filter_unpack((const bf16_t *)src, dw, s->K, s->C, s->k * s->k, p->nhwc);
@@ -439,7 +451,7 @@ static struct plan *conv_sums(const struct conv_shape *s, const void *x, const f
         cuda_to_bf16((const float *)x, (bf16_t *)c.x, (size_t)s->N * s->C * s->H * s->W);
         xo = c.x, yo = c.y;
     }
-    if (filter_copied(p)) filter_pack(p, w, c.w), wo = c.w;
+    if (filter_copied(p)) wo = filter_form(p, w, c.w);
     CUDNN_CHECK(cudnnConvolutionForward(cuda_cudnn(), &one, p->x, xo, p->w, wo, a->desc,
                                         (cudnnConvolutionFwdAlgo_t)a->algo, cudnn_ws, cudnn_ws_bytes, &zero,
                                         p->y, yo));
@@ -504,8 +516,8 @@ static void conv_backward(const struct conv_shape *s, const void *x, const float
         xo = c.x, dyo = c.y, dxo = c.dx;
     }
     if (filter_copied(p)) {
-        if (dx) filter_pack(p, w, c.w);
-        wo = c.w, dwo = c.dw;
+        if (dx) wo = filter_form(p, w, c.w);
+        dwo = c.dw;
     }
     if (dw) {
         const struct algo *a = choose(p, BACKWARD_FILTER, cudnn_ws_bytes);
@@ -606,9 +618,17 @@ static void conv_pool_backward(const struct conv_shape *s, const void *x, const 
     conv_backward<P, T>(s, x, w, full, dx, dw, NULL, dx_mask, ws, ws_bytes);
 }
 
+template <enum cuda_precision P>
+static struct kernels_filters *conv_filters_create(int n, const struct conv_shape *s, const float *const *w) {
+    return cuda_filters_create(BF16_OF(P), n, s, w);
+}
+
 template <enum cuda_precision P, typename T> static void fill_as(struct kernels *k) {
     k->conv_workspace = conv_workspace<P>;
     k->conv_describe = conv_describe<P>;
+    k->conv_filters_create = conv_filters_create<P>;
+    k->conv_filters_ready = cuda_filters_ready;
+    k->conv_filters_destroy = cuda_filters_destroy;
     k->conv_forward = conv_forward<P, T>;
     k->conv_pool_forward = conv_pool_forward<P, T>;
     k->conv_backward = conv_backward<P, T>;

@@ -320,6 +320,18 @@ void cuda_from_bf16(const bf16_t *src, float *dst, size_t n);
  * reordered to [K][kk][C] when krsc (NHWC convolutions); and a filter gradient back from that
  * form to dw[K][C][kk]. */
 template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc);
+/* The ready filters (filters.cu; kernels.h conv_filters_create, _ready, _destroy; bf16: the
+ * set's form). cuda_filter_ready returns w's ready form (shape K, C, k) from a live current
+ * set of that form and the current layout, else NULL; cuda_filters_touched ends the currency
+ * of the sets with a filter in [p, p + bytes) (an upload or update wrote there);
+ * cuda_filters_release frees the sets left (shutdown). */
+struct kernels_filters *cuda_filters_create(int bf16, int n, const struct conv_shape *s,
+                                            const float *const *w);
+void cuda_filters_ready(struct kernels_filters *f);
+void cuda_filters_destroy(struct kernels_filters *f);
+const void *cuda_filter_ready(int bf16, const float *w, int K, int C, int k);
+void cuda_filters_touched(const void *p, size_t bytes);
+void cuda_filters_release(void);
 template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc);
 
 #endif

@@ -235,10 +235,12 @@ template void cuda_bias_act<bf16_t>(bf16_t *, const float *, float, int, int, in
 void cuda_sgd_update(float *p, const float *grad, float *m, const unsigned char *group, size_t n,
                      const struct sgd_hyper *h, int nesterov) {
     cuda_launch(sgd_kernel, n, p, grad, m, group, n, h, nesterov);
+    cuda_filters_touched(p, n * sizeof(float));
 }
 
 void cuda_lookahead_update(float *p, float *ema, size_t n, const float *weight) {
     cuda_launch(lookahead_kernel, n, p, ema, n, weight);
+    cuda_filters_touched(p, n * sizeof(float));
 }
 
 void cuda_scalars_set(float *dst, const float *v, int n) {
