@@ -50,7 +50,7 @@
 #                                  as a gate; ours with each switch (CIFAR10_CUDA_ALGOS
 #                                  deterministic/fastest, CIFAR10_CUDA_LAYOUT=nchw,
 #                                  CIFAR10_CUDA_GRAPHS=off, CIFAR10_CUDA_SMALL_CONV=cudnn, and for
-#                                  bf16 CIFAR10_CUDA_BF16=copies)
+#                                  bf16 CIFAR10_CUDA_BF16=copies, CIFAR10_CUDA_FILTERS=per-call)
 #                                  against PyTorch eager (scripts/bench_torch.py as at commit
 #                                  0cefd96, carried by prepare), 100 timed steps x 3 runs:
 #                                  airbench94 at 1024 in fp32 and bf16 (and its steps after the
@@ -534,7 +534,7 @@ perf_compile() {
 # gate (test_ops, test_cuda in lock step in FP32; the bf16 lock step is the test step's; when it
 # fails, the step fails and perf.txt says so first, but the timings still run), then
 # ours with each switch (CIFAR10_CUDA_ALGOS, CIFAR10_CUDA_LAYOUT, CIFAR10_CUDA_GRAPHS,
-# CIFAR10_CUDA_SMALL_CONV, CIFAR10_CUDA_BF16) against PyTorch eager at 100 timed steps, our defaults against
+# CIFAR10_CUDA_SMALL_CONV, CIFAR10_CUDA_BF16, CIFAR10_CUDA_FILTERS) against PyTorch eager at 100 timed steps, our defaults against
 # torch.compile, then airbench94's time to accuracy on the real images (5 bf16 seeds and 1
 # fp32, and 1 bf16 op by op).
 check_perf() {
@@ -560,9 +560,12 @@ check_perf() {
     CIFAR10_CUDA_GRAPHS=off perf_ours "airbench94-1024-$prec-op-by-op" nhwc deterministic "$t" "${flags[@]}"
     # the whitening layer's forward by cuDNN instead of ours (CIFAR10_CUDA_SMALL_CONV=cudnn)
     CIFAR10_CUDA_SMALL_CONV=cudnn perf_ours "airbench94-1024-$prec-small-conv-cudnn" nhwc deterministic "$t" "${flags[@]}"
-    # bf16 with float activations and bf16 copies for the products (CIFAR10_CUDA_BF16=copies)
+    # bf16 with float activations and bf16 copies for the products (CIFAR10_CUDA_BF16=copies);
+    # the filters converted at each call instead of made ready per update (CIFAR10_CUDA_FILTERS)
     if [[ $prec == bf16 ]]; then
       CIFAR10_CUDA_BF16=copies perf_ours "airbench94-1024-bf16-copies" nhwc deterministic "$t" "${flags[@]}"
+      CIFAR10_CUDA_FILTERS=per-call perf_ours "airbench94-1024-bf16-filters-per-call" nhwc deterministic "$t" \
+        "${flags[@]}"
     fi
     # against torch.compile in bf16 (the issue's target; fp32 would cost the window 40 s more)
     if [[ $prec == bf16 ]]; then

@@ -86,5 +86,14 @@ check "the step has no cuDNN forward" grep -q '^cudnn forward x 16x256x7x7' "$T/
 check "the step's update is not one sgd_kernel" test "$(grep -c '^kernel sgd_kernel' "$T/step.txt")" = 1
 check "the step's filters are not made ready by one kernel after the update" \
   test "$(grep -c '^kernel filters_pack_kernel' "$T/step.txt")" = 1 -a "$(grep -c '^kernel filter_pack_kernel' "$T/step.txt")" = 0
+# The switch back: CIFAR10_CUDA_FILTERS=per-call converts each convolution's filter per call.
+CIFAR10_CUDA_FILTERS=per-call CUDAEMU_TRACE=$T/trace2.raw "$B/cifar10-bench" --device cuda --model airbench94 \
+  --batch-size 16 --precision bf16 --warmup 2 --steps 1 --runs 1 >"$T/bench2.log" 2>&1
+rc=$?
+check "cifar10-bench, CIFAR10_CUDA_FILTERS=per-call: exit $rc ($(tail -n 1 "$T/bench2.log"))" test $rc = 0
+# shellcheck disable=SC2016
+tests/cudaemu/trace.sh "$T/trace2.raw" | sed -n '/^kernel input_kernel/h; /^kernel input_kernel/!H; ${x;p}' >"$T/step2.txt"
+check "CIFAR10_CUDA_FILTERS=per-call: not 12 filter conversions and no set packed in the step" \
+  test "$(grep -c '^kernel filter_pack_kernel' "$T/step2.txt")" = 12 -a "$(grep -c '^kernel filters_pack_kernel' "$T/step2.txt")" = 0
 
 summary cudaemu

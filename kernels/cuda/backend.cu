@@ -36,6 +36,7 @@ static void *cublas_workspace;
 static int nhwc = 1;          /* the activations' layout, set when the backend starts (cuda_table) */
 static int deterministic = 1; /* cuDNN's algorithms: deterministic ones only, likewise */
 static int small_conv = 1;    /* the forward of convolutions on few input channels: ours, likewise */
+static int filters_ready = 1; /* filter sets made ready per update (filters.cu), likewise */
 
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
     fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d\n", err_progname(), api, expr, what, file, line);
@@ -64,6 +65,7 @@ int cuda_tf32(void) {
 int cuda_nhwc(void) { return nhwc; }
 int cuda_deterministic(void) { return deterministic; }
 int cuda_small_conv(void) { return small_conv; }
+int cuda_filters_on(void) { return filters_ready; }
 
 /* Environment variable `name`: 1 for `yes` (or unset, empty), 0 for `no`; anything else is an
  * error naming both. */
@@ -383,6 +385,7 @@ static const struct kernels *cuda_table(int device) {
     nhwc = switch_from_env("CIFAR10_CUDA_LAYOUT", "nhwc", "nchw");
     deterministic = switch_from_env("CIFAR10_CUDA_ALGOS", "deterministic", "fastest");
     small_conv = switch_from_env("CIFAR10_CUDA_SMALL_CONV", "ours", "cudnn");
+    filters_ready = switch_from_env("CIFAR10_CUDA_FILTERS", "ready", "per-call");
     table.name = "cuda";
     table.nhwc = nhwc;
     table.alloc = cuda_alloc;
@@ -451,7 +454,7 @@ static void describe(char *buf, size_t size) {
     CUDA_CHECK(cudaDriverGetVersion(&driver));
     snprintf(buf, size,
              "%s (sm_%d%d, %.1f GiB, PCI %s; driver for CUDA %d.%d, cuDNN %zu.%zu.%zu; convolutions %s, "
-             "%s; activations %s%s)",
+             "%s; activations %s%s; %s)",
              p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30), pci, driver / 1000,
              driver % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100,
              p.major < 8   ? "FP32"
@@ -462,7 +465,9 @@ static void describe(char *buf, size_t size) {
              nhwc ? "NHWC (CIFAR10_CUDA_LAYOUT=nchw: NCHW)" : "NCHW (CIFAR10_CUDA_LAYOUT=nchw)",
              !nhwc        ? ""
              : small_conv ? "; few-channel forward ours (CIFAR10_CUDA_SMALL_CONV=cudnn: cuDNN's)"
-                          : "; few-channel forward cuDNN's (CIFAR10_CUDA_SMALL_CONV=cudnn)");
+                          : "; few-channel forward cuDNN's (CIFAR10_CUDA_SMALL_CONV=cudnn)",
+             filters_ready ? "filters made ready per update (CIFAR10_CUDA_FILTERS=per-call: per call)"
+                           : "filters converted per call (CIFAR10_CUDA_FILTERS=per-call)");
 }
 
 /* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */

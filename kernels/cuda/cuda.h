@@ -108,6 +108,10 @@ int cuda_deterministic(void);
  * 2x2 whitening layer on RGB, which cuDNN runs without tensor cores) is our direct kernel (1),
  * unless CIFAR10_CUDA_SMALL_CONV=cudnn (0: cuDNN's, for comparisons); chosen at start. */
 int cuda_small_conv(void);
+/* Whether filter sets are made ready (1: kernels.h conv_filters_create, filters.cu), unless
+ * CIFAR10_CUDA_FILTERS=per-call (0: every set empty, each call converts its filter, for
+ * comparisons); chosen at start. */
+int cuda_filters_on(void);
 /* An activation [N][C][HW] in the backend's layout as the a[rows][C][hw] that channel_of and
  * the channel partials index: itself in NCHW, [N * HW][C][1] in NHWC (a pixel per row). */
 static inline void cuda_act_rows(int nhwc, int *N, int *HW) {

@@ -64,7 +64,7 @@ struct kernels_filters *cuda_filters_create(int bf16, int n, const struct conv_s
     CHECK(f);
     f->bf16 = bf16 != 0;
     f->nhwc = cuda_nhwc();
-    if (!f->bf16 && !f->nhwc) n = 0; /* float NCHW: cuDNN reads w as it is */
+    if ((!f->bf16 && !f->nhwc) || !cuda_filters_on()) n = 0; /* float NCHW: cuDNN reads w as it is */
     size_t e = f->bf16 ? sizeof(bf16_t) : sizeof(float), align = 256 / e, at = 0, all = 0;
     for (int i = 0; i < n; i++) {
         CHECK(s[i].K >= 1 && s[i].C >= 1 && s[i].k >= 1 && w[i]);
