@@ -177,8 +177,12 @@ struct kernels {
      * reads the ready form while it is current: until an upload() or an sgd_update or
      * lookahead_update writes over one of the set's filters (the asynchronous uploads must
      * not), after which the ops convert at each call again. So call it after each update and
-     * load. conv_filters_destroy (outside a capture) frees a set; before its filters' memory
-     * is freed, and before shutdown. ready and destroy take NULL (and do nothing). */
+     * load; a graph that updates the filters must make them ready after (CUDA stops at its
+     * capture_end otherwise), and one recorded with a current set reads the ready forms at
+     * each replay, so make them ready after any change before replaying it.
+     * conv_filters_destroy (outside a capture) frees a set; before its filters' memory is
+     * freed, and before shutdown. NULL (no set: each op converts per call; also past the
+     * backend's count of live sets) is taken by ready and destroy, which do nothing. */
     struct kernels_filters *(*conv_filters_create)(int n, const struct conv_shape *s, const float *const *w);
     void (*conv_filters_ready)(struct kernels_filters *f);
     void (*conv_filters_destroy)(struct kernels_filters *f);

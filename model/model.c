@@ -195,15 +195,15 @@ static void init_tensors(struct model *m, uint64_t seed) {
 
 static void graphs_clear(struct model *m);
 
-/* m->filters: the convolutions' filters, as the backend's set (kernels.h conv_filters_create). */
+/* m->filters: the convolutions' filters, as the backend's set (kernels.h conv_filters_create;
+ * past CONV_FILTERS_MAX, the others are converted per call). */
 static void filters_create(struct model *m) {
     struct conv_shape s[CONV_FILTERS_MAX];
     const float *w[CONV_FILTERS_MAX];
     int n = 0;
-    for (int i = 0; i < m->nlayers; i++) {
+    for (int i = 0; i < m->nlayers && n < CONV_FILTERS_MAX; i++) {
         const struct model_layer *L = &m->layers[i];
         if (L->def->kind != LAYER_CONV) continue;
-        CHECK(n < CONV_FILTERS_MAX);
         s[n] = conv_shape_of(L, m->max_batch);
         w[n++] = tensor_data(m, L->weight);
     }

@@ -385,6 +385,8 @@ static const struct op_case cases[] = {
     {OP_COVARIANCE, 0, .n = 97},
     /* batch norm off alignment: 16 rows a run of the CUDA sums (NHWC), dy with cancelling terms */
     BN(64, 32, 256, 1e-5f, 0.1f, 0, F_ORDER),
+    /* a bias before a GELU and a pool: the bias gradient from the pooled gradient */
+    CONV(2, 16, 16, 8, 8, 3, 1, F_BIAS | F_GELU | F_POOL),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -758,16 +760,22 @@ static void conv_ready(const struct op_case *c, const void *gx, float *gw, const
         else B->upload(gw, other, nw * sizeof(float));
         const float *now = host_of(gw, nw);
         float *fresh = dev_of(now, nw); /* the same values, in no set */
-        void *ref = dev_act_nan(ny);
+        void *ref = dev_act_nan(ny), *ref_dx = dev_act_nan(nx);
         B->conv_forward(s, gx, fresh, gb, ref, act, ws, ws_bytes);
-        const char *names[2][2] = {
-            {"y after a lookahead_update of the ready filter", "y after it is ready again"},
-            {"y after an upload over the ready filter", "y after it is ready again"}};
+        B->conv_backward(s, gx, fresh, gdy, ref_dx, NULL, NULL, mask, ws, ws_bytes);
+        static const char *const names[2][2][2] = {
+            {{"y after a lookahead_update of the ready filter",
+              "dx after a lookahead_update of the ready filter"},
+             {"y after it is ready again", "dx after it is ready again"}},
+            {{"y after an upload over the ready filter", "dx after an upload over the ready filter"},
+             {"y after it is ready again", "dx after it is ready again"}}};
         for (int ready = 0; ready < 2; ready++) {
             if (ready) B->conv_filters_ready(set);
-            y = dev_act_nan(ny);
+            y = dev_act_nan(ny), dx = dev_act_nan(nx);
             B->conv_forward(s, gx, gw, gb, y, act, ws, ws_bytes);
-            expect_again(names[change][ready], y, ref, ny, 1, "a copy of the filter in no set");
+            B->conv_backward(s, gx, gw, gdy, dx, NULL, NULL, mask, ws, ws_bytes);
+            expect_again(names[change][ready][0], y, ref, ny, 1, "a copy of the filter in no set");
+            expect_again(names[change][ready][1], dx, ref_dx, nx, 1, "a copy of the filter in no set");
         }
     }
     B->conv_filters_destroy(set);
@@ -1033,6 +1041,8 @@ static void bn_misaligned(const struct op_case *c, const struct bn_data *d) {
     for (int i = 0; i < 6; i++)
         expect_equal_bytes(names[i], out[1][i], out[0][i], i < 2 ? n * e : C * sizeof(float),
                            "aligned buffers");
+    expect_equal_bytes("running_mean, misaligned", stats[1][0], stats[0][0], C * sizeof(float),
+                       "aligned buffers");
     expect_equal_bytes("running_var, misaligned", stats[1][1], stats[0][1], C * sizeof(float),
                        "aligned buffers");
 }

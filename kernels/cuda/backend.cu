@@ -135,6 +135,7 @@ static struct kernels_graph *cuda_capture_end(void) {
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamEndCapture(compute_stream, &graph));
     capturing = 0;
+    cuda_filters_capture_end();
     size_t nodes = 0;
     CUDA_CHECK(cudaGraphGetNodes(graph, NULL, &nodes));
     struct kernels_graph *g = (struct kernels_graph *)malloc(sizeof *g); /* (XALLOC: not exported) */
@@ -466,7 +467,7 @@ static void describe(char *buf, size_t size) {
              !nhwc        ? ""
              : small_conv ? "; few-channel forward ours (CIFAR10_CUDA_SMALL_CONV=cudnn: cuDNN's)"
                           : "; few-channel forward cuDNN's (CIFAR10_CUDA_SMALL_CONV=cudnn)",
-             filters_ready ? "filters made ready per update (CIFAR10_CUDA_FILTERS=per-call: per call)"
+             filters_ready ? "filter conversions once per update (CIFAR10_CUDA_FILTERS=per-call: per call)"
                            : "filters converted per call (CIFAR10_CUDA_FILTERS=per-call)");
 }
 

@@ -195,8 +195,9 @@ __device__ static inline void channel_totals(const double *part, int S, int C, i
     *t1 = a, *t2 = b;
 }
 
-/* out[c] = scale * sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM
- * partials (scale: a linear layer's output multiplier; 1 for a convolution). */
+/* out[c] = scale * sum over s of part[s][c] (float), the bias gradient from CHANNEL_SUM or
+ * CHANNEL_SUM_PASSING partials (scale: a linear layer's output multiplier; 1 for a
+ * convolution). */
 void cuda_channel_reduce(const double *part, float *out, int S, int C, float scale);
 
 /* The tables' precisions (backend.cu): float (cuda); bf16 activations (cuda-bf16: every op
@@ -335,6 +336,10 @@ void cuda_filters_ready(struct kernels_filters *f);
 void cuda_filters_destroy(struct kernels_filters *f);
 const void *cuda_filter_ready(int bf16, const float *w, int K, int C, int k);
 void cuda_filters_touched(const void *p, size_t bytes);
+/* At a capture's end: stops with a message if the capture wrote over a set's filter (an update)
+ * and did not make the set ready after it, for the graph would change the filters at each
+ * replay and leave the ready forms as they were. */
+void cuda_filters_capture_end(void);
 void cuda_filters_release(void);
 template <typename T> void cuda_filter_unpack(const T *src, float *dw, int K, int C, int kk, int krsc);
 

@@ -241,6 +241,7 @@ void cuda_sgd_update(float *p, const float *grad, float *m, const unsigned char 
 void cuda_lookahead_update(float *p, float *ema, size_t n, const float *weight) {
     cuda_launch(lookahead_kernel, n, p, ema, n, weight);
     cuda_filters_touched(p, n * sizeof(float));
+    cuda_filters_touched(ema, n * sizeof(float));
 }
 
 void cuda_scalars_set(float *dst, const float *v, int n) {

@@ -31,6 +31,7 @@ struct filter_batch {
  * the layout it was made in; filter i at batch.at[i] of buf. */
 struct kernels_filters {
     int n, bf16, nhwc, current;
+    int touched_in_capture; /* an update recorded in the capture under way wrote over a filter */
     const float *w[CONV_FILTERS_MAX];
     int K[CONV_FILTERS_MAX], C[CONV_FILTERS_MAX], k[CONV_FILTERS_MAX];
     void *buf;
@@ -59,12 +60,13 @@ struct kernels_filters *cuda_filters_create(int bf16, int n, const struct conv_s
                                             const float *const *w) {
     CHECK(n >= 0 && n <= CONV_FILTERS_MAX && (n == 0 || (s && w)));
     if (cuda_capturing()) err_die(1, "internal error: conv_filters_create during a graph capture");
-    CHECK(nlive < MAX_SETS);
+    /* No set (each op converts per call): nothing to convert (float NCHW: cuDNN reads w as it
+     * is), the switch off, or as many sets live as this keeps. */
+    if (n == 0 || (!bf16 && !cuda_nhwc()) || !cuda_filters_on() || nlive == MAX_SETS) return NULL;
     struct kernels_filters *f = (struct kernels_filters *)calloc(1, sizeof *f); /* (XALLOC: not exported) */
     CHECK(f);
     f->bf16 = bf16 != 0;
     f->nhwc = cuda_nhwc();
-    if ((!f->bf16 && !f->nhwc) || !cuda_filters_on()) n = 0; /* float NCHW: cuDNN reads w as it is */
     size_t e = f->bf16 ? sizeof(bf16_t) : sizeof(float), align = 256 / e, at = 0, all = 0;
     for (int i = 0; i < n; i++) {
         CHECK(s[i].K >= 1 && s[i].C >= 1 && s[i].k >= 1 && w[i]);
@@ -78,13 +80,13 @@ struct kernels_filters *cuda_filters_create(int bf16, int n, const struct conv_s
     f->n = f->batch.n = n;
     f->batch.begin[n] = (uint32_t)all;
     f->batch.krsc = f->nhwc;
-    if (n) CUDA_CHECK(cudaMalloc(&f->buf, at * e));
+    CUDA_CHECK(cudaMalloc(&f->buf, at * e));
     live[nlive++] = f;
     return f;
 }
 
 void cuda_filters_ready(struct kernels_filters *f) {
-    if (!f || f->n == 0) return;
+    if (!f) return;
     CHECK(f->nhwc == cuda_nhwc());
     uint32_t total = f->batch.begin[f->n];
     if (f->bf16) cuda_launch(filters_pack_kernel<bf16_t>, total, f->batch, (bf16_t *)f->buf);
@@ -125,8 +127,19 @@ void cuda_filters_touched(const void *p, size_t bytes) {
         for (int i = 0; i < f->n; i++) {
             const char *w = (const char *)f->w[i];
             size_t wb = (size_t)f->K[i] * f->C[i] * f->k[i] * f->k[i] * sizeof(float);
-            if (w < hi && lo < w + wb) f->current = 0;
+            if (w < hi && lo < w + wb) f->current = 0, f->touched_in_capture |= cuda_capturing();
         }
+    }
+}
+
+void cuda_filters_capture_end(void) {
+    for (int j = 0; j < nlive; j++) {
+        struct kernels_filters *f = live[j];
+        if (f->touched_in_capture && !f->current)
+            err_die(1,
+                    "internal error: a graph writes over filters of a ready set without conv_filters_ready "
+                    "after");
+        f->touched_in_capture = 0;
     }
 }
 

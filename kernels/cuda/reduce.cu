@@ -98,8 +98,8 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
  * so that each instance holds only the registers its sum needs (a pack of 8 keeps 16 double sums, and 8
  * channels' constants for the xhat sums). */
 template <typename T, int V, enum channel_sum what>
-__global__ static void row_partials_kernel(const T *a, struct channel_inputs in, double *part, int N, int C,
-                                           uint32_t run) {
+__global__ static void __launch_bounds__(32 / V * ROW_LANES)
+    row_partials_kernel(const T *a, struct channel_inputs in, double *part, int N, int C, uint32_t run) {
     constexpr int P = 32 / V, L = ROW_LANES; /* packs per 32 channels, lanes */
     int s = blockIdx.x, S = gridDim.x, pack = threadIdx.x % P, lane = threadIdx.x / P;
     int c0 = blockIdx.y * 32 + pack * V; /* the pack's first channel (C is a multiple of V) */

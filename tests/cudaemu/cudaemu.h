@@ -36,9 +36,10 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__      static
-#define CUDART_VERSION  13000
-#define CUDNN_MAJOR     9
+#define __launch_bounds__(...)
+#define __shared__     static
+#define CUDART_VERSION 13000
+#define CUDNN_MAJOR    9
 
 /* ---- device-side types ---- */
 struct dim3 {
