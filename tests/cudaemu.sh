@@ -73,27 +73,29 @@ check "cifar10-test: $b correct on the emulated GPU, $a on the CPU" \
 # named, the convolutions on cuDNN, the update one kernel in the step's graph, the filters
 # made ready by one kernel after it (none converted per call).
 echo "== the kernels of a bf16 training step (CUDAEMU_TRACE)"
-CUDAEMU_TRACE=$T/trace.raw "$B/cifar10-bench" --device cuda --model airbench94 --batch-size 16 --precision bf16 \
-  --warmup 2 --steps 1 --runs 1 >"$T/bench.log" 2>&1
-rc=$?
-check "cifar10-bench under CUDAEMU_TRACE: exit $rc ($(tail -n 1 "$T/bench.log"))" test $rc = 0
-# (the last step: from the last input_kernel on)
-# shellcheck disable=SC2016
-tests/cudaemu/trace.sh "$T/trace.raw" | sed -n '/^kernel input_kernel/h; /^kernel input_kernel/!H; ${x;p}' >"$T/step.txt"
+# traced_step OUT [VAR=VALUE...]: the last step of a short bf16 airbench94 bench (from its last
+# input_kernel on), the kernels named, in OUT; the bench run in the environment given.
+traced_step() {
+  local out=$1 rc
+  shift
+  env "$@" CUDAEMU_TRACE="$out.raw" "$B/cifar10-bench" --device cuda --model airbench94 --batch-size 16 \
+    --precision bf16 --warmup 2 --steps 1 --runs 1 >"$out.log" 2>&1
+  rc=$?
+  check "cifar10-bench under CUDAEMU_TRACE $*: exit $rc ($(tail -n 1 "$out.log"))" test $rc = 0
+  # shellcheck disable=SC2016
+  tests/cudaemu/trace.sh "$out.raw" | sed -n '/^kernel input_kernel/h; /^kernel input_kernel/!H; ${x;p}' >"$out"
+}
+count() { grep -c "$1" "$2"; } # count PATTERN FILE: its matching lines
+traced_step "$T/step.txt"
 sort "$T/step.txt" | sed -E 's/ grid.*| x .*//' | uniq -c | sort -rn
-check "the step's kernels are not all named" test "$(grep -c '^kernel .*+0x' "$T/step.txt")" = 0
+check "the step's kernels are not all named" test "$(count '^kernel .*+0x' "$T/step.txt")" = 0
 check "the step has no cuDNN forward" grep -q '^cudnn forward x 16x256x7x7' "$T/step.txt"
-check "the step's update is not one sgd_kernel" test "$(grep -c '^kernel sgd_kernel' "$T/step.txt")" = 1
+check "the step's update is not one sgd_kernel" test "$(count '^kernel sgd_kernel' "$T/step.txt")" = 1
 check "the step's filters are not made ready by one kernel after the update" \
-  test "$(grep -c '^kernel filters_pack_kernel' "$T/step.txt")" = 1 -a "$(grep -c '^kernel filter_pack_kernel' "$T/step.txt")" = 0
+  test "$(count '^kernel filters_pack_kernel' "$T/step.txt")" = 1 -a "$(count '^kernel filter_pack_kernel' "$T/step.txt")" = 0
 # The switch back: CIFAR10_CUDA_FILTERS=per-call converts each convolution's filter per call.
-CIFAR10_CUDA_FILTERS=per-call CUDAEMU_TRACE=$T/trace2.raw "$B/cifar10-bench" --device cuda --model airbench94 \
-  --batch-size 16 --precision bf16 --warmup 2 --steps 1 --runs 1 >"$T/bench2.log" 2>&1
-rc=$?
-check "cifar10-bench, CIFAR10_CUDA_FILTERS=per-call: exit $rc ($(tail -n 1 "$T/bench2.log"))" test $rc = 0
-# shellcheck disable=SC2016
-tests/cudaemu/trace.sh "$T/trace2.raw" | sed -n '/^kernel input_kernel/h; /^kernel input_kernel/!H; ${x;p}' >"$T/step2.txt"
+traced_step "$T/step2.txt" CIFAR10_CUDA_FILTERS=per-call
 check "CIFAR10_CUDA_FILTERS=per-call: not 12 filter conversions and no set packed in the step" \
-  test "$(grep -c '^kernel filter_pack_kernel' "$T/step2.txt")" = 12 -a "$(grep -c '^kernel filters_pack_kernel' "$T/step2.txt")" = 0
+  test "$(count '^kernel filter_pack_kernel' "$T/step2.txt")" = 12 -a "$(count '^kernel filters_pack_kernel' "$T/step2.txt")" = 0
 
 summary cudaemu
