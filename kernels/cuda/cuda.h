@@ -325,6 +325,12 @@ void cuda_from_bf16(const bf16_t *src, float *dst, size_t n);
  * reordered to [K][kk][C] when krsc (NHWC convolutions); and a filter gradient back from that
  * form to dw[K][C][kk]. */
 template <typename T> void cuda_filter_pack(const float *w, T *dst, int K, int C, int kk, int krsc);
+/* Where element j of a filter's KRSC form [K][kk][C] comes from in w[K][C][kk] (the packing of
+ * cuda_filter_pack and of the ready filters, filters.cu); I: the index type. */
+template <typename I> __device__ static inline I krsc_source(I j, I C, I kk) {
+    I k = j / (kk * C), r = j - k * kk * C, s = r / C, c = r - s * C;
+    return (k * C + c) * kk + s;
+}
 /* The ready filters (filters.cu; kernels.h conv_filters_create, _ready, _destroy; bf16: the
  * set's form). cuda_filter_ready returns w's ready form (shape K, C, k) from a live current
  * set of that form and the current layout, else NULL; cuda_filters_touched ends the currency

@@ -32,8 +32,7 @@ struct filter_batch {
 struct kernels_filters {
     int n, bf16, nhwc, current;
     int touched_in_capture; /* an update recorded in the capture under way wrote over a filter */
-    const float *w[CONV_FILTERS_MAX];
-    int K[CONV_FILTERS_MAX], C[CONV_FILTERS_MAX], k[CONV_FILTERS_MAX];
+    int K[CONV_FILTERS_MAX], k[CONV_FILTERS_MAX]; /* (w and C: batch's) */
     void *buf;
     struct filter_batch batch;
 };
@@ -47,12 +46,8 @@ template <typename T> __global__ static void filters_pack_kernel(struct filter_b
     GRID_STRIDE32(i, b.begin[b.n]) {
         int f = 0;
         while (i >= b.begin[f + 1]) f++;
-        uint32_t j = i - b.begin[f], from = j, C = b.C[f], kk = b.kk[f];
-        if (b.krsc) {
-            uint32_t k = j / (kk * C), r = j - k * kk * C, s = r / C, c = r - s * C;
-            from = (k * C + c) * kk + s;
-        }
-        act_store(buf, b.at[f] + j, b.w[f][from]);
+        uint32_t j = i - b.begin[f];
+        act_store(buf, b.at[f] + j, b.w[f][b.krsc ? krsc_source<uint32_t>(j, b.C[f], b.kk[f]) : j]);
     }
 }
 
@@ -72,7 +67,7 @@ struct kernels_filters *cuda_filters_create(int bf16, int n, const struct conv_s
         CHECK(s[i].K >= 1 && s[i].C >= 1 && s[i].k >= 1 && w[i]);
         size_t numel = (size_t)s[i].K * s[i].C * s[i].k * s[i].k;
         CHECK(at + numel < (size_t)1 << 31);
-        f->w[i] = w[i], f->K[i] = s[i].K, f->C[i] = s[i].C, f->k[i] = s[i].k;
+        f->K[i] = s[i].K, f->k[i] = s[i].k;
         f->batch.w[i] = w[i], f->batch.C[i] = (uint32_t)s[i].C, f->batch.kk[i] = (uint32_t)(s[i].k * s[i].k);
         f->batch.begin[i] = (uint32_t)all, f->batch.at[i] = (uint32_t)at;
         all += numel, at += (numel + align - 1) / align * align;
@@ -113,7 +108,7 @@ const void *cuda_filter_ready(int bf16, const float *w, int K, int C, int k) {
         const struct kernels_filters *f = live[j];
         if (!f->current || f->bf16 != (bf16 != 0) || f->nhwc != cuda_nhwc()) continue;
         for (int i = 0; i < f->n; i++)
-            if (f->w[i] == w && f->K[i] == K && f->C[i] == C && f->k[i] == k)
+            if (f->batch.w[i] == w && f->K[i] == K && f->batch.C[i] == (uint32_t)C && f->k[i] == k)
                 return (const char *)f->buf +
                        (size_t)f->batch.at[i] * (f->bf16 ? sizeof(bf16_t) : sizeof(float));
     }
@@ -125,8 +120,8 @@ void cuda_filters_touched(const void *p, size_t bytes) {
     for (int j = 0; j < nlive; j++) {
         struct kernels_filters *f = live[j];
         for (int i = 0; i < f->n; i++) {
-            const char *w = (const char *)f->w[i];
-            size_t wb = (size_t)f->K[i] * f->C[i] * f->k[i] * f->k[i] * sizeof(float);
+            const char *w = (const char *)f->batch.w[i];
+            size_t wb = (size_t)(f->batch.begin[i + 1] - f->batch.begin[i]) * sizeof(float);
             if (w < hi && lo < w + wb) f->current = 0, f->touched_in_capture |= cuda_capturing();
         }
     }

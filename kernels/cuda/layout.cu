@@ -39,14 +39,7 @@ void cuda_fill_layout(struct kernels *k, enum cuda_precision p) { CUDA_FILL_BY_T
 /* dst[k][s][c] = w[k][c][s] (krsc) or dst = w, converted to T; i indexes dst. */
 template <typename T>
 __global__ static void filter_pack_kernel(const float *w, T *dst, size_t total, int C, int kk, int krsc) {
-    GRID_STRIDE(i, total) {
-        size_t from = i;
-        if (krsc) {
-            size_t k = i / ((size_t)kk * C), r = i - k * kk * C, s = r / C, c = r - s * C;
-            from = (k * C + c) * kk + s;
-        }
-        act_store(dst, i, w[from]);
-    }
+    GRID_STRIDE(i, total) { act_store(dst, i, w[krsc ? krsc_source<size_t>(i, C, kk) : i]); }
 }
 
 /* dw[k][c][s] = src[k][s][c] (krsc) or dw = src, widened to float; j indexes dw. */
