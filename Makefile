@@ -135,9 +135,10 @@ march_avx512  := -march=x86-64-v4 -mtune=generic
 BF16_ISA_SRC := kernels/cpu/gemm_bf16.c
 BF16_ISAS    := generic avx2 avx512bf16
 march_avx512bf16 := -march=x86-64-v4 -mavx512bf16 -mtune=generic
-# The AMX-BF16 tile GEMM: the tile instructions, and a generic build that carries out the same
-# tile operations in plain C on the same packed panels (the tests' check of the blocking).
-AMX_ISA_SRC := kernels/cpu/gemm_amx.c
+# The AMX-BF16 tile GEMM and direct convolutions: the tile instructions, and a generic build that
+# carries out the same tile operations in plain C on the same operands (the tests' check of the
+# blocking; kernels/cpu/tiles.h).
+AMX_ISA_SRC := kernels/cpu/gemm_amx.c kernels/cpu/conv_tiles.c
 AMX_ISAS    := generic amx
 march_amx   := -march=x86-64-v4 -mavx512bf16 -mamx-tile -mamx-bf16 -mtune=generic
 

@@ -118,6 +118,13 @@ expect_rc 2 "bench --bf16-isa sse9"
 expect_err "bench --bf16-isa sse9" "--bf16-isa: 'sse9' is not a bf16 path this CPU supports"
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 --bf16-isa generic
 expect_out "bench --bf16-isa generic runs the plain-C bf16 path" "^result: .* device=cpu-bf16 isa=generic "
+# The AMX tiles' operations in plain C: a whole step with the convolutions on the tiles' direct
+# method, but the first layer (3 channels), which keeps im2col.
+run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 \
+  --bf16-isa amx-emulated
+expect_out "bench --bf16-isa amx-emulated runs a step" "^result: .* device=cpu-bf16 isa=amx-emulated "
+expect_out "bench: tiles run 16+ channel convolutions direct" "^2 +conv 32->64 32x32 +backward-filter +direct on tiles, amx-emulated$"
+expect_out "bench: tiles keep im2col for RGB" "^0 +conv 3->32 32x32 +forward +im2col \+ GEMM, amx-emulated$"
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --isa generic
 expect_rc 0 "bench tiny run"
 expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"

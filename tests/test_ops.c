@@ -62,6 +62,7 @@
  * (1e-5: those products are exact in float), and that it rounds every operand exactly as
  * bf16_round (==). */
 #include "../common/err.h"
+#include "../kernels/cpu/cpu.h" /* conv_tiles_grad_pairs_* */
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/cuda/fastdiv.h" /* plain C: the GPU kernels' index division */
 #include "../kernels/kernels.h"
@@ -387,6 +388,17 @@ static const struct op_case cases[] = {
     BN(64, 32, 256, 1e-5f, 0.1f, 0, F_ORDER),
     /* a bias before a GELU and a pool: the bias gradient from the pooled gradient */
     CONV(2, 16, 16, 8, 8, 3, 1, F_BIAS | F_GELU | F_POOL),
+    /* AMX tiles' direct convolution (16+ channels each side) beyond 3x3 "same": every k and
+     * pads 0 to k-1 on the padded-width grid; 3x3 maps (5x5 padded) make chunks of 20 images
+     * (N 61: two chunks a thread, a partial last one) */
+    CONV(3, 16, 20, 9, 7, 5, 2, F_BIAS | F_MASK),
+    CONV(2, 20, 16, 6, 5, 1, 0, F_BIAS | F_RELU | F_MASK),
+    CONV(2, 16, 17, 8, 7, 2, 0, F_BIAS | F_MASK),
+    CONV(2, 17, 16, 7, 6, 2, 1, F_NO_DB),
+    CONV(3, 16, 16, 5, 4, 3, 2, F_BIAS | F_MASK),
+    CONV(2, 16, 24, 9, 11, 3, 0, F_BIAS | F_RELU | F_MASK),
+    CONV(2, 33, 16, 6, 6, 4, 3, F_BIAS | F_MASK),
+    CONV(61, 16, 16, 3, 3, 3, 1, F_BIAS | F_MASK),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -1957,6 +1969,44 @@ static void test_fastdiv(void) {
                count);
 }
 
+/* The tiles' dy transposition (conv_tiles.c): the amx build's AVX-512 shuffles against the
+ * plain-C build, bit for bit, on ties, subnormals, infinities, NaN and random values, and
+ * nothing written past its 16 columns. The amx build runs no tile instruction here, so any CPU
+ * with AVX512_BF16 checks it. */
+static void test_tiles_grad_pairs(void) {
+    if (!gemm_bf16_hw()) {
+        printf("test_ops: cpu internals: conv_tiles_grad_pairs amx: skipped: this CPU lacks AVX512_BF16\n");
+        return;
+    }
+    enum { P = 96, COUT = 48 };
+    static const float special[] = {
+        1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0x1p-130f, -0x1p-140f, 0x1.fffffep127f,
+        INFINITY,       -INFINITY,          NAN,       0x1p-126f,  -0.0f};
+    seed = 4242;
+    float *t = hfill((size_t)16 * P, -3, 3);
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++) t[i * 37] = special[i];
+    uint32_t *got = XALLOC((size_t)P / 2 * COUT * sizeof *got),
+             *want = XALLOC((size_t)P / 2 * COUT * sizeof *want);
+    memset(got, 0xa5, (size_t)P / 2 * COUT * sizeof *got);
+    memset(want, 0xa5, (size_t)P / 2 * COUT * sizeof *want);
+    conv_tiles_grad_pairs_amx(t, P, COUT, got);
+    conv_tiles_grad_pairs_generic(t, P, COUT, want);
+    size_t differ = 0;
+    for (size_t i = 0; i < (size_t)P / 2 * COUT; i++) differ += got[i] != want[i];
+    EXPECT(differ == 0, "conv_tiles_grad_pairs amx: %zu of %d words differ from the plain-C build's", differ,
+           P / 2 * COUT);
+    EXPECT(want[16] == 0xa5a5a5a5u && want[(size_t)5 * COUT + 40] == 0xa5a5a5a5u,
+           "conv_tiles_grad_pairs: wrote past its 16 columns");
+    EXPECT(want[(size_t)3 * COUT + 2] == ((uint32_t)bf16_bits(t[2 * P + 6]) | bf16_bits(t[2 * P + 7]) << 16),
+           "conv_tiles_grad_pairs: word (3, 2) is not the pair of row 2 at 6, 7");
+    free(got);
+    free(want);
+    while (n_host) free(host_bufs[--n_host]);
+    printf("test_ops: cpu internals: conv_tiles_grad_pairs amx against the plain-C build: %zu of %d words "
+           "differ: done\n",
+           differ, P / 2 * COUT);
+}
+
 static void cpu_internals(void) {
     test_fastdiv();
     const char *best = gemm_isa(), *best_bf16 = gemm_bf16_isa();
@@ -1969,6 +2019,7 @@ static void cpu_internals(void) {
     for (int i = 0; i < N_BF16_PATHS; i++) test_gemm_bf16_rounding(bf16_paths[i]);
     test_gemm_bf16_same_sums("avx2", 1);
     test_gemm_bf16_same_sums("avx512bf16", 0);
+    test_tiles_grad_pairs();
     gemm_bf16_select(best_bf16);
 }
 

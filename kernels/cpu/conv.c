@@ -3,9 +3,10 @@
  *
  * Each pass runs either Winograd F(m x m, 3x3) (winograd.c) or im2col + GEMM, as plan() below
  * decides from the shape; the forward on few input channels runs a direct kernel instead
- * (small_conv.c, direct_forward). im2col + GEMM works on a chunk of nb images per thread at a time
- * (images_per_gemm: one, except on AMX tiles): the unfolded chunk col[C*k*k][nb][Ho*Wo] turns
- * the convolution into one matrix product per chunk.
+ * (small_conv.c, direct_forward), and on AMX tiles every pass of a shape conv_tiles_fit takes
+ * runs the tiles' direct convolution (conv_tiles.c, direct_tiles). im2col + GEMM works on a chunk of nb
+ * images per thread at a time (images_per_gemm: one, except on AMX tiles): the unfolded chunk
+ * col[C*k*k][nb][Ho*Wo] turns the convolution into one matrix product per chunk.
  *
  * Per thread the im2col workspace holds
  *   col  [C*k*k][nb*Ho*Wo] the unfolded chunk; in backward pixel-major, [nb*Ho*Wo][C*k*k], for
@@ -68,9 +69,10 @@ static size_t per_thread_floats(const struct conv_shape *s, int nb) {
  *     m 3 and 4, 4.1e-2 for m 5, against 5.8e-3 at most for F(2x2) in tests/test_ops.c;
  *     airbench94 lost 0.26 points with m 4). Odd maps take it for all three passes; even maps
  *     for the forward and the input gradient, their filter gradient im2col.
- *   - bf16 products on AMX tiles (gemm_bf16_tiles): im2col + GEMM for every pass, as accurate
- *     (about 3e-3), on chunks of images (images_per_gemm); the tiles' rate pays for im2col's
- *     2.25x more multiplies than F(2x2), and they skip its transforms.
+ *   - bf16 products on AMX tiles (gemm_bf16_tiles): no Winograd (the tiles' rate pays for the
+ *     direct method's 2.25x more multiplies than F(2x2), and they skip its transforms); every
+ *     pass of a shape conv_tiles_fit takes runs conv_tiles.c's direct convolution
+ *     (direct_tiles), the others im2col + GEMM on chunks of images (images_per_gemm).
  * Measurements behind these choices: docs/results.md. */
 struct conv_plan {
     int fwd, dx, dw;
@@ -106,6 +108,11 @@ static int direct_forward(const struct conv_shape *s, int tiles) { return !tiles
  * change it between calls). */
 static int on_tiles(enum gemm_math math) { return math == GEMM_BF16 && gemm_bf16_tiles(); }
 
+/* Whether the passes run the tiles' direct convolution (conv_tiles.c): it reads zero-padded
+ * bf16 copies of the input where im2col writes k^2 float copies and packs them again; the
+ * shallow first layers (fewer than 16 channels: padded to 32 there) keep im2col. */
+static int direct_tiles(const struct conv_shape *s, int tiles) { return tiles && conv_tiles_fit(s); }
+
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
  * size, the largest, serves them all, in both precisions (the two tables share
  * conv_workspace) and on every bf16 path (sized with the Winograd plans, which tiles only drop).
@@ -116,6 +123,8 @@ static size_t workspace_bytes(const struct conv_shape *s) {
                     round16((size_t)s->K * s->C * s->k * s->k); /* + the filters transposed */
     size_t direct = few_inputs(s) ? cpu_small_conv_workspace_floats(s, threads) : 0;
     if (direct > floats) floats = direct;
+    size_t on_tiles = conv_tiles_fit(s) ? conv_tiles_workspace_floats(s, threads) : 0;
+    if (on_tiles > floats) floats = on_tiles;
     for (int math = GEMM_FP32; math <= GEMM_BF16; math++) {
         struct conv_plan p = plan(s, math, 0);
         size_t f[3] = {0, 0, 0};
@@ -295,7 +304,8 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
         cpu_small_conv_forward(s, x, w, b, y, act, math == GEMM_BF16, ws);
         return;
     }
-    sums_forward(math, tiles, s, x, w, b, y, act == CONV_ACT_RELU, ws);
+    if (direct_tiles(s, tiles)) cpu_conv_tiles_sums(s, 0, x, w, b, act == CONV_ACT_RELU, NULL, y, ws);
+    else sums_forward(math, tiles, s, x, w, b, y, act == CONV_ACT_RELU, ws);
     if (act == CONV_ACT_GELU) cpu_gelu_forward(y, y, (size_t)s->N * s->K * out_pixels(s));
 }
 
@@ -425,6 +435,12 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
                           size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     int tiles = on_tiles(math);
+    if (direct_tiles(s, tiles)) {
+        if (db) backward_im2col(math, tiles, s, x, w, dy, NULL, NULL, NULL, db, NULL, ws);
+        if (dw) cpu_conv_tiles_filter_grad(s, x, dy, dw, ws);
+        if (dx) cpu_conv_tiles_sums(s, 1, dy, w, NULL, 0, dx_mask, dx, ws);
+        return;
+    }
     struct conv_plan p = plan(s, math, tiles);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
@@ -465,8 +481,8 @@ static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, 
                          math, ws);
 }
 
-/* "Winograd F(4x4)", "direct" or "im2col + GEMM", with the product path: what conv_forward /
- * conv_backward do for pass (ws_bytes: the same for every method). */
+/* "Winograd F(4x4)", "direct", "direct on tiles" or "im2col + GEMM", with the product path: what conv_forward
+ * / conv_backward do for pass (ws_bytes: the same for every method). */
 static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum conv_pass pass, char *buf,
                           size_t size) {
     int tiles = on_tiles(math);
@@ -474,6 +490,7 @@ static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum 
     int m = pass == CONV_FORWARD ? p.fwd : pass == CONV_BACKWARD_DATA ? p.dx : p.dw;
     const char *path = math == GEMM_FP32 ? gemm_isa() : gemm_bf16_isa();
     if (pass == CONV_FORWARD && direct_forward(s, tiles)) snprintf(buf, size, "direct, %s", path);
+    else if (direct_tiles(s, tiles)) snprintf(buf, size, "direct on tiles, %s", path);
     else if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
     else snprintf(buf, size, "im2col + GEMM, %s", path);
 }

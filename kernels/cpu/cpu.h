@@ -132,6 +132,34 @@ typedef void winograd_grad_fn(const float *x, const float *dy, const struct pool
 winograd_fn winograd_conv3x3_generic, winograd_conv3x3_avx2, winograd_conv3x3_avx512;
 winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winograd_filter_grad_avx512;
 
+/* Direct convolutions on AMX tiles (conv_tiles.c, compiled as "amx" and, the same operations in
+ * plain C, "generic": the bf16 paths "amx" and "amx-emulated"; conv.c takes them on those
+ * paths for the shapes conv_tiles_fit accepts: 16+ channels on both sides, pad < k). Stride 1,
+ * operands rounded as gemm_bf16 rounds them, products summed in float; ws holds
+ * conv_tiles_workspace_floats(s, threads) floats (64-byte aligned), threads the team the call
+ * starts.
+ *   conv_tiles_sums, flip 0: out = y[N][K][Ho][Wo] = conv(in = x[N][C][H][W], w[K][C][k][k]) +
+ *     b[K] (NULL: none), ReLU'd when relu; flip 1: out = dx[N][C][H][W] from in = dy[N][K][Ho][Wo]
+ *     (dy through the 180-degree rotated, transposed filters), 0 where mask[N][C][H][W] <= 0
+ *     when mask is not NULL.
+ *   conv_tiles_filter_grad: dw[K][C][k][k] from x and dy, summed over the batch (per thread,
+ *     then over the threads in order: the same bits for a given thread count).
+ * cpu_conv_tiles_sums / _filter_grad run the bf16 path in use, which must work on tiles. */
+int conv_tiles_fit(const struct conv_shape *s);
+size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads);
+typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, const float *in, const float *w,
+                                const float *b, int relu, const float *mask, float *out, float *ws);
+typedef void conv_tiles_grad_fn(const struct conv_shape *s, const float *x, const float *dy, float *dw,
+                                float *ws);
+conv_tiles_sums_fn conv_tiles_sums_amx, conv_tiles_sums_generic, cpu_conv_tiles_sums;
+conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_generic, cpu_conv_tiles_filter_grad;
+/* Internal to conv_tiles.c, for tests: out[pp][cout] (uint32_t bf16 pair words, rows cout apart,
+ * columns 0..15 written) = (t[i][2 pp], t[i][2 pp + 1]) rounded as bf16_bits, for the 16 rows i of
+ * t[16][P] and pp < P / 2 (P a multiple of 32). The amx build runs AVX-512 (and AVX512_BF16)
+ * only, no tile instruction. */
+void conv_tiles_grad_pairs_amx(const float *t, int P, int cout, uint32_t *out);
+void conv_tiles_grad_pairs_generic(const float *t, int P, int cout, uint32_t *out);
+
 /* The direct forward of a convolution on few input channels (small_conv.c, compiled per ISA),
  * C k^2 <= SMALL_CONV_CKK, with its bias and activation; bf16 rounds the operands of the
  * products to bf16. ws holds cpu_small_conv_workspace_floats(s, threads) floats, threads the

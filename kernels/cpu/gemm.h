@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The signature every GEMM here shares (gemm, gemm_bf16 and their per-ISA paths). */
 typedef void gemm_fn(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
@@ -37,6 +38,18 @@ void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
  * a bf16 holds (bits16: its 16 bits). */
 float bf16_round(float f);
 float bf16_widen(uint32_t bits16);
+
+/* The 16 bits of bf16_round(f): round to nearest even; NaN stays a (quiet) NaN; values whose
+ * bfloat16 would be subnormal become signed zeros, as VDPBF16PS and TDPBF16PS treat subnormal
+ * inputs (DAZ), so all paths agree. Written without branches so packing loops vectorise. */
+static inline uint32_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nan = ((u >> 16) | 0x40u) & 0xffffu, zero = (u >> 16) & 0x8000u;
+    uint32_t r = (u & 0x7f800000u) == 0 ? zero : rounded;
+    return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
+}
 
 /* The bf16 GEMMs' packing (gemm_bf16.c, per bf16 path; gemm_amx.c uses it), operands rounded
  * as bf16_round and held as pairs along k (one uint32_t: element 2k in the low half, 2k + 1 in

@@ -14,17 +14,12 @@
  *
  * Compiled twice (isa.h): CPU_ISA=amx is that kernel (the tiles configured and released around
  * each call: the tile state belongs to the thread); CPU_ISA=generic carries out the same tile
- * operations in plain C on the same panels (TDPBF16PS as the SDM describes it: per output, for
- * each k pair, the even product then the odd one added in float), the tests' check of the
- * packing and blocking on CPUs without AMX. The OS must grant the tile state first
- * (gemm_dispatch.c asks, with arch_prctl). */
-#include "gemm.h"
-#include "isa.h"
-
-#include <string.h>
+ * operations in plain C on the same panels (tiles.h), the tests' check of the packing and
+ * blocking on CPUs without AMX. The OS must grant the tile state first (gemm_dispatch.c asks,
+ * with arch_prctl). */
+#include "tiles.h"
 
 #if defined(ISA_HAS_AMX)
-#include <immintrin.h>
 #define PACK(name) name##_avx512bf16 /* gemm_bf16.c's helpers; AMX-BF16 CPUs have AVX512_BF16 */
 #else
 #define PACK(name) name##_generic
@@ -37,101 +32,58 @@
 #define MC 96           /* a multiple of MR */
 #define NC GEMM_TILES_NC
 
-#if defined(ISA_HAS_AMX)
-/* Eight tiles of 16 rows x 64 bytes (palette 1). */
-struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-static const struct tile_config config __attribute__((aligned(64))) = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-};
-
-/* GCC's _tile_loadd is an asm that takes only the address, with no memory operand: this
- * barrier makes the packing's stores land before any tile load may read them. */
-static inline void packed_ready(void) { __asm__ volatile("" ::: "memory"); }
-
 /* acc = Ap (32 rows x kpad pairs, rows kpad pairs apart) times Bp (kpad rows of 32 pairs). */
 static void block(int kpad, const uint32_t *Ap, const uint32_t *Bp, float acc[MR][NR]) {
-    packed_ready();
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    TILE_REGS;
+    TILE_FENCE();
+    TILE_ZERO(0);
+    TILE_ZERO(1);
+    TILE_ZERO(2);
+    TILE_ZERO(3);
     const size_t a_stride = (size_t)kpad * sizeof *Ap, b_stride = NR * sizeof *Bp;
     for (int k = 0; k < kpad; k += KT) {
-        _tile_loadd(4, Ap + k, a_stride);
-        _tile_loadd(5, Ap + (size_t)16 * kpad + k, a_stride);
-        _tile_loadd(6, Bp + (size_t)k * NR, b_stride);
-        _tile_loadd(7, Bp + (size_t)k * NR + 16, b_stride);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        TILE_LOAD(4, Ap + k, a_stride);
+        TILE_LOAD(5, Ap + (size_t)16 * kpad + k, a_stride);
+        TILE_LOAD(6, Bp + (size_t)k * NR, b_stride);
+        TILE_LOAD(7, Bp + (size_t)k * NR + 16, b_stride);
+        TILE_DP(0, 4, 6);
+        TILE_DP(1, 4, 7);
+        TILE_DP(2, 5, 6);
+        TILE_DP(3, 5, 7);
     }
     const size_t c_stride = NR * sizeof(float);
-    _tile_stored(0, &acc[0][0], c_stride);
-    _tile_stored(1, &acc[0][16], c_stride);
-    _tile_stored(2, &acc[16][0], c_stride);
-    _tile_stored(3, &acc[16][16], c_stride);
+    TILE_STORE(0, &acc[0][0], c_stride);
+    TILE_STORE(1, &acc[0][16], c_stride);
+    TILE_STORE(2, &acc[16][0], c_stride);
+    TILE_STORE(3, &acc[16][16], c_stride);
+    TILE_FENCE();
 }
 
-static void tiles_begin(void) { _tile_loadconfig(&config); }
-static void tiles_end(void) { _tile_release(); }
-
+#if defined(ISA_HAS_AMX)
 /* Throughput probe (gemm.h: gemm_bf16_peak): four independent TDPBF16PS chains, as in block();
  * returns the flops executed, 2 per multiply-add, 16 x 16 x 32 multiply-adds per instruction. */
 double gemm_tiles_probe_amx(long iters) {
     uint32_t a[16 * KT] __attribute__((aligned(64))), b[KT * 16] __attribute__((aligned(64)));
     for (int i = 0; i < 16 * KT; i++) a[i] = 0x3f803f80u, b[i] = 0x33d633d6u; /* (1, 1), (1e-7, 1e-7) */
-    packed_ready();
+    TILE_FENCE();
     tiles_begin();
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(4, a, 64);
-    _tile_loadd(5, a, 64);
-    _tile_loadd(6, b, 64);
-    _tile_loadd(7, b, 64);
+    TILE_ZERO(0);
+    TILE_ZERO(1);
+    TILE_ZERO(2);
+    TILE_ZERO(3);
+    TILE_LOAD(4, a, 64);
+    TILE_LOAD(5, a, 64);
+    TILE_LOAD(6, b, 64);
+    TILE_LOAD(7, b, 64);
     for (long it = 0; it < iters; it++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        TILE_DP(0, 4, 6);
+        TILE_DP(1, 4, 7);
+        TILE_DP(2, 5, 6);
+        TILE_DP(3, 5, 7);
     }
     tiles_end();
     return 2.0 * 16 * 16 * 32 * 4 * (double)iters;
 }
-#else
-/* TDPBF16PS on memory: acc (16 x 16 floats, rows ldc apart) += the A tile (16 rows of KT
- * pairs, rows lda apart) times the B tile (KT rows of 16 pairs, rows ldb apart). */
-static void tile_dp(float *acc, int ldc, const uint32_t *a, size_t lda, const uint32_t *b, size_t ldb) {
-    for (int m = 0; m < 16; m++)
-        for (int k = 0; k < KT; k++) {
-            uint32_t x = a[m * lda + k];
-            float lo = bf16_widen(x & 0xffffu), hi = bf16_widen(x >> 16);
-            for (int n = 0; n < 16; n++) {
-                uint32_t y = b[k * ldb + n];
-                acc[m * ldc + n] += lo * bf16_widen(y & 0xffffu);
-                acc[m * ldc + n] += hi * bf16_widen(y >> 16);
-            }
-        }
-}
-
-static void block(int kpad, const uint32_t *Ap, const uint32_t *Bp, float acc[MR][NR]) {
-    memset(acc, 0, sizeof(float) * MR * NR);
-    for (int k = 0; k < kpad; k += KT)
-        for (int t = 0; t < 4; t++) /* tile t: rows 16 (t / 2), columns 16 (t % 2) */
-            tile_dp(&acc[16 * (t / 2)][16 * (t % 2)], NR, Ap + (size_t)16 * (t / 2) * kpad + k, (size_t)kpad,
-                    Bp + (size_t)k * NR + 16 * (t % 2), NR);
-}
-
-static void tiles_begin(void) {}
-static void tiles_end(void) {}
 #endif
 
 void ISA_FN(gemm_tiles)(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,

@@ -39,18 +39,6 @@ _Static_assert(NR == 16 * NV, "B panels are NV vectors wide");
 #define GEMM_NAME  ISA_FN(gemm_bf16)
 #define PROBE_NAME ISA_FN(gemm_bf16_probe)
 
-/* Round to nearest even; NaN stays a (quiet) NaN; values whose bfloat16 would be subnormal
- * become signed zeros, as VDPBF16PS treats subnormal inputs (DAZ), so both paths agree. Written
- * without branches so the packing loops vectorise. */
-static inline uint32_t bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = ((u >> 16) | 0x40u) & 0xffffu, zero = (u >> 16) & 0x8000u;
-    uint32_t r = (u & 0x7f800000u) == 0 ? zero : rounded;
-    return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
-}
-
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
 float bf16_widen(uint32_t bits16) {
     uint32_t u = bits16 << 16;

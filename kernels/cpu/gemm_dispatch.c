@@ -77,14 +77,18 @@ struct bf16_path {
     int (*supported)(void);
     double (*probe)(long iters);
     int tiles;
+    conv_tiles_sums_fn *tiles_sums; /* the direct convolutions of a path on tiles */
+    conv_tiles_grad_fn *tiles_grad;
 };
 static const struct bf16_path bf16_paths[] = {
-    {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1},
-    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0},
-    {"avx2", gemm_bf16_avx2, has_avx2, NULL, 0}, /* VDPBF16PS's sums on float FMA: no faster than fp32 */
-    {"generic", gemm_bf16_generic, always, NULL, 0},
-    {"amx-emulated", gemm_tiles_generic, always, NULL,
-     1}, /* tests only: after "generic", never the default */
+    {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
+     conv_tiles_filter_grad_amx},
+    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0, NULL, NULL},
+    {"avx2", gemm_bf16_avx2, has_avx2, NULL, 0, NULL, NULL}, /* VDPBF16PS's sums on float FMA: no faster */
+    {"generic", gemm_bf16_generic, always, NULL, 0, NULL, NULL},
+    /* tests only: after "generic", never the default */
+    {"amx-emulated", gemm_tiles_generic, always, NULL, 1, conv_tiles_sums_generic,
+     conv_tiles_filter_grad_generic},
 };
 static const struct bf16_path *current_bf16;
 
@@ -131,6 +135,18 @@ int gemm_bf16_select(const char *isa) {
 void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
                ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     current_bf16->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
+}
+
+void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const float *w,
+                         const float *b, int relu, const float *mask, float *out, float *ws) {
+    CHECK(current_bf16->tiles_sums);
+    current_bf16->tiles_sums(s, flip, in, w, b, relu, mask, out, ws);
+}
+
+void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy, float *dw,
+                                float *ws) {
+    CHECK(current_bf16->tiles_grad);
+    current_bf16->tiles_grad(s, x, dy, dw, ws);
 }
 
 gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : gemm; }

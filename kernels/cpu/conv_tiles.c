@@ -1,0 +1,401 @@
+/* Direct convolutions on AMX tiles (cpu.h: conv_tiles_*): a stride-1 k x k convolution read
+ * straight from zero-padded bf16 copies of its input, without im2col's k^2 copies.
+ *
+ * The padded-width grid. An input map H x W padded by pad on each side is Hp x Wp (Hp = H +
+ * 2 pad); output pixel (oy, ox) of the Ho x Wo result sits at q = oy Wp + ox of a grid Wp wide,
+ * and tap (ky, kx) reads the padded input at q + ky Wp + kx. So for every tap, consecutive grid
+ * positions read consecutive padded pixels: a tile row. The grid's columns ox >= Wo and rows
+ * oy >= Ho are computed and dropped. A chunk of nb images lies image after image, L = Hp Wp
+ * positions each, and the grid runs over all of them at once (P positions: nb L rounded up to
+ * 32), so small maps still make long rows.
+ *
+ * Sums (the forward; the input gradient is the forward of dy through the rotated, transposed
+ * filters with padding k - 1 - pad), per chunk:
+ *   xq  [cin/2][R]              the input as bf16 pairs of channels (2c, 2c + 1) per position
+ *   Wq  [k k][cin/32][cout][32] the filters, bf16: 32 input channels of one tap per 64-byte row
+ *   out [cout][P]               the sums on the grid, copied out without the dropped positions
+ * out[co][q] = sum over taps and channels of Wq[tap][.][co][.] xq[.][q + offset(tap)], in C
+ * tiles of 16 output channels x 16 positions, blocks of 32 x 32 (four C tiles, two A, two B).
+ *
+ * Filter gradient: dwt[tap][ci][co] = sum over q of x_pad[ci][q + offset(tap)] dy[co][q]:
+ *   xb  [cin][R]        the input, bf16 planes (an A tile row: 32 consecutive positions)
+ *   dyp [P/2][cout]     dy as bf16 pairs of consecutive positions (0 where dropped), a
+ *                       transposition (conv_tiles_grad_pairs)
+ *   dwt [k k][cin][cout] this thread's partial sums, loaded into the tiles and stored back per
+ *                       chunk; the threads' are summed in thread order at the end, so results
+ *                       depend on the thread count, not on timing.
+ *
+ * cin and cout are the channel counts padded with zeros to 32; R = P + (k - 1)(Wp + 1), the reach
+ * of the tap offsets past the grid. Operands are rounded as bf16_bits; products summed in float. */
+#include "cpu.h"
+#include "tiles.h"
+
+#include <omp.h>
+
+#define GRID_TARGET 512 /* grid positions a chunk aims at: its operands stay in L2 */
+
+struct grid {
+    int in, out;             /* channels read and written */
+    int H, W, k, pad;        /* the input map and its padding */
+    int Hp, Wp, Ho, Wo, L;   /* padded map, output map, positions per image */
+    int nb, P, R, cin, cout; /* images per chunk, grid and row lengths, padded channels */
+};
+
+static int round32(int n) { return (n + 31) / 32 * 32; }
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
+
+static struct grid grid_of(int in, int out, int H, int W, int k, int pad) {
+    struct grid g = {.in = in, .out = out, .H = H, .W = W, .k = k, .pad = pad};
+    g.Hp = H + 2 * pad;
+    g.Wp = W + 2 * pad;
+    g.Ho = g.Hp - k + 1;
+    g.Wo = g.Wp - k + 1;
+    g.L = g.Hp * g.Wp;
+    g.nb = GRID_TARGET / g.L > 1 ? GRID_TARGET / g.L : 1;
+    g.P = round32(g.nb * g.L);
+    g.R = (int)round16((size_t)g.P + (size_t)(k - 1) * (g.Wp + 1));
+    g.cin = round32(in);
+    g.cout = round32(out);
+    return g;
+}
+
+/* The grids of the forward (and filter gradient) and of the input gradient. */
+static struct grid forward_grid(const struct conv_shape *s) {
+    return grid_of(s->C, s->K, s->H, s->W, s->k, s->pad);
+}
+static struct grid backward_grid(const struct conv_shape *s) {
+    return grid_of(s->K, s->C, kernels_conv_out(s->H, s->k, s->pad), kernels_conv_out(s->W, s->k, s->pad),
+                   s->k, s->k - 1 - s->pad);
+}
+
+/* Floats of the sums' shared filters, and of one thread's region. */
+static size_t sums_filter_floats(const struct grid *g) {
+    return round16((size_t)g->k * g->k * g->cin * g->cout / 2);
+}
+static size_t sums_thread_floats(const struct grid *g) {
+    return round16((size_t)g->cin / 2 * g->R) + round16((size_t)g->cout * g->P);
+}
+static size_t grad_thread_floats(const struct grid *g) {
+    return round16((size_t)g->cin * g->R / 2) + round16((size_t)g->P * g->cout / 2) + (size_t)16 * g->P +
+           round16((size_t)g->k * g->k * g->cin * g->cout);
+}
+
+#ifdef ISA_IS_GENERIC /* once, not per ISA */
+int conv_tiles_fit(const struct conv_shape *s) {
+    return s->C >= 16 && s->K >= 16 && s->pad >= 0 && s->pad < s->k && s->H + 2 * s->pad >= s->k &&
+           s->W + 2 * s->pad >= s->k;
+}
+
+size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads) {
+    struct grid f = forward_grid(s), b = backward_grid(s);
+    size_t fwd = sums_filter_floats(&f) + sums_thread_floats(&f) * threads;
+    size_t dx = sums_filter_floats(&b) + sums_thread_floats(&b) * threads;
+    size_t dw = grad_thread_floats(&f) * threads;
+    size_t most = fwd > dx ? fwd : dx;
+    return most > dw ? most : dw;
+}
+#endif
+
+/* n positions from i of a grid row d: bf16 of a[0..n) (NULL: zeros); with pairs, d holds
+ * uint32_t pairs and b (NULL: zeros) gives their high halves, else d holds uint16_t. Plain
+ * contiguous loops: they vectorise. */
+static void put_run(void *d, int pairs, size_t i, const float *a, const float *b, int n) {
+    if (pairs) {
+        uint32_t *o = (uint32_t *)d + i;
+        if (!a) memset(o, 0, (size_t)n * sizeof *o);
+        else if (!b)
+            for (int x = 0; x < n; x++) o[x] = bf16_bits(a[x]);
+        else
+            for (int x = 0; x < n; x++) o[x] = bf16_bits(a[x]) | bf16_bits(b[x]) << 16;
+    } else {
+        uint16_t *o = (uint16_t *)d + i;
+        if (!a) memset(o, 0, (size_t)n * sizeof *o);
+        else
+            for (int x = 0; x < n; x++) o[x] = (uint16_t)bf16_bits(a[x]);
+    }
+}
+
+/* A grid row (struct comment) of one input channel (pairs: two, a and b) over a chunk of cnt
+ * images: the padded planes image after image, zeros in the padding and past cnt images up to R.
+ * a, b: the channels' planes in the first image (one image `image` floats further the next);
+ * NULL for padding channels. */
+static void grid_row(const struct grid *g, const float *a, const float *b, size_t image, int cnt, void *d,
+                     int pairs) {
+    size_t i = 0;
+    for (int j = 0; a && j < cnt; j++)
+        for (int y = -g->pad; y < g->H + g->pad; y++, i += (size_t)g->Wp) {
+            if (y < 0 || y >= g->H) {
+                put_run(d, pairs, i, NULL, NULL, g->Wp);
+                continue;
+            }
+            size_t at = j * image + (size_t)y * g->W;
+            put_run(d, pairs, i, NULL, NULL, g->pad);
+            put_run(d, pairs, i + g->pad, a + at, b ? b + at : NULL, g->W);
+            put_run(d, pairs, i + g->pad + g->W, NULL, NULL, g->pad);
+        }
+    put_run(d, pairs, i, NULL, NULL, (int)((size_t)g->R - i));
+}
+
+/* xq: the chunk's input as channel pairs (struct comment); in: image n0. */
+static void pack_pairs(const struct grid *g, const float *in, int cnt, uint32_t *xq) {
+    size_t plane = (size_t)g->H * g->W, image = plane * g->in;
+    for (int c = 0; c < g->cin; c += 2)
+        grid_row(g, c < g->in ? in + c * plane : NULL, c + 1 < g->in ? in + (c + 1) * plane : NULL, image,
+                 cnt, xq + (size_t)(c / 2) * g->R, 1);
+}
+
+/* xb: the chunk's input as bf16 planes; in: image n0. */
+static void pack_planes(const struct grid *g, const float *in, int cnt, uint16_t *xb) {
+    size_t plane = (size_t)g->H * g->W, image = plane * g->in;
+    for (int c = 0; c < g->cin; c++)
+        grid_row(g, c < g->in ? in + c * plane : NULL, NULL, image, cnt, xb + (size_t)c * g->R, 0);
+}
+
+/* out[pp][cout] (pair words, rows cout apart) = pair(t[i][2 pp], t[i][2 pp + 1]) for the 16
+ * rows i of t (rows P floats apart), pp < P / 2, out's columns 0..15: a transposition, as 16 x 16
+ * blocks of pair words on AVX-512 (P is a multiple of 32). */
+void ISA_FN(conv_tiles_grad_pairs)(const float *t, int P, int cout, uint32_t *out) {
+#if defined(ISA_HAS_AMX)
+    for (int p0 = 0; p0 < P; p0 += 32) {
+        __m512i r[16], u[16];
+        for (int i = 0; i < 16; i++) { /* VCVTNE2PS2BF16 rounds as bf16_bits; words in order */
+            const float *row = t + (size_t)i * P + p0;
+            r[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+        }
+        /* 16 x 16 transposition of 32-bit words: 2x2 blocks of words, of word pairs, then of
+         * 128-bit lanes twice. */
+        for (int i = 0; i < 16; i += 2) {
+            u[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+            u[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 16; i += 4) {
+            r[i] = _mm512_unpacklo_epi64(u[i], u[i + 2]);
+            r[i + 1] = _mm512_unpackhi_epi64(u[i], u[i + 2]);
+            r[i + 2] = _mm512_unpacklo_epi64(u[i + 1], u[i + 3]);
+            r[i + 3] = _mm512_unpackhi_epi64(u[i + 1], u[i + 3]);
+        }
+        for (int i = 0; i < 16; i += 8)
+            for (int j = 0; j < 4; j++) {
+                u[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+                u[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+            }
+        for (int j = 0; j < 8; j++) {
+            r[j] = _mm512_shuffle_i32x4(u[j], u[j + 8], 0x88);
+            r[j + 8] = _mm512_shuffle_i32x4(u[j], u[j + 8], 0xdd);
+        }
+        for (int m = 0; m < 16; m++) _mm512_storeu_si512(out + (size_t)(p0 / 2 + m) * cout, r[m]);
+    }
+#else
+    for (int pp = 0; pp < P / 2; pp++)
+        for (int i = 0; i < 16; i++)
+            out[(size_t)pp * cout + i] =
+                bf16_bits(t[(size_t)i * P + 2 * pp]) | bf16_bits(t[(size_t)i * P + 2 * pp + 1]) << 16;
+#endif
+}
+
+/* dyp (struct comment) from the chunk's dy[cnt][out][Ho][Wo] (from image n0), 16 channels at a
+ * time through t[16][P], their grid rows in float (0 on dropped positions and padding
+ * channels). */
+static void pack_grad_pairs(const struct grid *g, const float *dy, int cnt, float *t, uint32_t *dyp) {
+    size_t plane = (size_t)g->Ho * g->Wo, image = plane * g->out;
+    for (int c0 = 0; c0 < g->cout; c0 += 16) {
+        for (int i = 0; i < 16; i++) {
+            float *row = t + (size_t)i * g->P;
+            size_t q = 0;
+            for (int j = 0; c0 + i < g->out && j < cnt; j++)
+                for (int y = 0; y < g->Hp; y++, q += (size_t)g->Wp) {
+                    const float *src = dy + j * image + (c0 + i) * plane + (size_t)y * g->Wo;
+                    int kept = y < g->Ho ? g->Wo : 0;
+                    if (kept) memcpy(row + q, src, (size_t)kept * sizeof *row);
+                    memset(row + q + kept, 0, (size_t)(g->Wp - kept) * sizeof *row);
+                }
+            memset(row + q, 0, ((size_t)g->P - q) * sizeof *row);
+        }
+        ISA_FN(conv_tiles_grad_pairs)(t, g->P, g->cout, dyp + c0);
+    }
+}
+
+/* Wq (struct comment) from w[K][C][k][k]: the forward's filters (flip 0: out K, in C), or the
+ * input gradient's (flip 1: out C, in K, taps rotated by 180 degrees). Rows split over the
+ * calling team. */
+static void pack_filters(const struct grid *g, const float *w, int flip, uint16_t *Wq) {
+    int k = g->k, chunks = g->cin / 32, rows = k * k * chunks * g->cout;
+#pragma omp for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        int co = r % g->cout, cc = r / g->cout % chunks, tap = r / g->cout / chunks;
+        int ky = tap / k, kx = tap % k;
+        uint16_t *d = Wq + (size_t)r * 32;
+        for (int e = 0; e < 32; e++) {
+            int ci = cc * 32 + e;
+            float v = 0.0f;
+            if (co < g->out && ci < g->in)
+                v = flip ? w[(((size_t)ci * g->out + co) * k + (k - 1 - ky)) * k + (k - 1 - kx)]
+                         : w[(((size_t)co * g->in + ci) * k + ky) * k + kx];
+            d[e] = (uint16_t)bf16_bits(v);
+        }
+    }
+}
+
+/* out[cout][P] = the chunk's sums on the grid (struct comment). */
+static void sums_chunk(const struct grid *g, const uint16_t *Wq, const uint32_t *xq, float *out) {
+    TILE_REGS;
+    int k = g->k, chunks = g->cin / 32;
+    size_t b_stride = (size_t)g->R * sizeof *xq, c_stride = (size_t)g->P * sizeof *out;
+    TILE_FENCE();
+    for (int r0 = 0; r0 < g->cout; r0 += 32)
+        for (int q0 = 0; q0 < g->P; q0 += 32) {
+            TILE_ZERO(0);
+            TILE_ZERO(1);
+            TILE_ZERO(2);
+            TILE_ZERO(3);
+            for (int tap = 0; tap < k * k; tap++) {
+                int offset = tap / k * g->Wp + tap % k;
+                for (int cc = 0; cc < chunks; cc++) {
+                    const uint16_t *a = Wq + (((size_t)tap * chunks + cc) * g->cout + r0) * 32;
+                    const uint32_t *b = xq + (size_t)cc * 16 * g->R + q0 + offset;
+                    TILE_LOAD(4, a, 64);
+                    TILE_LOAD(5, a + 16 * 32, 64);
+                    TILE_LOAD(6, b, b_stride);
+                    TILE_LOAD(7, b + 16, b_stride);
+                    TILE_DP(0, 4, 6);
+                    TILE_DP(1, 4, 7);
+                    TILE_DP(2, 5, 6);
+                    TILE_DP(3, 5, 7);
+                }
+            }
+            float *o = out + (size_t)r0 * g->P + q0;
+            TILE_STORE(0, o, c_stride);
+            TILE_STORE(1, o + 16, c_stride);
+            TILE_STORE(2, o + (size_t)16 * g->P, c_stride);
+            TILE_STORE(3, o + (size_t)16 * g->P + 16, c_stride);
+        }
+    TILE_FENCE();
+}
+
+/* y[cnt][out][Ho][Wo] (from image n0) = the kept positions of out (+ b[co] where b is not NULL),
+ * then ReLU'd where relu, or taken through a ReLU's backward where mask (from image n0) is not
+ * NULL: 0 where mask <= 0. */
+static void copy_out(const struct grid *g, const float *out, const float *b, int relu, const float *mask,
+                     int cnt, float *y) {
+    size_t plane = (size_t)g->Ho * g->Wo;
+    for (int j = 0; j < cnt; j++)
+        for (int co = 0; co < g->out; co++) {
+            const float *o = out + (size_t)co * g->P + (size_t)j * g->L;
+            float bias = b ? b[co] : 0.0f;
+            size_t at = ((size_t)j * g->out + co) * plane;
+            for (int y0 = 0; y0 < g->Ho; y0++) {
+                float *d = y + at + (size_t)y0 * g->Wo;
+                const float *r = o + (size_t)y0 * g->Wp, *m = mask ? mask + at + (size_t)y0 * g->Wo : NULL;
+                for (int x = 0; x < g->Wo; x++) {
+                    float v = r[x] + bias;
+                    if (relu) v = v <= 0.0f ? 0.0f : v;
+                    if (m) v = m[x] <= 0.0f ? 0.0f : v;
+                    d[x] = v;
+                }
+            }
+        }
+}
+
+void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *in, const float *w,
+                             const float *b, int relu, const float *mask, float *out, float *ws) {
+    CHECK(conv_tiles_fit(s));
+    struct grid g = flip ? backward_grid(s) : forward_grid(s);
+    uint16_t *Wq = (uint16_t *)ws;
+    size_t filters = sums_filter_floats(&g), region = sums_thread_floats(&g);
+    size_t in_image = (size_t)g.in * g.H * g.W, out_image = (size_t)g.out * g.Ho * g.Wo;
+    int chunks = (s->N + g.nb - 1) / g.nb;
+#pragma omp parallel
+    {
+        pack_filters(&g, w, flip, Wq); /* the omp for's barrier: ready for every thread */
+        float *mine = ws + filters + region * (size_t)omp_get_thread_num();
+        uint32_t *xq = (uint32_t *)mine;
+        float *sums = mine + round16((size_t)g.cin / 2 * g.R);
+        tiles_begin();
+#pragma omp for schedule(static)
+        for (int c = 0; c < chunks; c++) {
+            int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
+            pack_pairs(&g, in + n0 * in_image, cnt, xq);
+            sums_chunk(&g, Wq, xq, sums);
+            copy_out(&g, sums, b, relu, mask ? mask + n0 * out_image : NULL, cnt, out + n0 * out_image);
+        }
+        tiles_end();
+    }
+}
+
+/* dwt[k k][cin][cout] += the chunk's filter gradient (struct comment). */
+static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t *dyp, float *dwt) {
+    TILE_REGS;
+    int k = g->k;
+    size_t a_stride = (size_t)g->R * sizeof *xb, b_stride = (size_t)g->cout * sizeof *dyp,
+           c_stride = (size_t)g->cout * sizeof *dwt;
+    TILE_FENCE();
+    for (int tap = 0; tap < k * k; tap++) {
+        int offset = tap / k * g->Wp + tap % k;
+        for (int r0 = 0; r0 < g->cin; r0 += 32)
+            for (int c0 = 0; c0 < g->cout; c0 += 32) {
+                float *c = dwt + ((size_t)tap * g->cin + r0) * g->cout + c0;
+                TILE_LOAD(0, c, c_stride);
+                TILE_LOAD(1, c + 16, c_stride);
+                TILE_LOAD(2, c + (size_t)16 * g->cout, c_stride);
+                TILE_LOAD(3, c + (size_t)16 * g->cout + 16, c_stride);
+                for (int q0 = 0; q0 < g->P; q0 += 32) {
+                    const uint16_t *a = xb + (size_t)r0 * g->R + q0 + offset;
+                    const uint32_t *bp = dyp + (size_t)(q0 / 2) * g->cout + c0;
+                    TILE_LOAD(4, a, a_stride);
+                    TILE_LOAD(5, a + (size_t)16 * g->R, a_stride);
+                    TILE_LOAD(6, bp, b_stride);
+                    TILE_LOAD(7, bp + 16, b_stride);
+                    TILE_DP(0, 4, 6);
+                    TILE_DP(1, 4, 7);
+                    TILE_DP(2, 5, 6);
+                    TILE_DP(3, 5, 7);
+                }
+                TILE_STORE(0, c, c_stride);
+                TILE_STORE(1, c + 16, c_stride);
+                TILE_STORE(2, c + (size_t)16 * g->cout, c_stride);
+                TILE_STORE(3, c + (size_t)16 * g->cout + 16, c_stride);
+            }
+    }
+    TILE_FENCE();
+}
+
+void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, const float *dy, float *dw,
+                                    float *ws) {
+    CHECK(conv_tiles_fit(s));
+    struct grid g = forward_grid(s);
+    /* A thread's region: xb, dyp, rows[16][P] (pack_grad_pairs' t), dwt. */
+    size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * g.R / 2),
+           dyp_floats = round16((size_t)g.P * g.cout / 2), dwt_at = xb_floats + dyp_floats + (size_t)16 * g.P,
+           dwt_floats = (size_t)g.k * g.k * g.cin * g.cout;
+    size_t in_image = (size_t)g.in * g.H * g.W, out_image = (size_t)g.out * g.Ho * g.Wo;
+    int chunks = (s->N + g.nb - 1) / g.nb, taps = g.k * g.k;
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads();
+        float *mine = ws + region * (size_t)omp_get_thread_num();
+        uint16_t *xb = (uint16_t *)mine;
+        uint32_t *dyp = (uint32_t *)(mine + xb_floats);
+        float *rows = mine + xb_floats + dyp_floats, *dwt = mine + dwt_at;
+        memset(dwt, 0, dwt_floats * sizeof *dwt);
+        tiles_begin();
+#pragma omp for schedule(static)
+        for (int c = 0; c < chunks; c++) {
+            int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
+            pack_planes(&g, x + n0 * in_image, cnt, xb);
+            pack_grad_pairs(&g, dy + n0 * out_image, cnt, rows, dyp);
+            grad_chunk(&g, xb, dyp, dwt);
+        }
+        tiles_end();
+        /* dw[co][ci][ky][kx] = the threads' dwt[tap][ci][co] summed in thread order (after the
+         * omp for's barrier). */
+#pragma omp for schedule(static)
+        for (int co = 0; co < s->K; co++)
+            for (int ci = 0; ci < s->C; ci++)
+                for (int tap = 0; tap < taps; tap++) {
+                    size_t at = ((size_t)tap * g.cin + ci) * g.cout + co;
+                    float sum = 0.0f;
+                    for (int t = 0; t < nt; t++) sum += (ws + region * (size_t)t + dwt_at)[at];
+                    dw[((size_t)co * s->C + ci) * taps + tap] = sum;
+                }
+    }
+}

@@ -1,0 +1,92 @@
+/* AMX-BF16 tile operations for the files compiled as "amx" and "generic" (isa.h; the Makefile's
+ * AMX_ISA_SRC): one kernel body for both builds. Eight tiles of 16 rows x 64 bytes (palette 1):
+ *
+ *   TILE_ZERO(t)              tile t = 0
+ *   TILE_LOAD(t, p, stride)   tile t = 16 rows of 64 bytes from p, rows stride bytes apart
+ *   TILE_STORE(t, p, stride)  the reverse
+ *   TILE_DP(c, a, b)          TDPBF16PS: c (16 x 16 floats) += a (16 rows of 16 bf16 pairs)
+ *                             times b (16 rows, one pair each, of 16 columns):
+ *                             c[m][n] += a[m][2k] b[k][2n] + a[m][2k+1] b[k][2n+1] over k
+ *
+ * A kernel declares TILE_REGS (the register file: a struct in the plain-C build, nothing on AMX)
+ * and brackets its tile work with tiles_begin() / tiles_end() on each thread (the tile state is
+ * the thread's; the OS must have granted it: gemm_dispatch.c). TILE_FENCE() orders the
+ * program's stores and loads against the tile loads and stores, which GCC's intrinsics do not
+ * (they are asm statements with no memory operand): call it after writing what a TILE_LOAD
+ * reads and before reading what a TILE_STORE wrote.
+ *
+ * The plain-C build carries out TDPBF16PS as the SDM describes it: per output, for each k pair,
+ * the even product then the odd one added in float. */
+#ifndef KERNELS_CPU_TILES_H
+#define KERNELS_CPU_TILES_H
+
+#include "gemm.h"
+#include "isa.h"
+
+#include <string.h>
+
+#if defined(ISA_HAS_AMX)
+#include <immintrin.h>
+
+struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+static const struct tile_config tiles_config __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+static inline void tiles_begin(void) { _tile_loadconfig(&tiles_config); }
+static inline void tiles_end(void) { _tile_release(); }
+
+#define TILE_REGS
+#define TILE_FENCE()             __asm__ volatile("" ::: "memory")
+#define TILE_ZERO(t)             _tile_zero(t)
+#define TILE_LOAD(t, p, stride)  _tile_loadd(t, p, stride)
+#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_DP(c, a, b)         _tile_dpbf16ps(c, a, b)
+#else
+union tile_reg {
+    float f[16][16];
+    uint32_t u[16][16];
+};
+
+static inline void tile_load(union tile_reg *t, const void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy(t->u[r], (const char *)p + r * stride, 64);
+}
+static inline void tile_store(const union tile_reg *t, void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy((char *)p + r * stride, t->u[r], 64);
+}
+/* The float a bf16 pair word's low (hi 0) or high half holds (bf16_widen, inlined). */
+static inline float tile_half(uint32_t pair, int hi) {
+    uint32_t u = hi ? pair & 0xffff0000u : pair << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline void tile_dp(union tile_reg *c, const union tile_reg *a, const union tile_reg *b) {
+    for (int m = 0; m < 16; m++)
+        for (int k = 0; k < 16; k++) {
+            uint32_t x = a->u[m][k];
+            float lo = tile_half(x, 0), hi = tile_half(x, 1);
+            for (int n = 0; n < 16; n++) {
+                uint32_t y = b->u[k][n];
+                c->f[m][n] += lo * tile_half(y, 0);
+                c->f[m][n] += hi * tile_half(y, 1);
+            }
+        }
+}
+static inline void tiles_begin(void) {}
+static inline void tiles_end(void) {}
+
+#define TILE_REGS                union tile_reg tile_regs_[8]
+#define TILE_FENCE()             ((void)0)
+#define TILE_ZERO(t)             memset(&tile_regs_[t], 0, sizeof tile_regs_[t])
+#define TILE_LOAD(t, p, stride)  tile_load(&tile_regs_[t], p, stride)
+#define TILE_STORE(t, p, stride) tile_store(&tile_regs_[t], p, stride)
+#define TILE_DP(c, a, b)         tile_dp(&tile_regs_[c], &tile_regs_[a], &tile_regs_[b])
+#endif
+
+#endif
