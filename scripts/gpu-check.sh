@@ -63,8 +63,12 @@
 #   scripts/gpu-check.sh window    what a GPU window runs first, in one device call (352 s on
 #                                  an H200 before the torch.compile rows, about 2 minutes
 #                                  more with them): test, then perf, each in a folder of
-#                                  its own under the output folder (test/, perf/); its own
+#                                  its own under the output folder (test/, perf/), then
+#                                  cpu-quick (cpu/) when under 480 s have gone; its own
 #                                  summary counts the steps that failed
+#   scripts/gpu-check.sh cpu-quick airbench94's bf16 step on that machine's AMX tiles against
+#                                  PyTorch's bf16 autocast, and ours in fp32 (2 threads, batch
+#                                  512, 2 steps): the cpu step's core in under a minute
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
 #                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
 #                                  ncu's per-kernel summary of cifar10-bench's last timed run
@@ -690,6 +694,30 @@ check_train() {
   } | tee "$out/summary.txt"
 }
 
+# cpu-quick: what a window's spare time measures of the CPU issue: airbench94's step on that
+# machine's AMX tiles against PyTorch's bf16 autocast (the current bench_torch.py, as the cpu
+# step runs it), and ours in fp32, 2 threads, batch 512, one run of 2 steps after 1 warm-up; the
+# per-layer table in cpu-quick-bf16.log.
+check_cpu_quick() {
+  build
+  local args=(--device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 --steps 2 --runs 1) p
+  local -A how=([bf16]="--precision bf16 --bf16-isa amx" [fp32]="--precision fp32")
+  {
+    for p in bf16 fp32; do
+      # shellcheck disable=SC2086 # how's words
+      if build/cifar10-bench "${args[@]}" ${how[$p]} >"$out/cpu-quick-$p.log" 2>&1; then
+        echo "airbench94, batch 512, 2 threads: ours ${how[$p]#--precision } $(images_per_s "$out/cpu-quick-$p.log") images/s"
+      else
+        echo "airbench94, ours $p: $(tail -n 1 "$out/cpu-quick-$p.log")"
+      fi
+    done
+    python3 scripts/bench_torch.py --device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 \
+      --steps 2 --runs 1 --bf16 >"$out/cpu-quick-torch-bf16.log" 2>&1 || echo "PyTorch bf16 failed: see cpu-quick-torch-bf16.log"
+    grep '^PyTorch' "$out/cpu-quick-torch-bf16.log" || true
+  } | tee -a "$out/summary.txt"
+  step_done cpu-quick
+}
+
 case $step in
   prepare) prepare ;;
   base) base "$2" ;;
@@ -699,12 +727,18 @@ case $step in
   train) check_train ;;
   profile) check_profile ;;
   cpu) check_cpu ;;
+  cpu-quick) check_cpu_quick ;;
   perf) check_perf ;;
   window)
     # (this script from the repository root, where it runs, whatever the caller's directory)
     OUT=$out/test GPU_CHECK_WINDOW=1 bash scripts/gpu-check.sh test || fails=$((fails + 1))
     OUT=$out/perf bash scripts/gpu-check.sh perf || fails=$((fails + 1))
+    if ((SECONDS < 480)); then
+      OUT=$out/cpu bash scripts/gpu-check.sh cpu-quick || fails=$((fails + 1))
+    else
+      echo "window: cpu-quick skipped: ${SECONDS} s gone" | tee -a "$out/summary.txt"
+    fi
     step_done window # (its count: the steps that failed)
     ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, window, profile, cpu or train)" >&2; exit 2 ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, window, profile, cpu, cpu-quick or train)" >&2; exit 2 ;;
 esac
