@@ -1,13 +1,16 @@
 /* Direct convolutions on AMX tiles (cpu.h: conv_tiles_*): a stride-1 k x k convolution read
  * straight from zero-padded bf16 copies of its input, without im2col's k^2 copies.
  *
- * The padded-width grid. An input map H x W padded by pad on each side is Hp x Wp (Hp = H +
- * 2 pad); output pixel (oy, ox) of the Ho x Wo result sits at q = oy Wp + ox of a grid Wp wide,
- * and tap (ky, kx) reads the padded input at q + ky Wp + kx. So for every tap, consecutive grid
- * positions read consecutive padded pixels: a tile row. The grid's columns ox >= Wo and rows
- * oy >= Ho are computed and dropped. A chunk of nb images lies image after image, L = Hp Wp
- * positions each, and the grid runs over all of them at once (P positions: nb L rounded up to
- * 32), so small maps still make long rows.
+ * The grid. A chunk of nb input maps H x W (padding pad < k) is stored as rows Ws = W + pad
+ * long: pad zero rows, then for each image its H rows, each pad zeros then the W pixels, then
+ * pad zero rows. Pixel (y, x) of image j sits at (j (H + pad) + y + pad) Ws + x + pad, so the
+ * zeros between two rows (between two images) are the right padding of one and the left (top)
+ * padding of the next, shared. Output pixel (oy, ox) of image j is grid position
+ * q = j L + oy Ws + ox (L = (H + pad) Ws), and tap (ky, kx) reads position q + ky Ws + kx, which
+ * is input pixel (oy + ky - pad, ox + kx - pad) or a zero: for every tap, consecutive grid
+ * positions read consecutive stored pixels, a tile row. Positions with ox >= Wo or oy >= Ho are
+ * computed and dropped. The grid runs over the chunk's images at once (P positions: nb L
+ * rounded up to 32), so small maps still make long rows.
  *
  * Sums (the forward; the input gradient is the forward of dy through the rotated, transposed
  * filters with padding k - 1 - pad), per chunk:
@@ -25,7 +28,7 @@
  *                       chunk; the threads' are summed in thread order at the end, so results
  *                       depend on the thread count, not on timing.
  *
- * cin and cout are the channel counts padded with zeros to 32; R = P + (k - 1)(Wp + 1), the reach
+ * cin and cout are the channel counts padded with zeros to 32; R = P + (k - 1)(Ws + 1), the reach
  * of the tap offsets past the grid. Operands are rounded as bf16_bits; products summed in float. */
 #include "cpu.h"
 #include "tiles.h"
@@ -37,7 +40,7 @@
 struct grid {
     int in, out;             /* channels read and written */
     int H, W, k, pad;        /* the input map and its padding */
-    int Hp, Wp, Ho, Wo, L;   /* padded map, output map, positions per image */
+    int Ws, Ho, Wo, L;       /* row length, output map, positions per image */
     int nb, P, R, cin, cout; /* images per chunk, grid and row lengths, padded channels */
 };
 
@@ -46,14 +49,13 @@ static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligne
 
 static struct grid grid_of(int in, int out, int H, int W, int k, int pad) {
     struct grid g = {.in = in, .out = out, .H = H, .W = W, .k = k, .pad = pad};
-    g.Hp = H + 2 * pad;
-    g.Wp = W + 2 * pad;
-    g.Ho = g.Hp - k + 1;
-    g.Wo = g.Wp - k + 1;
-    g.L = g.Hp * g.Wp;
+    g.Ws = W + pad;
+    g.Ho = H + 2 * pad - k + 1; /* <= H + pad and Wo <= Ws, as pad < k */
+    g.Wo = W + 2 * pad - k + 1;
+    g.L = (H + pad) * g.Ws;
     g.nb = GRID_TARGET / g.L > 1 ? GRID_TARGET / g.L : 1;
     g.P = round32(g.nb * g.L);
-    g.R = (int)round16((size_t)g.P + (size_t)(k - 1) * (g.Wp + 1));
+    g.R = (int)round16((size_t)g.P + (size_t)(k - 1) * (g.Ws + 1));
     g.cin = round32(in);
     g.cout = round32(out);
     return g;
@@ -116,23 +118,25 @@ static void put_run(void *d, int pairs, size_t i, const float *a, const float *b
 }
 
 /* A grid row (struct comment) of one input channel (pairs: two, a and b) over a chunk of cnt
- * images: the padded planes image after image, zeros in the padding and past cnt images up to R.
+ * images: the stored rows image after image, zeros in the padding and past cnt images up to R.
  * a, b: the channels' planes in the first image (one image `image` floats further the next);
  * NULL for padding channels. */
 static void grid_row(const struct grid *g, const float *a, const float *b, size_t image, int cnt, void *d,
                      int pairs) {
     size_t i = 0;
-    for (int j = 0; a && j < cnt; j++)
-        for (int y = -g->pad; y < g->H + g->pad; y++, i += (size_t)g->Wp) {
-            if (y < 0 || y >= g->H) {
-                put_run(d, pairs, i, NULL, NULL, g->Wp);
-                continue;
-            }
+    if (a) {
+        put_run(d, pairs, i, NULL, NULL, g->pad * g->Ws);
+        i += (size_t)g->pad * g->Ws;
+    }
+    for (int j = 0; a && j < cnt; j++) {
+        for (int y = 0; y < g->H; y++, i += (size_t)g->Ws) {
             size_t at = j * image + (size_t)y * g->W;
             put_run(d, pairs, i, NULL, NULL, g->pad);
             put_run(d, pairs, i + g->pad, a + at, b ? b + at : NULL, g->W);
-            put_run(d, pairs, i + g->pad + g->W, NULL, NULL, g->pad);
         }
+        put_run(d, pairs, i, NULL, NULL, g->pad * g->Ws);
+        i += (size_t)g->pad * g->Ws;
+    }
     put_run(d, pairs, i, NULL, NULL, (int)((size_t)g->R - i));
 }
 
@@ -203,11 +207,11 @@ static void pack_grad_pairs(const struct grid *g, const float *dy, int cnt, floa
             float *row = t + (size_t)i * g->P;
             size_t q = 0;
             for (int j = 0; c0 + i < g->out && j < cnt; j++)
-                for (int y = 0; y < g->Hp; y++, q += (size_t)g->Wp) {
+                for (int y = 0; y < g->H + g->pad; y++, q += (size_t)g->Ws) {
                     const float *src = dy + j * image + (c0 + i) * plane + (size_t)y * g->Wo;
                     int kept = y < g->Ho ? g->Wo : 0;
                     if (kept) memcpy(row + q, src, (size_t)kept * sizeof *row);
-                    memset(row + q + kept, 0, (size_t)(g->Wp - kept) * sizeof *row);
+                    memset(row + q + kept, 0, (size_t)(g->Ws - kept) * sizeof *row);
                 }
             memset(row + q, 0, ((size_t)g->P - q) * sizeof *row);
         }
@@ -249,7 +253,7 @@ static void sums_chunk(const struct grid *g, const uint16_t *Wq, const uint32_t 
             TILE_ZERO(2);
             TILE_ZERO(3);
             for (int tap = 0; tap < k * k; tap++) {
-                int offset = tap / k * g->Wp + tap % k;
+                int offset = tap / k * g->Ws + tap % k;
                 for (int cc = 0; cc < chunks; cc++) {
                     const uint16_t *a = Wq + (((size_t)tap * chunks + cc) * g->cout + r0) * 32;
                     const uint32_t *b = xq + (size_t)cc * 16 * g->R + q0 + offset;
@@ -285,7 +289,7 @@ static void copy_out(const struct grid *g, const float *out, const float *b, int
             size_t at = ((size_t)j * g->out + co) * plane;
             for (int y0 = 0; y0 < g->Ho; y0++) {
                 float *d = y + at + (size_t)y0 * g->Wo;
-                const float *r = o + (size_t)y0 * g->Wp, *m = mask ? mask + at + (size_t)y0 * g->Wo : NULL;
+                const float *r = o + (size_t)y0 * g->Ws, *m = mask ? mask + at + (size_t)y0 * g->Wo : NULL;
                 for (int x = 0; x < g->Wo; x++) {
                     float v = r[x] + bias;
                     if (relu) v = v <= 0.0f ? 0.0f : v;
@@ -330,7 +334,7 @@ static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t 
            c_stride = (size_t)g->cout * sizeof *dwt;
     TILE_FENCE();
     for (int tap = 0; tap < k * k; tap++) {
-        int offset = tap / k * g->Wp + tap % k;
+        int offset = tap / k * g->Ws + tap % k;
         for (int r0 = 0; r0 < g->cin; r0 += 32)
             for (int c0 = 0; c0 < g->cout; c0 += 32) {
                 float *c = dwt + ((size_t)tap * g->cin + r0) * g->cout + c0;
