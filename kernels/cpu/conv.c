@@ -304,14 +304,14 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
         cpu_small_conv_forward(s, x, w, b, y, act, math == GEMM_BF16, ws);
         return;
     }
-    if (direct_tiles(s, tiles)) cpu_conv_tiles_sums(s, 0, x, w, b, act == CONV_ACT_RELU, NULL, y, ws);
+    if (direct_tiles(s, tiles)) cpu_conv_tiles_sums(s, 0, x, w, b, act == CONV_ACT_RELU, NULL, NULL, y, ws);
     else sums_forward(math, tiles, s, x, w, b, y, act == CONV_ACT_RELU, ws);
     if (act == CONV_ACT_GELU) cpu_gelu_forward(y, y, (size_t)s->N * s->K * out_pixels(s));
 }
 
-/* conv_forward, then the max pool: on the Winograd path each output plane is pooled as it is
- * written (struct pool_out), so the unpooled maps never reach memory; elsewhere (and with a
- * GELU, which that path does not apply) through full. */
+/* conv_forward, then the max pool: on the Winograd path and the tiles' direct one each output
+ * plane is pooled as it is written (struct pool_out), so the unpooled maps never reach memory;
+ * elsewhere (and with a GELU, which those paths do not apply) through full. */
 static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, const float *x, const float *w,
                               const float *b, enum conv_act act, int pk, float *full, float *y,
                               unsigned char *winners, void *ws, size_t ws_bytes) {
@@ -319,10 +319,14 @@ static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, c
     int tiles = on_tiles(math), m = plan(s, math, tiles).fwd, Ho = kernels_conv_out(s->H, s->k, s->pad),
         Wo = kernels_conv_out(s->W, s->k, s->pad);
     CHECK(pk >= 1 && pk * pk <= MAXPOOL_PASSES && pk <= Ho && pk <= Wo);
+    struct pool_out pool = {pk, y, winners};
     if (m && act != CONV_ACT_GELU && !direct_forward(s, tiles)) {
-        struct pool_out pool = {pk, y, winners};
         winograd_conv3x3(x, NULL, w, 0, b, act == CONV_ACT_RELU, NULL, &pool, NULL, s->N, s->C, s->K, s->H,
                          s->W, m, math, ws);
+        return;
+    }
+    if (direct_tiles(s, tiles) && act != CONV_ACT_GELU) {
+        cpu_conv_tiles_sums(s, 0, x, w, b, act == CONV_ACT_RELU, NULL, &pool, NULL, ws);
         return;
     }
     conv_forward(math, s, x, w, b, full, act, ws, ws_bytes);
@@ -438,7 +442,7 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
     if (direct_tiles(s, tiles)) {
         if (db) backward_im2col(math, tiles, s, x, w, dy, NULL, NULL, NULL, db, NULL, ws);
         if (dw) cpu_conv_tiles_filter_grad(s, x, dy, dw, ws);
-        if (dx) cpu_conv_tiles_sums(s, 1, dy, w, NULL, 0, dx_mask, dx, ws);
+        if (dx) cpu_conv_tiles_sums(s, 1, dy, w, NULL, 0, dx_mask, NULL, dx, ws);
         return;
     }
     struct conv_plan p = plan(s, math, tiles);

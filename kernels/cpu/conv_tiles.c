@@ -75,7 +75,8 @@ static size_t sums_filter_floats(const struct grid *g) {
     return round16((size_t)g->k * g->k * g->cin * g->cout / 2);
 }
 static size_t sums_thread_floats(const struct grid *g) {
-    return round16((size_t)g->cin / 2 * g->R) + round16((size_t)g->cout * g->P);
+    return round16((size_t)g->cin / 2 * g->R) + round16((size_t)g->cout * g->P) +
+           round16((size_t)g->Ho * g->Wo);
 }
 static size_t grad_thread_floats(const struct grid *g) {
     return round16((size_t)g->cin * g->R / 2) + round16((size_t)g->P * g->cout / 2) + (size_t)16 * g->P +
@@ -276,32 +277,45 @@ static void sums_chunk(const struct grid *g, const uint16_t *Wq, const uint32_t 
     TILE_FENCE();
 }
 
-/* y[cnt][out][Ho][Wo] (from image n0) = the kept positions of out (+ b[co] where b is not NULL),
- * then ReLU'd where relu, or taken through a ReLU's backward where mask (from image n0) is not
- * NULL: 0 where mask <= 0. */
+/* One output plane d[Ho][Wo] = the kept positions of the plane o on the grid (+ bias), ReLU'd
+ * where relu, or taken through a ReLU's backward where m (its mask plane) is not NULL: 0 where
+ * m <= 0. */
+static void plane_out(const struct grid *g, const float *o, float bias, int relu, const float *m, float *d) {
+    for (int y = 0; y < g->Ho; y++, d += g->Wo, o += g->Ws) {
+        const float *my = m ? m + (size_t)y * g->Wo : NULL;
+        for (int x = 0; x < g->Wo; x++) {
+            float v = o[x] + bias;
+            if (relu) v = v <= 0.0f ? 0.0f : v;
+            if (my) v = my[x] <= 0.0f ? 0.0f : v;
+            d[x] = v;
+        }
+    }
+}
+
+/* The chunk's cnt images (from image n0) out of the sums on the grid, out[cout][P]: each plane
+ * as plane_out makes it (b[co] added where b is not NULL; mask from image n0), into
+ * y[cnt][out][Ho][Wo], or with pool not NULL, through plane[Ho][Wo] into the pool's maps (its
+ * images from n0, as cpu_maxpool_plane makes them), y not written. */
 static void copy_out(const struct grid *g, const float *out, const float *b, int relu, const float *mask,
-                     int cnt, float *y) {
-    size_t plane = (size_t)g->Ho * g->Wo;
+                     const struct pool_out *pool, int n0, int cnt, float *y, float *plane) {
+    size_t hw = (size_t)g->Ho * g->Wo,
+           pooled = (size_t)(g->Ho / (pool ? pool->k : 1)) * (g->Wo / (pool ? pool->k : 1));
     for (int j = 0; j < cnt; j++)
         for (int co = 0; co < g->out; co++) {
+            size_t at = ((size_t)j * g->out + co) * hw;
             const float *o = out + (size_t)co * g->P + (size_t)j * g->L;
-            float bias = b ? b[co] : 0.0f;
-            size_t at = ((size_t)j * g->out + co) * plane;
-            for (int y0 = 0; y0 < g->Ho; y0++) {
-                float *d = y + at + (size_t)y0 * g->Wo;
-                const float *r = o + (size_t)y0 * g->Ws, *m = mask ? mask + at + (size_t)y0 * g->Wo : NULL;
-                for (int x = 0; x < g->Wo; x++) {
-                    float v = r[x] + bias;
-                    if (relu) v = v <= 0.0f ? 0.0f : v;
-                    if (m) v = m[x] <= 0.0f ? 0.0f : v;
-                    d[x] = v;
-                }
+            plane_out(g, o, b ? b[co] : 0.0f, relu, mask ? mask + at : NULL, pool ? plane : y + at);
+            if (pool) {
+                size_t p = ((size_t)(n0 + j) * g->out + co) * pooled;
+                cpu_maxpool_plane(plane, pool->y + p, pool->winners ? pool->winners + p : NULL, g->Ho, g->Wo,
+                                  pool->k);
             }
         }
 }
 
 void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *in, const float *w,
-                             const float *b, int relu, const float *mask, float *out, float *ws) {
+                             const float *b, int relu, const float *mask, const struct pool_out *pool,
+                             float *out, float *ws) {
     CHECK(conv_tiles_fit(s));
     struct grid g = flip ? backward_grid(s) : forward_grid(s);
     uint16_t *Wq = (uint16_t *)ws;
@@ -313,14 +327,15 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
         pack_filters(&g, w, flip, Wq); /* the omp for's barrier: ready for every thread */
         float *mine = ws + filters + region * (size_t)omp_get_thread_num();
         uint32_t *xq = (uint32_t *)mine;
-        float *sums = mine + round16((size_t)g.cin / 2 * g.R);
+        float *sums = mine + round16((size_t)g.cin / 2 * g.R), *plane = sums + round16((size_t)g.cout * g.P);
         tiles_begin();
 #pragma omp for schedule(static)
         for (int c = 0; c < chunks; c++) {
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
             pack_pairs(&g, in + n0 * in_image, cnt, xq);
             sums_chunk(&g, Wq, xq, sums);
-            copy_out(&g, sums, b, relu, mask ? mask + n0 * out_image : NULL, cnt, out + n0 * out_image);
+            copy_out(&g, sums, b, relu, mask ? mask + n0 * out_image : NULL, pool, n0, cnt,
+                     pool ? NULL : out + n0 * out_image, plane);
         }
         tiles_end();
     }

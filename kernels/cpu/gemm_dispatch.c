@@ -138,9 +138,10 @@ void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
 }
 
 void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const float *w,
-                         const float *b, int relu, const float *mask, float *out, float *ws) {
+                         const float *b, int relu, const float *mask, const struct pool_out *pool, float *out,
+                         float *ws) {
     CHECK(current_bf16->tiles_sums);
-    current_bf16->tiles_sums(s, flip, in, w, b, relu, mask, out, ws);
+    current_bf16->tiles_sums(s, flip, in, w, b, relu, mask, pool, out, ws);
 }
 
 void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy, float *dw,
