@@ -304,7 +304,8 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
         cpu_small_conv_forward(s, x, w, b, y, act, math == GEMM_BF16, ws);
         return;
     }
-    if (direct_tiles(s, tiles)) cpu_conv_tiles_sums(s, 0, x, w, b, act == CONV_ACT_RELU, NULL, NULL, y, ws);
+    if (direct_tiles(s, tiles))
+        cpu_conv_tiles_sums(s, 0, x, NULL, w, b, act == CONV_ACT_RELU, NULL, NULL, y, ws);
     else sums_forward(math, tiles, s, x, w, b, y, act == CONV_ACT_RELU, ws);
     if (act == CONV_ACT_GELU) cpu_gelu_forward(y, y, (size_t)s->N * s->K * out_pixels(s));
 }
@@ -326,7 +327,7 @@ static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, c
         return;
     }
     if (direct_tiles(s, tiles) && act != CONV_ACT_GELU) {
-        cpu_conv_tiles_sums(s, 0, x, w, b, act == CONV_ACT_RELU, NULL, &pool, NULL, ws);
+        cpu_conv_tiles_sums(s, 0, x, NULL, w, b, act == CONV_ACT_RELU, NULL, &pool, NULL, ws);
         return;
     }
     conv_forward(math, s, x, w, b, full, act, ws, ws_bytes);
@@ -441,8 +442,8 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
     int tiles = on_tiles(math);
     if (direct_tiles(s, tiles)) {
         if (db) backward_im2col(math, tiles, s, x, w, dy, NULL, NULL, NULL, db, NULL, ws);
-        if (dw) cpu_conv_tiles_filter_grad(s, x, dy, dw, ws);
-        if (dx) cpu_conv_tiles_sums(s, 1, dy, w, NULL, 0, dx_mask, NULL, dx, ws);
+        if (dw) cpu_conv_tiles_filter_grad(s, x, dy, NULL, dw, ws);
+        if (dx) cpu_conv_tiles_sums(s, 1, dy, NULL, w, NULL, 0, dx_mask, NULL, dx, ws);
         return;
     }
     struct conv_plan p = plan(s, math, tiles);
@@ -459,10 +460,10 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
 }
 
 /* conv_backward from the gradient of the 2x2 max pool after the convolution: where both
- * passes that run are Winograd's, each reads dy from the pooled gradient and the winners as
- * it pads its planes (struct pool_in), and the bias gradient makes each plane of dy in cache,
- * so the unpooled gradient never reaches memory; the same planes, so the same results as the
- * two ops apart, which run through full elsewhere. */
+ * passes that run are Winograd's or the tiles' direct ones, each reads dy from the pooled
+ * gradient and the winners as it pads (packs) its planes (struct pool_in), and the bias gradient makes each
+ * plane of dy in cache, so the unpooled gradient never reaches memory; the same planes, so the same results
+ * as the two ops apart, which run through full elsewhere. */
 static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, const float *x,
                                const float *w, const float *dyp, const unsigned char *winners, int pk,
                                int relu, float *full, float *dx, float *dw, float *db, const float *dx_mask,
@@ -472,12 +473,18 @@ static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, 
         Wo = kernels_conv_out(s->W, s->k, s->pad);
     CHECK(pk >= 1 && pk * pk <= MAXPOOL_PASSES && pk <= Ho && pk <= Wo);
     struct conv_plan p = plan(s, math, tiles);
+    struct pool_in in = {dyp, winners, relu};
+    if (pk == 2 && direct_tiles(s, tiles)) {
+        if (db) backward_im2col(math, tiles, s, x, w, NULL, &in, NULL, NULL, db, NULL, ws);
+        if (dw) cpu_conv_tiles_filter_grad(s, x, NULL, &in, dw, ws);
+        if (dx) cpu_conv_tiles_sums(s, 1, NULL, &in, w, NULL, 0, dx_mask, NULL, dx, ws);
+        return;
+    }
     if (pk != 2 || (dw && !p.dw) || (dx && !p.dx)) {
         cpu_maxpool_backward(winners, dyp, full, s->N, s->K, Ho, Wo, pk, relu);
         conv_backward(math, s, x, w, full, dx, dw, db, dx_mask, ws, ws_bytes);
         return;
     }
-    struct pool_in in = {dyp, winners, relu};
     if (db) backward_im2col(math, tiles, s, x, w, NULL, &in, NULL, NULL, db, NULL, ws);
     if (dw) winograd_filter_grad(x, NULL, &in, dw, s->N, s->C, s->K, s->H, s->W, p.dw, math, ws);
     if (dx)

@@ -74,13 +74,22 @@ static struct grid backward_grid(const struct conv_shape *s) {
 static size_t sums_filter_floats(const struct grid *g) {
     return round16((size_t)g->k * g->k * g->cin * g->cout / 2);
 }
+/* Two planes of the larger of the input and output maps (struct maps' buffers). */
+static size_t maps_floats(const struct grid *g) {
+    size_t in = (size_t)g->H * g->W, out = (size_t)g->Ho * g->Wo;
+    return round16(2 * (in > out ? in : out));
+}
+/* A sums thread's region: xq, sums[cout][P], plane[Ho][Wo] (a pooled output's), the maps'
+ * buffers. */
 static size_t sums_thread_floats(const struct grid *g) {
     return round16((size_t)g->cin / 2 * g->R) + round16((size_t)g->cout * g->P) +
-           round16((size_t)g->Ho * g->Wo);
+           round16((size_t)g->Ho * g->Wo) + maps_floats(g);
 }
+/* A filter gradient thread's region: xb, dyp, rows[16][P] (pack_grad_pairs' t), the maps'
+ * buffers, dwt. */
 static size_t grad_thread_floats(const struct grid *g) {
     return round16((size_t)g->cin * g->R / 2) + round16((size_t)g->P * g->cout / 2) + (size_t)16 * g->P +
-           round16((size_t)g->k * g->k * g->cin * g->cout);
+           maps_floats(g) + round16((size_t)g->k * g->k * g->cin * g->cout);
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
@@ -118,20 +127,42 @@ static void put_run(void *d, int pairs, size_t i, const float *a, const float *b
     }
 }
 
-/* A grid row (struct comment) of one input channel (pairs: two, a and b) over a chunk of cnt
- * images: the stored rows image after image, zeros in the padding and past cnt images up to R.
- * a, b: the channels' planes in the first image (one image `image` floats further the next);
- * NULL for padding channels. */
-static void grid_row(const struct grid *g, const float *a, const float *b, size_t image, int cnt, void *d,
-                     int pairs) {
+/* Where a pass reads its input maps: the planes of map[N][chans][h][w], or with pool not NULL
+ * the 2x2 max pool's backward of pool (struct pool_in: the map is never stored), made plane by
+ * plane into a buffer as they are needed. */
+struct maps {
+    const float *map;
+    const struct pool_in *pool;
+    int chans, h, w;
+};
+
+/* Plane c of image n of m, NULL for c >= chans (a padding channel): a pointer into the map, or
+ * made in buf[h][w]. */
+static const float *map_plane(const struct maps *m, int n, int c, float *buf) {
+    if (c >= m->chans) return NULL;
+    size_t at = (size_t)n * m->chans + c, hw = (size_t)m->h * m->w, pooled = (size_t)(m->h / 2) * (m->w / 2);
+    if (!m->pool) return m->map + at * hw;
+    cpu_maxpool_backward_plane(m->pool->winners + at * pooled, m->pool->dy + at * pooled, buf, m->h, m->w, 2,
+                               m->pool->relu);
+    return buf;
+}
+
+/* A grid row (struct comment) of input channel c (pairs: c and c + 1) of the chunk's cnt images
+ * from image n0 of m (an H x W map): the stored rows image after image, zeros in the padding and
+ * past cnt images up to R. bufs: two planes for map_plane. */
+static void grid_row(const struct grid *g, const struct maps *m, int n0, int cnt, int c, int pairs,
+                     float *bufs, void *d) {
     size_t i = 0;
-    if (a) {
+    int present = c < m->chans;
+    if (present) {
         put_run(d, pairs, i, NULL, NULL, g->pad * g->Ws);
         i += (size_t)g->pad * g->Ws;
     }
-    for (int j = 0; a && j < cnt; j++) {
+    for (int j = 0; present && j < cnt; j++) {
+        const float *a = map_plane(m, n0 + j, c, bufs),
+                    *b = pairs ? map_plane(m, n0 + j, c + 1, bufs + (size_t)g->H * g->W) : NULL;
         for (int y = 0; y < g->H; y++, i += (size_t)g->Ws) {
-            size_t at = j * image + (size_t)y * g->W;
+            size_t at = (size_t)y * g->W;
             put_run(d, pairs, i, NULL, NULL, g->pad);
             put_run(d, pairs, i + g->pad, a + at, b ? b + at : NULL, g->W);
         }
@@ -141,19 +172,16 @@ static void grid_row(const struct grid *g, const float *a, const float *b, size_
     put_run(d, pairs, i, NULL, NULL, (int)((size_t)g->R - i));
 }
 
-/* xq: the chunk's input as channel pairs (struct comment); in: image n0. */
-static void pack_pairs(const struct grid *g, const float *in, int cnt, uint32_t *xq) {
-    size_t plane = (size_t)g->H * g->W, image = plane * g->in;
-    for (int c = 0; c < g->cin; c += 2)
-        grid_row(g, c < g->in ? in + c * plane : NULL, c + 1 < g->in ? in + (c + 1) * plane : NULL, image,
-                 cnt, xq + (size_t)(c / 2) * g->R, 1);
+/* xq: the chunk's input (images n0.. of m) as channel pairs (struct comment). */
+static void pack_pairs(const struct grid *g, const struct maps *m, int n0, int cnt, float *bufs,
+                       uint32_t *xq) {
+    for (int c = 0; c < g->cin; c += 2) grid_row(g, m, n0, cnt, c, 1, bufs, xq + (size_t)(c / 2) * g->R);
 }
 
-/* xb: the chunk's input as bf16 planes; in: image n0. */
-static void pack_planes(const struct grid *g, const float *in, int cnt, uint16_t *xb) {
-    size_t plane = (size_t)g->H * g->W, image = plane * g->in;
-    for (int c = 0; c < g->cin; c++)
-        grid_row(g, c < g->in ? in + c * plane : NULL, NULL, image, cnt, xb + (size_t)c * g->R, 0);
+/* xb: the chunk's input (images n0.. of m) as bf16 planes. */
+static void pack_planes(const struct grid *g, const struct maps *m, int n0, int cnt, float *bufs,
+                        uint16_t *xb) {
+    for (int c = 0; c < g->cin; c++) grid_row(g, m, n0, cnt, c, 0, bufs, xb + (size_t)c * g->R);
 }
 
 /* out[pp][cout] (pair words, rows cout apart) = pair(t[i][2 pp], t[i][2 pp + 1]) for the 16
@@ -198,22 +226,23 @@ void ISA_FN(conv_tiles_grad_pairs)(const float *t, int P, int cout, uint32_t *ou
 #endif
 }
 
-/* dyp (struct comment) from the chunk's dy[cnt][out][Ho][Wo] (from image n0), 16 channels at a
+/* dyp (struct comment) from the chunk's dy (images n0.. of m, Ho x Wo maps), 16 channels at a
  * time through t[16][P], their grid rows in float (0 on dropped positions and padding
- * channels). */
-static void pack_grad_pairs(const struct grid *g, const float *dy, int cnt, float *t, uint32_t *dyp) {
-    size_t plane = (size_t)g->Ho * g->Wo, image = plane * g->out;
+ * channels); buf: a plane for map_plane. */
+static void pack_grad_pairs(const struct grid *g, const struct maps *m, int n0, int cnt, float *buf, float *t,
+                            uint32_t *dyp) {
     for (int c0 = 0; c0 < g->cout; c0 += 16) {
         for (int i = 0; i < 16; i++) {
             float *row = t + (size_t)i * g->P;
             size_t q = 0;
-            for (int j = 0; c0 + i < g->out && j < cnt; j++)
+            for (int j = 0; c0 + i < g->out && j < cnt; j++) {
+                const float *plane = map_plane(m, n0 + j, c0 + i, buf);
                 for (int y = 0; y < g->H + g->pad; y++, q += (size_t)g->Ws) {
-                    const float *src = dy + j * image + (c0 + i) * plane + (size_t)y * g->Wo;
                     int kept = y < g->Ho ? g->Wo : 0;
-                    if (kept) memcpy(row + q, src, (size_t)kept * sizeof *row);
+                    if (kept) memcpy(row + q, plane + (size_t)y * g->Wo, (size_t)kept * sizeof *row);
                     memset(row + q + kept, 0, (size_t)(g->Ws - kept) * sizeof *row);
                 }
+            }
             memset(row + q, 0, ((size_t)g->P - q) * sizeof *row);
         }
         ISA_FN(conv_tiles_grad_pairs)(t, g->P, g->cout, dyp + c0);
@@ -313,14 +342,15 @@ static void copy_out(const struct grid *g, const float *out, const float *b, int
         }
 }
 
-void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *in, const float *w,
-                             const float *b, int relu, const float *mask, const struct pool_out *pool,
-                             float *out, float *ws) {
+void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *in,
+                             const struct pool_in *in_pool, const float *w, const float *b, int relu,
+                             const float *mask, const struct pool_out *pool, float *out, float *ws) {
     CHECK(conv_tiles_fit(s));
     struct grid g = flip ? backward_grid(s) : forward_grid(s);
+    struct maps m = {in, in_pool, g.in, g.H, g.W};
     uint16_t *Wq = (uint16_t *)ws;
     size_t filters = sums_filter_floats(&g), region = sums_thread_floats(&g);
-    size_t in_image = (size_t)g.in * g.H * g.W, out_image = (size_t)g.out * g.Ho * g.Wo;
+    size_t out_image = (size_t)g.out * g.Ho * g.Wo;
     int chunks = (s->N + g.nb - 1) / g.nb;
 #pragma omp parallel
     {
@@ -328,11 +358,12 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
         float *mine = ws + filters + region * (size_t)omp_get_thread_num();
         uint32_t *xq = (uint32_t *)mine;
         float *sums = mine + round16((size_t)g.cin / 2 * g.R), *plane = sums + round16((size_t)g.cout * g.P);
+        float *bufs = plane + round16((size_t)g.Ho * g.Wo);
         tiles_begin();
 #pragma omp for schedule(static)
         for (int c = 0; c < chunks; c++) {
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
-            pack_pairs(&g, in + n0 * in_image, cnt, xq);
+            pack_pairs(&g, &m, n0, cnt, bufs, xq);
             sums_chunk(&g, Wq, xq, sums);
             copy_out(&g, sums, b, relu, mask ? mask + n0 * out_image : NULL, pool, n0, cnt,
                      pool ? NULL : out + n0 * out_image, plane);
@@ -378,15 +409,15 @@ static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t 
     TILE_FENCE();
 }
 
-void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, const float *dy, float *dw,
-                                    float *ws) {
+void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, const float *dy,
+                                    const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(conv_tiles_fit(s));
     struct grid g = forward_grid(s);
-    /* A thread's region: xb, dyp, rows[16][P] (pack_grad_pairs' t), dwt. */
+    struct maps mx = {x, NULL, g.in, g.H, g.W}, mdy = {dy, dy_pool, g.out, g.Ho, g.Wo};
     size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * g.R / 2),
-           dyp_floats = round16((size_t)g.P * g.cout / 2), dwt_at = xb_floats + dyp_floats + (size_t)16 * g.P,
+           dyp_floats = round16((size_t)g.P * g.cout / 2),
+           bufs_at = xb_floats + dyp_floats + (size_t)16 * g.P, dwt_at = bufs_at + maps_floats(&g),
            dwt_floats = (size_t)g.k * g.k * g.cin * g.cout;
-    size_t in_image = (size_t)g.in * g.H * g.W, out_image = (size_t)g.out * g.Ho * g.Wo;
     int chunks = (s->N + g.nb - 1) / g.nb, taps = g.k * g.k;
 #pragma omp parallel
     {
@@ -394,14 +425,14 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, 
         float *mine = ws + region * (size_t)omp_get_thread_num();
         uint16_t *xb = (uint16_t *)mine;
         uint32_t *dyp = (uint32_t *)(mine + xb_floats);
-        float *rows = mine + xb_floats + dyp_floats, *dwt = mine + dwt_at;
+        float *rows = mine + xb_floats + dyp_floats, *bufs = mine + bufs_at, *dwt = mine + dwt_at;
         memset(dwt, 0, dwt_floats * sizeof *dwt);
         tiles_begin();
 #pragma omp for schedule(static)
         for (int c = 0; c < chunks; c++) {
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
-            pack_planes(&g, x + n0 * in_image, cnt, xb);
-            pack_grad_pairs(&g, dy + n0 * out_image, cnt, rows, dyp);
+            pack_planes(&g, &mx, n0, cnt, bufs, xb);
+            pack_grad_pairs(&g, &mdy, n0, cnt, bufs, rows, dyp);
             grad_chunk(&g, xb, dyp, dwt);
         }
         tiles_end();

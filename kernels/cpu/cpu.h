@@ -141,18 +141,20 @@ winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winogr
  *   conv_tiles_sums, flip 0: out = y[N][K][Ho][Wo] = conv(in = x[N][C][H][W], w[K][C][k][k]) +
  *     b[K] (NULL: none), ReLU'd when relu; flip 1: out = dx[N][C][H][W] from in = dy[N][K][Ho][Wo]
  *     (dy through the 180-degree rotated, transposed filters), 0 where mask[N][C][H][W] <= 0
- *     when mask is not NULL. With pool not NULL (struct pool_out, below), each output plane is
- *     pooled as it is made, into the pool's maps, and out is not written.
+ *     when mask is not NULL. With pool not NULL (struct pool_out), each output plane is pooled
+ *     as it is made, into the pool's maps, and out is not written.
  *   conv_tiles_filter_grad: dw[K][C][k][k] from x and dy, summed over the batch (per thread,
  *     then over the threads in order: the same bits for a given thread count).
+ * Where in_pool (dy_pool) is not NULL, in (dy) is NULL and the map is the one it gives (struct
+ * pool_in: a 2x2 max pool's backward), made plane by plane as the packing reads it.
  * cpu_conv_tiles_sums / _filter_grad run the bf16 path in use, which must work on tiles. */
 int conv_tiles_fit(const struct conv_shape *s);
 size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads);
-typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, const float *in, const float *w,
-                                const float *b, int relu, const float *mask, const struct pool_out *pool,
-                                float *out, float *ws);
-typedef void conv_tiles_grad_fn(const struct conv_shape *s, const float *x, const float *dy, float *dw,
-                                float *ws);
+typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, const float *in,
+                                const struct pool_in *in_pool, const float *w, const float *b, int relu,
+                                const float *mask, const struct pool_out *pool, float *out, float *ws);
+typedef void conv_tiles_grad_fn(const struct conv_shape *s, const float *x, const float *dy,
+                                const struct pool_in *dy_pool, float *dw, float *ws);
 conv_tiles_sums_fn conv_tiles_sums_amx, conv_tiles_sums_generic, cpu_conv_tiles_sums;
 conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_generic, cpu_conv_tiles_filter_grad;
 /* Internal to conv_tiles.c, for tests: out[pp][cout] (uint32_t bf16 pair words, rows cout apart,

@@ -137,17 +137,17 @@ void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
     current_bf16->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
 }
 
-void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const float *w,
-                         const float *b, int relu, const float *mask, const struct pool_out *pool, float *out,
-                         float *ws) {
+void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const struct pool_in *in_pool,
+                         const float *w, const float *b, int relu, const float *mask,
+                         const struct pool_out *pool, float *out, float *ws) {
     CHECK(current_bf16->tiles_sums);
-    current_bf16->tiles_sums(s, flip, in, w, b, relu, mask, pool, out, ws);
+    current_bf16->tiles_sums(s, flip, in, in_pool, w, b, relu, mask, pool, out, ws);
 }
 
-void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy, float *dw,
-                                float *ws) {
+void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy,
+                                const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(current_bf16->tiles_grad);
-    current_bf16->tiles_grad(s, x, dy, dw, ws);
+    current_bf16->tiles_grad(s, x, dy, dy_pool, dw, ws);
 }
 
 gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : gemm; }
