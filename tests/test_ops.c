@@ -389,8 +389,8 @@ static const struct op_case cases[] = {
     /* a bias before a GELU and a pool: the bias gradient from the pooled gradient */
     CONV(2, 16, 16, 8, 8, 3, 1, F_BIAS | F_GELU | F_POOL),
     /* AMX tiles' direct convolution (16+ channels each side) beyond 3x3 "same": every k and
-     * pads 0 to k-1 on the padded-width grid; 3x3 maps (5x5 padded) make chunks of 20 images
-     * (N 61: two chunks a thread, a partial last one) */
+     * pads 0 to k-1 on the grid; 3x3 maps (4x4 on the grid) make chunks of 32 images (N 97: two
+     * chunks a thread, a partial last one) */
     CONV(3, 16, 20, 9, 7, 5, 2, F_BIAS | F_MASK),
     CONV(2, 20, 16, 6, 5, 1, 0, F_BIAS | F_RELU | F_MASK),
     CONV(2, 16, 17, 8, 7, 2, 0, F_BIAS | F_MASK),
@@ -398,7 +398,7 @@ static const struct op_case cases[] = {
     CONV(3, 16, 16, 5, 4, 3, 2, F_BIAS | F_MASK),
     CONV(2, 16, 24, 9, 11, 3, 0, F_BIAS | F_RELU | F_MASK),
     CONV(2, 33, 16, 6, 6, 4, 3, F_BIAS | F_MASK),
-    CONV(61, 16, 16, 3, 3, 3, 1, F_BIAS | F_MASK),
+    CONV(97, 16, 16, 3, 3, 3, 1, F_BIAS | F_MASK),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -47,17 +47,29 @@ struct grid {
 static int round32(int n) { return (n + 31) / 32 * 32; }
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
 
+/* nb images a chunk: the grid's length P and the rows' R. */
+static void set_chunk(struct grid *g, int nb) {
+    g->nb = nb;
+    g->P = round32(nb * g->L);
+    g->R = (int)round16((size_t)g->P + (size_t)(g->k - 1) * (g->Ws + 1));
+}
+
 static struct grid grid_of(int in, int out, int H, int W, int k, int pad) {
     struct grid g = {.in = in, .out = out, .H = H, .W = W, .k = k, .pad = pad};
     g.Ws = W + pad;
     g.Ho = H + 2 * pad - k + 1; /* <= H + pad and Wo <= Ws, as pad < k */
     g.Wo = W + 2 * pad - k + 1;
     g.L = (H + pad) * g.Ws;
-    g.nb = GRID_TARGET / g.L > 1 ? GRID_TARGET / g.L : 1;
-    g.P = round32(g.nb * g.L);
-    g.R = (int)round16((size_t)g.P + (size_t)(k - 1) * (g.Ws + 1));
+    set_chunk(&g, GRID_TARGET / g.L > 1 ? GRID_TARGET / g.L : 1);
     g.cin = round32(in);
     g.cout = round32(out);
+    return g;
+}
+
+/* g for a batch of N images: no more images a chunk than the batch has (the workspace is sized
+ * for g's own). */
+static struct grid for_batch(struct grid g, int N) {
+    if (N > 0 && N < g.nb) set_chunk(&g, N);
     return g;
 }
 
@@ -346,7 +358,7 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
                              const struct pool_in *in_pool, const float *w, const float *b, int relu,
                              const float *mask, const struct pool_out *pool, float *out, float *ws) {
     CHECK(conv_tiles_fit(s));
-    struct grid g = flip ? backward_grid(s) : forward_grid(s);
+    struct grid g = for_batch(flip ? backward_grid(s) : forward_grid(s), s->N);
     struct maps m = {in, in_pool, g.in, g.H, g.W};
     uint16_t *Wq = (uint16_t *)ws;
     size_t filters = sums_filter_floats(&g), region = sums_thread_floats(&g);
@@ -412,7 +424,7 @@ static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t 
 void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, const float *dy,
                                     const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(conv_tiles_fit(s));
-    struct grid g = forward_grid(s);
+    struct grid g = for_batch(forward_grid(s), s->N);
     struct maps mx = {x, NULL, g.in, g.H, g.W}, mdy = {dy, dy_pool, g.out, g.Ho, g.Wo};
     size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * g.R / 2),
            dyp_floats = round16((size_t)g.P * g.cout / 2),
@@ -437,15 +449,16 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, 
         }
         tiles_end();
         /* dw[co][ci][ky][kx] = the threads' dwt[tap][ci][co] summed in thread order (after the
-         * omp for's barrier). */
+         * omp for's barrier), their rows read along co. */
 #pragma omp for schedule(static)
-        for (int co = 0; co < s->K; co++)
-            for (int ci = 0; ci < s->C; ci++)
-                for (int tap = 0; tap < taps; tap++) {
-                    size_t at = ((size_t)tap * g.cin + ci) * g.cout + co;
-                    float sum = 0.0f;
-                    for (int t = 0; t < nt; t++) sum += (ws + region * (size_t)t + dwt_at)[at];
-                    dw[((size_t)co * s->C + ci) * taps + tap] = sum;
-                }
+        for (int r = 0; r < taps * s->C; r++) {
+            int tap = r / s->C, ci = r % s->C;
+            size_t at = ((size_t)tap * g.cin + ci) * g.cout;
+            for (int co = 0; co < s->K; co++) {
+                float sum = 0.0f;
+                for (int t = 0; t < nt; t++) sum += (ws + region * (size_t)t + dwt_at)[at + co];
+                dw[((size_t)co * s->C + ci) * taps + tap] = sum;
+            }
+        }
     }
 }

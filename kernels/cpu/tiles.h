@@ -11,12 +11,15 @@
  * A kernel declares TILE_REGS (the register file: a struct in the plain-C build, nothing on AMX)
  * and brackets its tile work with tiles_begin() / tiles_end() on each thread (the tile state is
  * the thread's; the OS must have granted it: gemm_dispatch.c). TILE_FENCE() orders the
- * program's stores and loads against the tile loads and stores, which GCC's intrinsics do not
- * (they are asm statements with no memory operand): call it after writing what a TILE_LOAD
- * reads and before reading what a TILE_STORE wrote.
+ * program's loads and stores against the tile loads and stores, which GCC's intrinsics do not
+ * (they are asm statements with no memory operand): fence both ends of a stretch of tile
+ * operations, so that what a TILE_LOAD reads is written before it and not overwritten before
+ * it runs, and what a TILE_STORE writes is read (or overwritten) only after it.
  *
- * The plain-C build carries out TDPBF16PS as the SDM describes it: per output, for each k pair,
- * the even product then the odd one added in float. */
+ * The plain-C build adds each product of TDPBF16PS to its output in float, for each k pair the
+ * even product then the odd one. The hardware may round otherwise (the SDM's pseudo-code sums a
+ * row's products in a temporary first, and flushes denormal outputs), so the tests hold the two
+ * to bf16's tolerance, not to the same bits. */
 #ifndef KERNELS_CPU_TILES_H
 #define KERNELS_CPU_TILES_H
 
