@@ -392,7 +392,8 @@ int kernels_cpu_bf16_vector(void);
 /* The CPU backend's vector paths, chosen once at start-up from CPUID (every per-ISA kernel
  * follows the choice), for the programs' logs and benchmarks:
  *   kernels_cpu_isa: the float path in use, "avx512", "avx2" or "generic";
- *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic";
+ *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic"
+ *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons);
  *   kernels_cpu_select / kernels_cpu_select_bf16: switch to the named path (0), or -1 when
  *     this CPU lacks it (the choice in use then stays);
  *   kernels_cpu_fma_peak: the FP32 FMA peak of path isa measured now over `threads` threads

@@ -1590,7 +1590,8 @@ static void cpu_column(void) {
  * plain-C twin always), 2 threads, within TOL_BF16; then the rest of the table once, which must
  * match the float tolerances. */
 /* Every bf16 GEMM path (gemm_dispatch.c's table); those the CPU lacks are skipped. */
-static const char *const bf16_paths[] = {"amx", "avx512bf16", "avx2", "generic", "amx-emulated"};
+static const char *const bf16_paths[] = {"amx",     "avx512bf16",   "avx2",
+                                         "generic", "amx-emulated", "amx-im2col"};
 enum { N_BF16_PATHS = sizeof bf16_paths / sizeof bf16_paths[0] };
 
 static void cpu_bf16_column(void) {

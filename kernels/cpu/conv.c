@@ -111,7 +111,9 @@ static int on_tiles(enum gemm_math math) { return math == GEMM_BF16 && gemm_bf16
 /* Whether the passes run the tiles' direct convolution (conv_tiles.c): it reads zero-padded
  * bf16 copies of the input where im2col writes k^2 float copies and packs them again; the
  * shallow first layers (fewer than 16 channels: padded to 32 there) keep im2col. */
-static int direct_tiles(const struct conv_shape *s, int tiles) { return tiles && conv_tiles_fit(s); }
+static int direct_tiles(const struct conv_shape *s, int tiles) {
+    return tiles && conv_tiles_direct() && conv_tiles_fit(s);
+}
 
 /* Every pass lays the workspace out per thread as above (or as the Winograd code does), so one
  * size, the largest, serves them all, in both precisions (the two tables share

@@ -149,6 +149,9 @@ winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winogr
  * pool_in: a 2x2 max pool's backward), made plane by plane as the packing reads it.
  * cpu_conv_tiles_sums / _filter_grad run the bf16 path in use, which must work on tiles. */
 int conv_tiles_fit(const struct conv_shape *s);
+/* 1 when the bf16 path in use has the direct convolutions ("amx", "amx-emulated"; not
+ * "amx-im2col", the tiles with im2col for every pass, kept for comparisons). */
+int conv_tiles_direct(void);
 size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads);
 typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, const float *in,
                                 const struct pool_in *in_pool, const float *w, const float *b, int relu,

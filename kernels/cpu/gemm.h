@@ -96,8 +96,9 @@ gemm_fn *gemm_of(enum gemm_math math);
  * the tile state), "avx512bf16", "avx2" (avx512bf16's sums, bit for bit, on AVX2 FMA: as slow
  * as fp32 or slower, so only an explicit --precision bf16 runs it), "generic" (the same sums in
  * plain C); and "amx-emulated" (the tile path's operations in plain C, for tests: never chosen
- * by default). The one in use, and a switch for tests and
- * benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16;
+ * by default) and "amx-im2col" (the amx GEMM with conv.c's im2col for every convolution instead
+ * of the tiles' direct one, for comparisons: never chosen by default). The one in use, and a
+ * switch for tests and benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16;
  * gemm_bf16_vector: 1 when it has a vector path (AVX512_BF16 or AVX2), not only plain C. */
 const char *gemm_bf16_isa(void);
 int gemm_bf16_select(const char *isa);

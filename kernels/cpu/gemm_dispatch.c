@@ -89,6 +89,9 @@ static const struct bf16_path bf16_paths[] = {
     /* tests only: after "generic", never the default */
     {"amx-emulated", gemm_tiles_generic, always, NULL, 1, conv_tiles_sums_generic,
      conv_tiles_filter_grad_generic},
+    /* the tiles with im2col for every convolution (their method before the direct one): for
+     * comparisons, never the default */
+    {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL},
 };
 static const struct bf16_path *current_bf16;
 
@@ -119,6 +122,7 @@ int gemm_select(const char *isa) {
 
 const char *gemm_bf16_isa(void) { return current_bf16->name; }
 int gemm_bf16_tiles(void) { return current_bf16->tiles; }
+int conv_tiles_direct(void) { return current_bf16->tiles_sums != NULL; }
 int gemm_bf16_hw(void) { return has_avx512bf16(); }
 int gemm_bf16_vector(void) { return has_avx512bf16() || has_avx2(); }
 
