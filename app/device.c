@@ -32,7 +32,9 @@ const char *precision_name(enum precision p) {
     return p == PRECISION_BF16 ? "bf16" : p == PRECISION_FP32 ? "fp32" : "auto";
 }
 
-/* The CPU table for the precision asked for; appends the choice and its reason to desc. An
+/* The CPU table for the precision asked for; appends the choice and its reason to desc. auto
+ * takes bf16 only on AMX tiles (the bf16 path "amx"), where the recipe allows it: bf16 on
+ * AVX512_BF16 alone was measured slower than fp32 (docs/results.md, bf16). An
  * explicit bf16 on a CPU without AVX512_BF16 runs the same sums on AVX2 FMA (to see what bf16
  * does to accuracy: it is no faster than fp32, so auto never takes it), and is refused only
  * without AVX2 too: the plain-C path is a small fraction of the float speed, which no run wants
@@ -40,20 +42,20 @@ const char *precision_name(enum precision p) {
 static const struct kernels *cpu_table(enum precision p, int bf16_ok, char *desc, size_t size,
                                        struct err *e) {
     size_t used = strlen(desc);
-    int native = kernels_cpu_bf16_native();
+    int native = kernels_cpu_bf16_native(), tiles = strcmp(kernels_cpu_bf16_isa(), "amx") == 0;
     if (p == PRECISION_BF16 && !native && !kernels_cpu_bf16_vector())
         return err_set(e, "--precision=bf16: this CPU has neither AVX512_BF16 nor AVX2 (use fp32 or auto)"),
                NULL;
-    if (p == PRECISION_BF16 || (p == PRECISION_AUTO && native && bf16_ok)) {
+    if (p == PRECISION_BF16 || (p == PRECISION_AUTO && tiles && bf16_ok)) {
         snprintf(desc + used, size - used, ", bf16 products (%s)",
-                 p == PRECISION_AUTO ? "auto: AVX512_BF16, recipe allows"
+                 p == PRECISION_AUTO ? "auto: AMX tiles, recipe allows"
                  : native            ? "--precision bf16"
                           : "--precision bf16; no AVX512_BF16: its sums on AVX2 FMA, no faster than fp32");
         return kernels_cpu_bf16();
     }
     if (p == PRECISION_AUTO)
         snprintf(desc + used, size - used, ", fp32 (auto: %s)",
-                 !native ? "no AVX512_BF16" : "the recipe is fp32");
+                 !tiles ? "no AMX tiles" : "the recipe is fp32");
     return kernels_cpu();
 }
 

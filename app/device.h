@@ -26,7 +26,7 @@ const char *precision_name(enum precision p);
  * several ranks may share one. precision picks the table's number format as enum precision
  * says (bf16_ok: the network's recipe allows bf16 under auto). Returns the table and writes
  * what was chosen and why to desc ("cuda: GPU 1 of 2, NVIDIA H100 ... (local rank 1)",
- * "cpu (auto: no GPU: ...), bf16 (auto: AVX512_BF16)"); NULL with one line in e when
+ * "cpu (auto: no GPU: ...), fp32 (auto: no AMX tiles)"); NULL with one line in e when
  * --device=cuda or --precision=bf16 cannot be honoured. */
 const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
                                     int local_rank, char *desc, size_t size, struct err *e);
