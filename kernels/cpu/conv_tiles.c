@@ -32,6 +32,7 @@
  * of the tap offsets past the grid. Operands are rounded as bf16_bits; products summed in float. */
 #include "cpu.h"
 #include "tiles.h"
+#include "transpose.h"
 
 #include <omp.h>
 
@@ -198,37 +199,17 @@ static void pack_planes(const struct grid *g, const struct maps *m, int n0, int 
 
 /* out[pp][cout] (pair words, rows cout apart) = pair(t[i][2 pp], t[i][2 pp + 1]) for the 16
  * rows i of t (rows P floats apart), pp < P / 2, out's columns 0..15: a transposition, as 16 x 16
- * blocks of pair words on AVX-512 (P is a multiple of 32). */
+ * blocks of pair words on AVX-512 (transpose.h; P is a multiple of 32). */
 void ISA_FN(conv_tiles_grad_pairs)(const float *t, int P, int cout, uint32_t *out) {
 #if defined(ISA_HAS_AMX)
     for (int p0 = 0; p0 < P; p0 += 32) {
-        __m512i r[16], u[16];
+        vreg r[16];
         for (int i = 0; i < 16; i++) { /* VCVTNE2PS2BF16 rounds as bf16_bits; words in order */
             const float *row = t + (size_t)i * P + p0;
-            r[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+            r[i] = (vreg)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
         }
-        /* 16 x 16 transposition of 32-bit words: 2x2 blocks of words, of word pairs, then of
-         * 128-bit lanes twice. */
-        for (int i = 0; i < 16; i += 2) {
-            u[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-            u[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 16; i += 4) {
-            r[i] = _mm512_unpacklo_epi64(u[i], u[i + 2]);
-            r[i + 1] = _mm512_unpackhi_epi64(u[i], u[i + 2]);
-            r[i + 2] = _mm512_unpacklo_epi64(u[i + 1], u[i + 3]);
-            r[i + 3] = _mm512_unpackhi_epi64(u[i + 1], u[i + 3]);
-        }
-        for (int i = 0; i < 16; i += 8)
-            for (int j = 0; j < 4; j++) {
-                u[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
-                u[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
-            }
-        for (int j = 0; j < 8; j++) {
-            r[j] = _mm512_shuffle_i32x4(u[j], u[j + 8], 0x88);
-            r[j + 8] = _mm512_shuffle_i32x4(u[j], u[j + 8], 0xdd);
-        }
-        for (int m = 0; m < 16; m++) _mm512_storeu_si512(out + (size_t)(p0 / 2 + m) * cout, r[m]);
+        transpose_vec(r);
+        for (int m = 0; m < 16; m++) _mm512_storeu_ps(out + (size_t)(p0 / 2 + m) * cout, r[m]);
     }
 #else
     for (int pp = 0; pp < P / 2; pp++)
@@ -286,34 +267,20 @@ static void pack_filters(const struct grid *g, const float *w, int flip, uint16_
 static void sums_chunk(const struct grid *g, const uint16_t *Wq, const uint32_t *xq, float *out) {
     TILE_REGS;
     int k = g->k, chunks = g->cin / 32;
-    size_t b_stride = (size_t)g->R * sizeof *xq, c_stride = (size_t)g->P * sizeof *out;
+    size_t b_stride = (size_t)g->R * sizeof *xq;
     TILE_FENCE();
     for (int r0 = 0; r0 < g->cout; r0 += 32)
         for (int q0 = 0; q0 < g->P; q0 += 32) {
-            TILE_ZERO(0);
-            TILE_ZERO(1);
-            TILE_ZERO(2);
-            TILE_ZERO(3);
+            TILE_ZERO_C();
             for (int tap = 0; tap < k * k; tap++) {
                 int offset = tap / k * g->Ws + tap % k;
                 for (int cc = 0; cc < chunks; cc++) {
                     const uint16_t *a = Wq + (((size_t)tap * chunks + cc) * g->cout + r0) * 32;
                     const uint32_t *b = xq + (size_t)cc * 16 * g->R + q0 + offset;
-                    TILE_LOAD(4, a, 64);
-                    TILE_LOAD(5, a + 16 * 32, 64);
-                    TILE_LOAD(6, b, b_stride);
-                    TILE_LOAD(7, b + 16, b_stride);
-                    TILE_DP(0, 4, 6);
-                    TILE_DP(1, 4, 7);
-                    TILE_DP(2, 5, 6);
-                    TILE_DP(3, 5, 7);
+                    TILE_STEP_2X2(a, a + 16 * 32, 64, b, b + 16, b_stride);
                 }
             }
-            float *o = out + (size_t)r0 * g->P + q0;
-            TILE_STORE(0, o, c_stride);
-            TILE_STORE(1, o + 16, c_stride);
-            TILE_STORE(2, o + (size_t)16 * g->P, c_stride);
-            TILE_STORE(3, o + (size_t)16 * g->P + 16, c_stride);
+            TILE_STORE_C(out + (size_t)r0 * g->P + q0, g->P);
         }
     TILE_FENCE();
 }
@@ -388,34 +355,20 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
 static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t *dyp, float *dwt) {
     TILE_REGS;
     int k = g->k;
-    size_t a_stride = (size_t)g->R * sizeof *xb, b_stride = (size_t)g->cout * sizeof *dyp,
-           c_stride = (size_t)g->cout * sizeof *dwt;
+    size_t a_stride = (size_t)g->R * sizeof *xb, b_stride = (size_t)g->cout * sizeof *dyp;
     TILE_FENCE();
     for (int tap = 0; tap < k * k; tap++) {
         int offset = tap / k * g->Ws + tap % k;
         for (int r0 = 0; r0 < g->cin; r0 += 32)
             for (int c0 = 0; c0 < g->cout; c0 += 32) {
                 float *c = dwt + ((size_t)tap * g->cin + r0) * g->cout + c0;
-                TILE_LOAD(0, c, c_stride);
-                TILE_LOAD(1, c + 16, c_stride);
-                TILE_LOAD(2, c + (size_t)16 * g->cout, c_stride);
-                TILE_LOAD(3, c + (size_t)16 * g->cout + 16, c_stride);
+                TILE_LOAD_C(c, g->cout);
                 for (int q0 = 0; q0 < g->P; q0 += 32) {
                     const uint16_t *a = xb + (size_t)r0 * g->R + q0 + offset;
                     const uint32_t *bp = dyp + (size_t)(q0 / 2) * g->cout + c0;
-                    TILE_LOAD(4, a, a_stride);
-                    TILE_LOAD(5, a + (size_t)16 * g->R, a_stride);
-                    TILE_LOAD(6, bp, b_stride);
-                    TILE_LOAD(7, bp + 16, b_stride);
-                    TILE_DP(0, 4, 6);
-                    TILE_DP(1, 4, 7);
-                    TILE_DP(2, 5, 6);
-                    TILE_DP(3, 5, 7);
+                    TILE_STEP_2X2(a, a + (size_t)16 * g->R, a_stride, bp, bp + 16, b_stride);
                 }
-                TILE_STORE(0, c, c_stride);
-                TILE_STORE(1, c + 16, c_stride);
-                TILE_STORE(2, c + (size_t)16 * g->cout, c_stride);
-                TILE_STORE(3, c + (size_t)16 * g->cout + 16, c_stride);
+                TILE_STORE_C(c, g->cout);
             }
     }
     TILE_FENCE();

@@ -36,26 +36,12 @@
 static void block(int kpad, const uint32_t *Ap, const uint32_t *Bp, float acc[MR][NR]) {
     TILE_REGS;
     TILE_FENCE();
-    TILE_ZERO(0);
-    TILE_ZERO(1);
-    TILE_ZERO(2);
-    TILE_ZERO(3);
+    TILE_ZERO_C();
     const size_t a_stride = (size_t)kpad * sizeof *Ap, b_stride = NR * sizeof *Bp;
-    for (int k = 0; k < kpad; k += KT) {
-        TILE_LOAD(4, Ap + k, a_stride);
-        TILE_LOAD(5, Ap + (size_t)16 * kpad + k, a_stride);
-        TILE_LOAD(6, Bp + (size_t)k * NR, b_stride);
-        TILE_LOAD(7, Bp + (size_t)k * NR + 16, b_stride);
-        TILE_DP(0, 4, 6);
-        TILE_DP(1, 4, 7);
-        TILE_DP(2, 5, 6);
-        TILE_DP(3, 5, 7);
-    }
-    const size_t c_stride = NR * sizeof(float);
-    TILE_STORE(0, &acc[0][0], c_stride);
-    TILE_STORE(1, &acc[0][16], c_stride);
-    TILE_STORE(2, &acc[16][0], c_stride);
-    TILE_STORE(3, &acc[16][16], c_stride);
+    for (int k = 0; k < kpad; k += KT)
+        TILE_STEP_2X2(Ap + k, Ap + (size_t)16 * kpad + k, a_stride, Bp + (size_t)k * NR,
+                      Bp + (size_t)k * NR + 16, b_stride);
+    TILE_STORE_C(&acc[0][0], NR);
     TILE_FENCE();
 }
 

@@ -92,4 +92,36 @@ static inline void tiles_end(void) {}
 #define TILE_DP(c, a, b)         tile_dp(&tile_regs_[c], &tile_regs_[a], &tile_regs_[b])
 #endif
 
+/* The 32 x 32 float block every kernel here accumulates, in C tiles 0 - 3: tile 2 i + j holds
+ * rows 16 i.., columns 16 j.. of the block at c (rows ld floats apart). TILE_STEP_2X2 is one
+ * step of it: A tiles 4, 5 from a0, a1 (rows a_stride bytes apart), B tiles 6, 7 from b0, b1
+ * (b_stride), then C tile 2 i + j += A tile 4 + i times B tile 6 + j. */
+#define TILE_ZERO_C()                                                                                        \
+    do {                                                                                                     \
+        TILE_ZERO(0);                                                                                        \
+        TILE_ZERO(1);                                                                                        \
+        TILE_ZERO(2);                                                                                        \
+        TILE_ZERO(3);                                                                                        \
+    } while (0)
+#define TILE_MOVE_C(op, c, ld)                                                                               \
+    do {                                                                                                     \
+        op(0, (c), (ld) * sizeof(float));                                                                    \
+        op(1, (c) + 16, (ld) * sizeof(float));                                                               \
+        op(2, (c) + (size_t)16 * (ld), (ld) * sizeof(float));                                                \
+        op(3, (c) + (size_t)16 * (ld) + 16, (ld) * sizeof(float));                                           \
+    } while (0)
+#define TILE_LOAD_C(c, ld)  TILE_MOVE_C(TILE_LOAD, c, ld)
+#define TILE_STORE_C(c, ld) TILE_MOVE_C(TILE_STORE, c, ld)
+#define TILE_STEP_2X2(a0, a1, a_stride, b0, b1, b_stride)                                                    \
+    do {                                                                                                     \
+        TILE_LOAD(4, a0, a_stride);                                                                          \
+        TILE_LOAD(5, a1, a_stride);                                                                          \
+        TILE_LOAD(6, b0, b_stride);                                                                          \
+        TILE_LOAD(7, b1, b_stride);                                                                          \
+        TILE_DP(0, 4, 6);                                                                                    \
+        TILE_DP(1, 4, 7);                                                                                    \
+        TILE_DP(2, 5, 6);                                                                                    \
+        TILE_DP(3, 5, 7);                                                                                    \
+    } while (0)
+
 #endif
