@@ -4,9 +4,9 @@
  * Each pass runs either Winograd F(m x m, 3x3) (winograd.c) or im2col + GEMM, as plan() below
  * decides from the shape; the forward on few input channels runs a direct kernel instead
  * (small_conv.c, direct_forward), and on AMX tiles every pass of a shape conv_tiles_fit takes
- * runs the tiles' direct convolution (conv_tiles.c, direct_tiles). im2col + GEMM works on a chunk of nb
- * images per thread at a time (images_per_gemm: one, except on AMX tiles): the unfolded chunk
- * col[C*k*k][nb][Ho*Wo] turns the convolution into one matrix product per chunk.
+ * runs the tiles' direct convolution (conv_tiles.c, direct_tiles). im2col + GEMM works on a
+ * chunk of nb images per thread at a time (images_per_gemm: one, except on AMX tiles): the
+ * unfolded chunk col[C*k*k][nb][Ho*Wo] turns the convolution into one matrix product per chunk.
  *
  * Per thread the im2col workspace holds
  *   col  [C*k*k][nb*Ho*Wo] the unfolded chunk; in backward pixel-major, [nb*Ho*Wo][C*k*k], for
@@ -23,8 +23,6 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
-
-static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
 
 static int out_pixels(const struct conv_shape *s) {
     return kernels_conv_out(s->H, s->k, s->pad) * kernels_conv_out(s->W, s->k, s->pad);
@@ -463,9 +461,9 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
 
 /* conv_backward from the gradient of the 2x2 max pool after the convolution: where both
  * passes that run are Winograd's or the tiles' direct ones, each reads dy from the pooled
- * gradient and the winners as it pads (packs) its planes (struct pool_in), and the bias gradient makes each
- * plane of dy in cache, so the unpooled gradient never reaches memory; the same planes, so the same results
- * as the two ops apart, which run through full elsewhere. */
+ * gradient and the winners as it pads (packs) its planes (struct pool_in), and the bias gradient
+ * makes each plane of dy in cache, so the unpooled gradient never reaches memory; the same
+ * planes, so the same results as the two ops apart, which run through full elsewhere. */
 static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, const float *x,
                                const float *w, const float *dyp, const unsigned char *winners, int pk,
                                int relu, float *full, float *dx, float *dw, float *db, const float *dx_mask,
@@ -494,8 +492,8 @@ static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, 
                          math, ws);
 }
 
-/* "Winograd F(4x4)", "direct", "direct on tiles" or "im2col + GEMM", with the product path: what conv_forward
- * / conv_backward do for pass (ws_bytes: the same for every method). */
+/* "Winograd F(4x4)", "direct", "direct on tiles" or "im2col + GEMM", with the product path:
+ * what conv_forward / conv_backward do for pass (ws_bytes: the same for every method). */
 static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum conv_pass pass, char *buf,
                           size_t size) {
     int tiles = on_tiles(math);

@@ -46,7 +46,6 @@ struct grid {
 };
 
 static int round32(int n) { return (n + 31) / 32 * 32; }
-static size_t round16(size_t n) { return (n + 15) / 16 * 16; } /* 64-byte aligned regions */
 
 /* nb images a chunk: the grid's length P and the rows' R. */
 static void set_chunk(struct grid *g, int nb) {

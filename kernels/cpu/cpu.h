@@ -11,6 +11,9 @@
 
 #include <stddef.h>
 
+/* n floats rounded up to a multiple of 16: a workspace's regions start 64 bytes aligned. */
+static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
 /* k, once kernels_check found it complete (else exits naming the missing op: an internal
  * error); the CPU tables' constructors (backend.c, bf16_act.c) call it. */
 const struct kernels *cpu_table_checked(const struct kernels *k);

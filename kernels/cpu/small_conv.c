@@ -26,8 +26,6 @@
 
 #define KB 8 /* output channels per register block: KB accumulators of VEC pixels */
 
-static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
-
 /* The padded image's row length: every vector of an output row, the last one overrunning the
  * row up to a whole VEC, reads columns ox0 + v < Wp. */
 static int padded_width(const struct conv_shape *s) {

@@ -85,7 +85,6 @@
     }
 
 static inline size_t round_up(size_t n, size_t k) { return (n + k - 1) / k * k; }
-static inline size_t round16(size_t n) { return round_up(n, 16); }
 
 /* The stride between the a^2 transform slots of a buffer holding n floats per slot: 64-byte
  * aligned and one cache line more than n. A tile's a^2 values are read and written together,
