@@ -3,7 +3,7 @@
 # one run, and optionally against a base commit (`make bench` runs this after building).
 #
 #   scripts/bench.sh [--model M] [--threads N] [--rounds K] [--runs N] [--steps N] [--warmup N]
-#                    [--base REV] [--no-torch] [--no-compile] [--no-bf16] [--out DIR]
+#                    [--base REV] [--no-torch] [--no-compile] [--no-bf16] [--isa avx2] [--out DIR]
 #
 # Cases, each a full training step on random images (forward, loss, backward, update) at equal
 # micro-batch per rank (--model workshop-cnn: 128, airbench94: 512; both by default):
@@ -19,6 +19,10 @@
 # machine moves all of them alike; each case's figure is the median over the rounds, the ratios
 # are ours' best configuration over the peer's best. PyTorch's side runs scripts/bench_torch.py
 # as it is at commit 0cefd96 (PEER_REV), so a change to the script cannot move the baseline.
+# --isa avx2: both sides on their AVX2 code on an AVX-512 CPU, what an AVX2-only CPU runs (ours and
+# the base with --isa avx2; PyTorch with ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2, which
+# also steer torch.compile's code; no bf16 cases). The same instructions, not the same machine:
+# an AMD core gathers, shuffles and caches differently, so this is no substitute for one.
 # TORCH_PYTHON: the interpreter whose torch is measured (default /usr/bin/python3; PYTHONPATH
 # reaches a PyPI torch). Ours' per-layer table (first round) and every raw log stay in --out
 # (default: a temporary directory, removed). Nothing here is a pass/fail test.
@@ -29,7 +33,7 @@ PEER_REV=0cefd96
 threads=$(nproc)
 rounds=3 runs=3 steps=3 warmup=2
 models=(workshop-cnn airbench94)
-base="" torch=1 compile=1 bf16=1 out=""
+base="" torch=1 compile=1 bf16=1 out="" isa=""
 while (($#)); do
   case $1 in
     --model) models=("$2"); shift 2 ;;
@@ -42,8 +46,9 @@ while (($#)); do
     --no-torch) torch=0 compile=0; shift ;;
     --no-compile) compile=0; shift ;;
     --no-bf16) bf16=0; shift ;;
+    --isa) isa=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,25s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +59,12 @@ done
 for m in "${models[@]}"; do
   [[ $m == workshop-cnn || $m == airbench94 ]] || { echo "bench.sh: unknown model $m" >&2; exit 2; }
 done
+ours_isa="" torch_env=""
+if [[ -n $isa ]]; then
+  [[ $isa == avx2 ]] || { echo "bench.sh: --isa takes avx2 (the AVX2-only CPUs' code), not '$isa'" >&2; exit 2; }
+  grep -qw avx2 /proc/cpuinfo || { echo "bench.sh: --isa avx2: this CPU has no AVX2" >&2; exit 2; }
+  ours_isa=" --isa avx2" bf16=0
+fi
 build=${BUILD:-build}
 [[ -x $build/cifar10-bench ]] || { echo "bench.sh: $build/cifar10-bench missing: run make first" >&2; exit 1; }
 if [[ -n $out ]]; then
@@ -68,6 +79,10 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
+# torch.compile's cache keys leave out ATEN_CPU_CAPABILITY: PyTorch 2.15 reused AVX-512 code built
+# by an earlier run and failed ("index ... is out of bounds"), so the AVX2 cases get a cache of
+# their own.
+[[ -n $isa ]] && torch_env="env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 TORCHINDUCTOR_CACHE_DIR=$log/inductor-avx2 "
 
 mpi=(mpirun -np "$threads" --bind-to core)
 ((EUID == 0)) && mpi+=(--allow-run-as-root)
@@ -107,8 +122,9 @@ fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 fam=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-isa=$(grep -m1 -owE 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)
-echo "== machine: $cpu (family $fam, model $mod), $(nproc) CPUs, ${isa:-no AVX2}"
+cpu_isa=$(grep -m1 -owE 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)
+echo "== machine: $cpu (family $fam, model $mod), $(nproc) CPUs, ${cpu_isa:-no AVX2}"
+[[ -n $isa ]] && echo "== both sides on AVX2 code: ours with --isa avx2, PyTorch with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 (torch.compile with a cache of its own)"
 echo "== ours: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' + uncommitted changes')${base:+; base: ${base_sha:0:12}}"
 if ((torch)); then
   echo "== peer: PyTorch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null), $peer_from"
@@ -119,7 +135,7 @@ echo "== $(date -u '+%Y-%m-%d %H:%M UTC'); $rounds round(s) of every case; each 
 cases_of() {
   local m=$1 b=128 common
   [[ $m == airbench94 ]] && b=512
-  common="--model $m --batch-size $b --device cpu --runs $runs --steps $steps --warmup $warmup"
+  common="--model $m --batch-size $b --device cpu --runs $runs --steps $steps --warmup $warmup$ours_isa"
   local tcommon="$peer/bench_torch.py --model $m --batch-size $b --runs $runs --steps $steps --warmup $warmup"
   echo "ours 1x$threads|$build/cifar10-bench $common --threads $threads"
   ((threads > 1)) && echo "ours ${threads}x1|${mpi[*]} $build/cifar10-bench $common --threads 1"
@@ -130,13 +146,13 @@ cases_of() {
   if ((torch)); then
     local f
     for f in channels_last contiguous; do
-      echo "torch 1x$threads $f|$py $tcommon --threads $threads --memory-format $f"
-      ((threads > 1)) && echo "torch ${threads}x1 $f|procs $py $tcommon --threads 1 --memory-format $f"
+      echo "torch 1x$threads $f|$torch_env$py $tcommon --threads $threads --memory-format $f"
+      ((threads > 1)) && echo "torch ${threads}x1 $f|procs $torch_env$py $tcommon --threads 1 --memory-format $f"
     done
   fi
   if ((compile)); then
     for f in channels_last contiguous; do
-      echo "compile 1x$threads $f|$py $tcommon --threads $threads --memory-format $f --compile"
+      echo "compile 1x$threads $f|$torch_env$py $tcommon --threads $threads --memory-format $f --compile"
     done
   fi
   if ((bf16)); then

@@ -168,6 +168,16 @@ check "bench.sh logged one figure per round" test "$(grep -c '^workshop-cnn|ours
 # shellcheck disable=SC2016 # an awk program, not shell
 want=$(awk -F'|' '{ s += $3 } END { printf "%.1f", s / 2 }' "$T/bench/figures")
 expect_out "bench.sh summary is the median of the rounds" "^  workshop-cnn +ours 1x1 +$want images/s"
+run env BUILD="$BIN" "$SRC/scripts/bench.sh" --isa avx512 --no-torch
+expect_rc 2 "bench.sh --isa avx512"
+check "bench.sh --isa says what it takes" grep -q "^bench.sh: --isa takes avx2 (the AVX2-only CPUs' code), not 'avx512'" "$T/err"
+if grep -qw avx2 /proc/cpuinfo; then
+  run env BUILD="$BIN" "$SRC/scripts/bench.sh" --model workshop-cnn --threads 1 --rounds 1 --runs 1 --steps 1 \
+    --warmup 0 --no-torch --isa avx2 --out "$T/bench-avx2"
+  expect_rc 0 "bench.sh --isa avx2 tiny run"
+  expect_out "bench.sh --isa avx2 says so" "^== both sides on AVX2 code"
+  check "bench.sh --isa avx2 runs ours on AVX2" grep -q "^result: .* isa=avx2 " "$T/bench-avx2/workshop-cnn.ours_1x1.1"
+fi
 
 # scripts/same-behaviour.sh (a refactoring's check; too slow for the suites: two builds and
 # eight short runs): its usage errors.
