@@ -134,7 +134,7 @@ expect_out "bench lists the last layer" "^21 +linear 512->10"
 # shellcheck disable=SC2016 # awk's fields
 check "bench times layer 2's forward and backward" awk '$1 == 2 && $2 == "conv" && $5 > 0 && $8 > 0 { ok = 1 } END { exit !ok }' "$T/out"
 expect_out "bench names each convolution pass's method" "^0 +conv 3->32 32x32 +forward +direct, generic$"
-expect_out "bench names an im2col pass" "^0 +conv 3->32 32x32 +backward-filter +im2col \+ GEMM, generic$"
+expect_out "bench names the direct filter gradient" "^0 +conv 3->32 32x32 +backward-filter +direct, generic$"
 expect_out "bench names a Winograd pass" "^2 +conv 32->64 32x32 +backward-filter +Winograd F\(4x4\), generic$"
 expect_out "bench measured the generic peak" "generic [0-9.]+ \(1 thread\)"
 expect_out "bench result line" "^result: images_per_s=[0-9.]+ ranks=1 threads=1 batch=4 device=cpu isa=generic peak_gflops=[0-9.]+ fraction_of_peak=[0-9.]+ rss_mb=[0-9]+$"

@@ -2,10 +2,10 @@
  * x[N][C][H][W] -> y[N][K][Ho][Wo].
  *
  * Each pass runs either Winograd F(m x m, 3x3) (winograd.c) or im2col + GEMM, as plan() below
- * decides from the shape; the forward on few input channels runs a direct kernel instead
- * (small_conv.c, direct_forward), and on AMX tiles every pass of a shape conv_tiles_fit takes
- * runs the tiles' direct convolution (conv_tiles.c, direct_tiles). im2col + GEMM works on a
- * chunk of nb images per thread at a time (images_per_gemm: one, except on AMX tiles): the
+ * decides from the shape; the forward and the float filter gradient on few input channels run
+ * direct kernels instead (small_conv.c, direct_forward, direct_filter_grad), and on AMX tiles every pass of a
+ * shape conv_tiles_fit takes runs the tiles' direct convolution (conv_tiles.c, direct_tiles). im2col + GEMM
+ * works on a chunk of nb images per thread at a time (images_per_gemm: one, except on AMX tiles): the
  * unfolded chunk col[C*k*k][nb][Ho*Wo] turns the convolution into one matrix product per chunk.
  *
  * Per thread the im2col workspace holds
@@ -101,6 +101,10 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
  * RGB: C k^2 <= SMALL_CONV_CKK), except on AMX tiles, which im2col's chunks keep busy. */
 static int few_inputs(const struct conv_shape *s) { return s->C * s->k * s->k <= SMALL_CONV_CKK; }
 static int direct_forward(const struct conv_shape *s, int tiles) { return !tiles && few_inputs(s); }
+/* Whether the filter gradient runs small_conv.c's direct kernel: the same layers, float products. */
+static int direct_filter_grad(const struct conv_shape *s, enum gemm_math math) {
+    return math == GEMM_FP32 && few_inputs(s);
+}
 
 /* Whether this pass's products run on AMX tiles (the bf16 path in use; gemm_bf16_select may
  * change it between calls). */
@@ -446,6 +450,11 @@ static void conv_backward(enum gemm_math math, const struct conv_shape *s, const
         if (dx) cpu_conv_tiles_sums(s, 1, dy, NULL, w, NULL, 0, dx_mask, NULL, dx, ws);
         return;
     }
+    if (dw && direct_filter_grad(s, math)) {
+        cpu_small_conv_filter_grad(s, x, dy, dw, db, ws);
+        if (dx) backward_im2col(math, tiles, s, x, w, dy, NULL, dx, NULL, NULL, dx_mask, ws);
+        return;
+    }
     struct conv_plan p = plan(s, math, tiles);
     float *im2col_dx = p.dx ? NULL : dx, *im2col_dw = p.dw ? NULL : dw;
     if (db || im2col_dw || im2col_dx)
@@ -500,7 +509,9 @@ static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum 
     struct conv_plan p = plan(s, math, tiles);
     int m = pass == CONV_FORWARD ? p.fwd : pass == CONV_BACKWARD_DATA ? p.dx : p.dw;
     const char *path = math == GEMM_FP32 ? gemm_isa() : gemm_bf16_isa();
-    if (pass == CONV_FORWARD && direct_forward(s, tiles)) snprintf(buf, size, "direct, %s", path);
+    if ((pass == CONV_FORWARD && direct_forward(s, tiles)) ||
+        (pass == CONV_BACKWARD_FILTER && direct_filter_grad(s, math)))
+        snprintf(buf, size, "direct, %s", path);
     else if (direct_tiles(s, tiles)) snprintf(buf, size, "direct on tiles, %s", path);
     else if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
     else snprintf(buf, size, "im2col + GEMM, %s", path);

@@ -183,6 +183,13 @@ small_conv_ws_fn small_conv_workspace_floats_generic, small_conv_workspace_float
     small_conv_workspace_floats_avx512;
 void cpu_small_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
                             float *y, enum conv_act act, int bf16, float *ws);
+/* The filter gradient of such a convolution, float products: dw[K][C k^2] and, db not NULL,
+ * db[K], from x and dy, in the same workspace. */
+typedef void small_conv_grad_fn(const struct conv_shape *s, const float *x, const float *dy, float *dw,
+                                float *db, float *ws);
+small_conv_grad_fn small_conv_filter_grad_generic, small_conv_filter_grad_avx2, small_conv_filter_grad_avx512;
+void cpu_small_conv_filter_grad(const struct conv_shape *s, const float *x, const float *dy, float *dw,
+                                float *db, float *ws);
 size_t cpu_small_conv_workspace_floats(const struct conv_shape *s, int threads);
 
 /* GELU's ISA paths (gelu.c, compiled per ISA); cpu_gelu_forward/backward call the one in use. */

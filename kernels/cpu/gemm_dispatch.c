@@ -18,6 +18,7 @@ struct path {
     winograd_fn *winograd;
     winograd_grad_fn *winograd_grad;
     small_conv_fn *small_conv;
+    small_conv_grad_fn *small_conv_grad;
     small_conv_ws_fn *small_conv_ws;
     gemm_pack_a_fn *pack_a;
     gemm_prepacked_fn *prepacked;
@@ -57,14 +58,14 @@ static int has_amx(void) {
 /* Best first. */
 static const struct path paths[] = {
     {"avx512", gemm_avx512, gemm_fma_probe_avx512, winograd_conv3x3_avx512, winograd_filter_grad_avx512,
-     small_conv_forward_avx512, small_conv_workspace_floats_avx512, gemm_pack_a_avx512, gemm_prepacked_avx512,
-     32, has_avx512},
+     small_conv_forward_avx512, small_conv_filter_grad_avx512, small_conv_workspace_floats_avx512,
+     gemm_pack_a_avx512, gemm_prepacked_avx512, 32, has_avx512},
     {"avx2", gemm_avx2, gemm_fma_probe_avx2, winograd_conv3x3_avx2, winograd_filter_grad_avx2,
-     small_conv_forward_avx2, small_conv_workspace_floats_avx2, gemm_pack_a_avx2, gemm_prepacked_avx2, 16,
-     has_avx2},
+     small_conv_forward_avx2, small_conv_filter_grad_avx2, small_conv_workspace_floats_avx2, gemm_pack_a_avx2,
+     gemm_prepacked_avx2, 16, has_avx2},
     {"generic", gemm_generic, gemm_fma_probe_generic, winograd_conv3x3_generic, winograd_filter_grad_generic,
-     small_conv_forward_generic, small_conv_workspace_floats_generic, gemm_pack_a_generic,
-     gemm_prepacked_generic, 8, always},
+     small_conv_forward_generic, small_conv_filter_grad_generic, small_conv_workspace_floats_generic,
+     gemm_pack_a_generic, gemm_prepacked_generic, 8, always},
 };
 
 static const struct path *current;
@@ -185,6 +186,11 @@ void winograd_filter_grad(const float *x, const float *dy, const struct pool_in 
 void cpu_small_conv_forward(const struct conv_shape *s, const float *x, const float *w, const float *b,
                             float *y, enum conv_act act, int bf16, float *ws) {
     current->small_conv(s, x, w, b, y, act, bf16, ws);
+}
+
+void cpu_small_conv_filter_grad(const struct conv_shape *s, const float *x, const float *dy, float *dw,
+                                float *db, float *ws) {
+    current->small_conv_grad(s, x, dy, dw, db, ws);
 }
 
 /* The most any path needs: the path in use may change between sizing and the call (tests). */
