@@ -198,21 +198,14 @@ void ISA_FN(small_conv_forward)(const struct conv_shape *s, const float *x, cons
     }
 }
 
-/* Lanes [0, n) of p, zero past them. */
-static inline vf load_part(const float *p, int n) {
-    vf v = (vf){0};
-    memcpy(&v, p, (size_t)n * sizeof(float));
-    return v;
-}
-
 /* acc[e][t] += dy of channel e at pixels [at, at + n) times the input under tap t there (n <= VEC
  * pixels of one row; lanes past n add nothing, even where the input holds an infinity). */
 static inline __attribute__((always_inline)) void
 grad_sums(vf acc[GB_O][GB_T], const float *const d[GB_O], size_t at, const float *xr, const int *off, int n) {
     vf dv[GB_O];
-    for (int e = 0; e < GB_O; e++) dv[e] = n == VEC ? load(d[e] + at) : load_part(d[e] + at, n);
+    for (int e = 0; e < GB_O; e++) dv[e] = load_n(d[e] + at, 1, n);
     for (int t = 0; t < GB_T; t++) {
-        vf v = n == VEC ? load(xr + off[t]) : load_part(xr + off[t], n);
+        vf v = load_n(xr + off[t], 1, n);
         for (int e = 0; e < GB_O; e++) acc[e][t] += dv[e] * v;
     }
 }
@@ -247,8 +240,7 @@ static void grad_image(const struct conv_shape *s, struct grad_dims g, const flo
     for (int o = 0; o < s->K; o++) {
         vf sum = (vf){0};
         for (size_t i = 0; i < plane; i += VEC)
-            sum += plane - i < VEC ? load_part(dyn + o * plane + i, (int)(plane - i))
-                                   : load(dyn + o * plane + i);
+            sum += load_n(dyn + o * plane + i, 1, plane - i < VEC ? (int)(plane - i) : VEC);
         dbv[o] += sum;
     }
 }

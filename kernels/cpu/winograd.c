@@ -172,50 +172,6 @@ size_t winograd_filter_grad_workspace_floats(int C, int K, int H, int W, int m, 
 
 /* ---- Vectors of tiles (or of filters): vec.h's VEC lanes ---- */
 
-#if VEC == 16
-typedef __mmask16 lanes;
-#elif VEC == 8
-typedef __m256i lanes;
-#endif
-
-#if VEC >= 8
-/* The mask of lanes 0..n-1 (none when n <= 0, all when n >= VEC). */
-INLINE lanes first_lanes(int n) {
-#if VEC == 16
-    return n >= VEC ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-#else
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-#endif
-}
-#endif
-
-/* Lanes 0..n-1 (1 <= n <= VEC) from p[l * stride], zero past n. */
-INLINE vf load_n(const float *p, size_t stride, int n) {
-    if (stride == 1 && n == VEC) return *(const vfu *)p;
-#if VEC == 16
-    if (stride == 1) return (vf)_mm512_maskz_loadu_ps(first_lanes(n), p);
-#elif VEC == 8
-    if (stride == 1) return (vf)_mm256_maskload_ps(p, first_lanes(n));
-#endif
-    vf v = (vf){0};
-    for (int l = 0; l < n; l++) v[l] = p[l * stride];
-    return v;
-}
-
-/* p[l * stride] = lane l, for l < n (1 <= n <= VEC). */
-INLINE void store_n(float *p, size_t stride, vf v, int n) {
-    if (stride == 1 && n == VEC) {
-        *(vfu *)p = v;
-        return;
-    }
-#if VEC == 16
-    if (stride == 1) return _mm512_mask_storeu_ps(p, first_lanes(n), (__m512)v);
-#elif VEC == 8
-    if (stride == 1) return _mm256_maskstore_ps(p, first_lanes(n), (__m256)v);
-#endif
-    for (int l = 0; l < n; l++) p[l * stride] = v[l];
-}
-
 /* Lanes 0..n-1 (n <= VEC; none when n <= 0) from base[idx[l]], zero past n; idx holds VEC
  * readable entries. One gather instruction where the path has them. */
 INLINE vf load_idx(const float *base, const int *idx, int n) {
