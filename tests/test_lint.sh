@@ -32,7 +32,7 @@ fi
 if command -v shellcheck >/dev/null; then
   while IFS= read -r -d '' f; do
     lint shellcheck "$f" shellcheck "$f"
-  done < <(find scripts tests .ci -type f \( -name '*.sh' -o -name run -o -name fake-cli \) -print0)
+  done < <(find scripts tests .ci -type f \( -name '*.sh' -o -name run -o -name fake-cli -o -name fake-gpu \) -print0)
 else
   fail "shellcheck is not installed (scripts/install-deps.sh --test installs it)"
 fi

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh's window step (what a scarce GPU window runs first) against stand-ins for
+# the GPU machine's programs (tests/fake-gpu), so that a mistake of the script shows here and
+# not in the window: its three steps and their folders, the gate handed from the test step to
+# perf (no second run of the test programs), perf's order (our defaults against PyTorch eager,
+# the time to accuracy, torch.compile, the switches, each switch reaching the program), the
+# deadline that leaves out what no longer fits, and the tarballs of the logs. Runs in a copy of
+# the script with its scratch files under the suite's folder.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+R=$T/repo
+mkdir -p "$R/scripts" "$R/tests" "$R/build/tests" "$R/.gpu-carry" "$T/fake" "$T/scratch"
+cp "$SRC/scripts/gpu-check.sh" "$R/scripts/"
+for c in nvidia-smi nvcc make mpirun python3; do ln -s "$SRC/tests/fake-gpu" "$T/fake/$c"; done
+for c in cifar10-train cifar10-test cifar10-bench; do ln -s "$SRC/tests/fake-gpu" "$R/build/$c"; done
+for c in test_ops test_cuda test_dist make_synthetic; do ln -s "$SRC/tests/fake-gpu" "$R/build/tests/$c"; done
+ln -s "$SRC/tests/fake-gpu" "$R/.gpu-carry/make-cifar10-bin"
+: >"$R/.gpu-carry/bench_torch_0cefd96.py"
+: >"$R/.gpu-carry/cifar10-jpeg.tar.gz"
+echo "commit 0000000 (stand-in)" >"$R/.gpu-carry/source.txt"
+REAL_PYTHON=$(command -v python3)
+export REAL_PYTHON FAKE_LOG=$T/calls GPU_CHECK_TMP=$T/scratch PATH=$T/fake:$PATH
+
+# window SECONDS [FAIL-GLOB]: the window step with a budget of SECONDS, its results in $T/w.
+window() {
+  rm -rf "$T/w" "$T/scratch"/*
+  : >"$FAKE_LOG"
+  FAKE_FAIL=${2:-} GPU_CHECK_WINDOW_S=$1 OUT=$T/w run bash "$R/scripts/gpu-check.sh" window
+  # perf.txt as the step packed it with its logs
+  tar -xzOf "$T/w/perf/perf-logs.tar.gz" perf.txt >"$P" 2>/dev/null || : >"$P"
+}
+P=$T/perf.txt
+has() { # has DESCRIPTION FILE EXTENDED-REGEX
+  if grep -qE -- "$3" "$2" 2>/dev/null; then pass; else fail "$1: no line matching '$3' in $2: $(head -c 1500 "$2" 2>&1)"; fi
+}
+lacks() { # lacks DESCRIPTION FILE EXTENDED-REGEX
+  if ! grep -qE -- "$3" "$2" 2>/dev/null; then pass; else fail "$1: a line matches '$3' in $2"; fi
+}
+calls() { grep -c -- "^$1 " "$FAKE_LOG"; }
+# line N FILE: line N of FILE.
+line() { sed -n "${1}p" "$2"; }
+expect_line() { # expect_line DESCRIPTION FILE N EXTENDED-REGEX
+  if [[ $(line "$3" "$2") =~ $4 ]]; then pass; else fail "$1: line $3 of $2 is '$(line "$3" "$2")', want /$4/"; fi
+}
+
+# Everything fits.
+window 1000
+expect_rc 0 "window, everything fits"
+has "test step: its checks" "$T/w/test/summary.txt" '^check: test_ops: PASS'
+has "test step: training with graphs between buckets" "$T/w/test/summary.txt" \
+  '^check: airbench94 np=2 as graphs between buckets: PASS'
+has "test step: op by op" "$T/w/test/summary.txt" '^check: airbench94 train np=1, CIFAR10_CUDA_GRAPHS=off: PASS'
+has "test step: its count" "$T/w/test/summary.txt" '^gpu-check test: 0 check\(s\) failed$'
+has "perf: the test step's verdict as its gate" "$T/w/perf/summary.txt" "^gate: this window's test step passed$"
+check "perf runs test_ops and test_cuda no second time (test_ops twice, test_cuda twice: the test step's)" \
+  test "$(calls test_ops)-$(calls test_cuda)" = 2-2
+expect_line "perf: airbench94 bf16 first" "$P" 1 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager 1000.0, ours / eager 1.20$'
+expect_line "perf: then fp32" "$P" 2 '^airbench94-1024-fp32, nhwc, deterministic: ours 1200.0'
+expect_line "perf: then the workshop CNN" "$P" 3 '^workshop-512, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager 1000.0'
+for i in 1 2 3 4 5; do
+  expect_line "perf: bf16 seed $i to accuracy" "$P" $((3 + i)) \
+    "^airbench94 bf16 seed $i: final test accuracy 90.50% .*; time to accuracy 2.00 s$"
+done
+expect_line "perf: fp32 to accuracy" "$P" 9 '^airbench94 fp32 seed 1: final test accuracy 90.50% .*; time to accuracy 3.00 s$'
+expect_line "perf: the seeds' means" "$P" 10 '^airbench94 bf16, 5 seeds: mean accuracy 90.50 %, mean time to accuracy 2.00 s$'
+expect_line "perf: torch.compile, airbench94" "$P" 11 '^airbench94-1024-bf16: ours 1200.0 img/s, PyTorch torch.compile 1100.0, ours / compile 1.09$'
+expect_line "perf: torch.compile, workshop" "$P" 12 '^workshop-512: ours 1200.0 img/s, PyTorch torch.compile 1100.0'
+has "perf: CIFAR10_CUDA_ALGOS=fastest reached the program" "$P" '^airbench94-1024-bf16, nhwc, fastest: ours 1250.0'
+has "perf: CIFAR10_CUDA_LAYOUT=nchw reached the program" "$P" '^airbench94-1024-fp32, nchw, deterministic: ours 900.0'
+has "perf: --first-bias-stopped reached the program" "$P" '^airbench94-1024-fp32-first-bias-stopped, nhwc, deterministic: ours 1300.0'
+has "perf: CIFAR10_CUDA_GRAPHS=off reached the program" "$P" '^airbench94-1024-bf16-op-by-op, nhwc, deterministic: ours 1150.0'
+has "perf: the bf16 switches' runs" "$FAKE_LOG" '^cifar10-bench .*--precision bf16.* \| .*CIFAR10_CUDA_FILTERS=per-call'
+has "perf: bf16 copies" "$FAKE_LOG" '^cifar10-bench .*--precision bf16.* \| .*CIFAR10_CUDA_BF16=copies'
+has "perf: the small-conv switch in fp32, without --precision" "$FAKE_LOG" \
+  '^cifar10-bench --device=cuda --warmup 10 --steps 100 --runs 3 --model airbench94 --batch-size 1024 \| .*CIFAR10_CUDA_SMALL_CONV=cudnn'
+check "perf: 18 runs of ours at 100 steps (3 defaults, 15 switched)" test "$(grep -c '^cifar10-bench --device=cuda --warmup 10 --steps 100' "$FAKE_LOG")" = 18
+check "perf: a switch is set for its own run only (3 benches, 1 run to accuracy, the test step's 1 op by op)" test "$(grep -c '^cifar10-.*CIFAR10_CUDA_GRAPHS=off' "$FAKE_LOG")" = 5
+expect_line "perf: op by op to accuracy last" "$P" "$(wc -l <"$P")" \
+  '^airbench94 bf16 seed 1, op by op \(CIFAR10_CUDA_GRAPHS=off\): final test accuracy'
+lacks "perf: nothing skipped" "$P" '^skipped'
+has "perf: its count" "$T/w/perf/summary.txt" '^gpu-check perf: 0 check\(s\) failed$'
+has "cpu-quick ran" "$T/w/cpu/summary.txt" '^airbench94, batch 512, 2 threads: ours bf16 --bf16-isa amx 50.0 images/s$'
+has "window: its count" "$T/w/summary.txt" '^gpu-check window: 0 check\(s\) failed$'
+for f in test/test-logs.tar.gz perf/perf-logs.tar.gz cpu/cpu-quick-logs.tar.gz; do
+  check "the logs packed: $f" test -s "$T/w/$f"
+done
+check "the logs in the perf tarball" bash -c "tar -tzf '$T/w/perf/perf-logs.tar.gz' | grep -qx tta-bf16-1.log"
+check "perf.txt also at the end of perf's summary" bash -c "grep -qxF \"\$(tail -n 1 '$P')\" '$T/w/perf/summary.txt'"
+check "scratch files under GPU_CHECK_TMP" test -d "$T/scratch/cifar10-real/cifar-10-batches-bin" -a -e "$T/scratch/tta.safetensors"
+
+# A window of 70 s: perf's deadline (10 s from the start) passes before the time to accuracy:
+# the three runs against eager, then every later part skipped, one line each; cpu-quick runs.
+window 70
+expect_rc 0 "window of 70 s"
+expect_line "short window: airbench94 bf16" "$P" 1 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0'
+expect_line "short window: the workshop CNN" "$P" 3 '^workshop-512, nhwc, deterministic: ours 1200.0'
+expect_line "short window: the first run to accuracy skipped" "$P" 4 \
+  '^skipped: time to accuracy, bf16 seed 1 \(about 20 s needed, [0-9]+ s left in the window\)$'
+has "short window: torch.compile skipped" "$P" '^skipped: torch.compile, airbench94 bf16 '
+has "short window: a switch skipped" "$P" '^skipped: ours, airbench94-1024-fp32-op-by-op, nhwc, deterministic, CIFAR10_CUDA_GRAPHS=off '
+check "short window: no run to accuracy" test "$(calls cifar10-train)" = 0 -o "$(grep -c '^cifar10-train.*--no-eval' "$FAKE_LOG")" = 0
+check "short window: 3 runs of ours at 100 steps" test "$(grep -c '^cifar10-bench --device=cuda --warmup 10 --steps 100' "$FAKE_LOG")" = 3
+has "short window: cpu-quick ran" "$T/w/cpu/summary.txt" '^gpu-check cpu-quick: 0 check\(s\) failed$'
+
+# 30 s: not even cpu-quick's 45.
+window 30
+expect_rc 0 "window of 30 s"
+has "shorter window: cpu-quick skipped" "$T/w/summary.txt" '^window: cpu-quick skipped: [0-9]+ s left$'
+
+# A failed test step: perf still times, under its warning, and the window fails.
+window 1000 'test_cuda --bf16*'
+expect_rc 1 "window with a failed test step"
+has "failed test step: the check" "$T/w/test/summary.txt" '^check: test_cuda bf16: FAIL'
+expect_line "failed test step: perf's warning first" "$P" 1 '^GATE FAILED'
+expect_line "failed test step: perf's figures after it" "$P" 2 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0'
+has "failed test step: the window's count" "$T/w/summary.txt" '^gpu-check window: 2 check\(s\) failed$'
+
+summary "gpu-check.sh window (stand-ins)"
