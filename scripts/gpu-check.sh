@@ -64,9 +64,11 @@
 #                                  seconds) a part from the time to accuracy on that would not
 #                                  end by then is left out, with a "skipped:" line
 #   scripts/gpu-check.sh window    what a GPU window runs first, in one device call of at most
-#                                  GPU_CHECK_WINDOW_S (default 560 s): test, then perf with the
-#                                  test step's verdict as its gate and a deadline 60 s before the
-#                                  end, each in a folder of its own under the output folder
+#                                  GPU_CHECK_WINDOW_S (default 560 s): test (each check stopped
+#                                  after GPU_CHECK_CHECK_S, default 180 s: a deadlock costs one
+#                                  check, not the window), then perf with the test step's
+#                                  verdict as its gate and a deadline 60 s before the end (each
+#                                  of its runs stopped after GPU_CHECK_RUN_S, default 150 s), each in a folder of its own under the output folder
 #                                  (test/, perf/), then cpu-quick (cpu/) when 45 s are left; its
 #                                  own summary counts the steps that failed. (352 s on an H200
 #                                  at 2a0c811 without the torch.compile rows, which take 2
@@ -275,14 +277,25 @@ synthetic() { # synthetic DIR N: a small dataset, 5 x N training images and 200 
 }
 
 fails=0
-# check NAME COMMAND...: runs COMMAND with its output in $out/NAME.log (spaces as -) and prints
-# "check: NAME: PASS|FAIL|TIMEOUT (S s)" (TIMEOUT: exit status 124, timeout's), also to
-# summary.txt; on anything but PASS, the log's tail too.
+# Time limits, so that a hang (a deadlock in code that never ran on a GPU) costs one check or
+# one run and not the window: GPU_CHECK_CHECK_S for each check (unset: none; window sets it),
+# GPU_CHECK_RUN_S (default 150 s) for each program perf runs, twice that for torch.compile's.
+run_s=${GPU_CHECK_RUN_S:-150}
+# check NAME COMMAND...: runs COMMAND (a program or one of this script's functions) with its
+# output in $out/NAME.log (spaces as -) and prints "check: NAME: PASS|FAIL|TIMEOUT (S s)"
+# (TIMEOUT: exit status 124, timeout's), also to summary.txt; on anything but PASS, the log's
+# tail too. Under GPU_CHECK_CHECK_S it runs in a child bash given this script's options and
+# functions (declare -f) under timeout, which stops the child's processes too.
 check() {
   local name=$1 t0=$SECONDS verdict=PASS status=0
   shift
   local log=$out/${name// /-}.log
-  "$@" >"$log" 2>&1 || status=$?
+  if [[ -n ${GPU_CHECK_CHECK_S:-} ]]; then
+    timeout -k 10 "$GPU_CHECK_CHECK_S" bash -euo pipefail -c "$(declare -f)"$'\n''"$@"' check "$@" >"$log" 2>&1 ||
+      status=$?
+  else
+    "$@" >"$log" 2>&1 || status=$?
+  fi
   ((status == 0)) || verdict=FAIL
   ((status != 124)) || verdict=TIMEOUT
   echo "check: $name: $verdict ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
@@ -513,7 +526,9 @@ real_data() {
 perf_torch() {
   local name=$1
   shift
-  python3 "$carry/bench_torch_0cefd96.py" --device cuda --warmup 10 --steps 100 --runs 3 "$@" \
+  local limit=$run_s
+  [[ " $* " == *" --compile "* ]] && limit=$((2 * run_s))
+  timeout -k 10 "$limit" python3 "$carry/bench_torch_0cefd96.py" --device cuda --warmup 10 --steps 100 --runs 3 "$@" \
     >"$out/perf-torch-$name.log" 2>&1
   images_per_s "$out/perf-torch-$name.log"
 }
@@ -523,8 +538,8 @@ perf_torch() {
 perf_ours() {
   local name=$1 layout=$2 algos=$3 peer=$4
   shift 4
-  CIFAR10_CUDA_LAYOUT=$layout CIFAR10_CUDA_ALGOS=$algos build/cifar10-bench --device=cuda --warmup 10 --steps 100 \
-    --runs 3 "$@" >"$out/perf-$name-$layout-$algos.log" 2>&1 ||
+  CIFAR10_CUDA_LAYOUT=$layout CIFAR10_CUDA_ALGOS=$algos timeout -k 10 "$run_s" build/cifar10-bench --device=cuda \
+    --warmup 10 --steps 100 --runs 3 "$@" >"$out/perf-$name-$layout-$algos.log" 2>&1 ||
     { echo "cifar10-bench failed: perf-$name-$layout-$algos.log"; fails=$((fails + 1)); }
   local ours ratio='?'
   ours=$(images_per_s "$out/perf-$name-$layout-$algos.log")
@@ -561,7 +576,7 @@ fits() {
 tta_run() {
   local prec=$1 seed=$2 log=$out/tta-$1-$2${3:+-op-by-op}.log what="airbench94 $1 seed $2"
   [[ -n ${3:-} ]] && what+=", op by op ($3)"
-  env "${@:3}" build/cifar10-train --device=cuda --model airbench94 --precision "$prec" --no-eval --seed "$seed" \
+  env "${@:3}" timeout -k 10 "$run_s" build/cifar10-train --device=cuda --model airbench94 --precision "$prec" --no-eval --seed "$seed" \
     --model-file "$scratch/tta.safetensors" --resume never "$scratch/cifar10-real" >"$log" 2>&1 ||
     { echo "training failed: $log"; fails=$((fails + 1)); }
   echo "$what: $(grep -h '^final test accuracy' "$log"); $(grep -h '^time to accuracy' "$log")" | tee -a "$out/perf.txt"
@@ -770,6 +785,9 @@ check_cpu_quick() {
   step_done cpu-quick
 }
 
+# The variables this script's functions read, for check's child bash (GPU_CHECK_CHECK_S).
+export out scratch carry
+
 case $step in
   prepare) prepare ;;
   base) base "$2" ;;
@@ -783,11 +801,12 @@ case $step in
   perf) check_perf ;;
   window)
     # The call's limit (GPU_CHECK_WINDOW_S, default 560 s: the device call's "timeout -s TERM
-    # 570" less a margin): perf leaves out what no longer fits and keeps the last 60 s for
-    # cpu-quick. (This script from the repository root, where it runs, whatever the caller's
-    # directory.)
+    # 570" less a margin): each of the test step's checks gets at most 180 s, perf leaves out
+    # what no longer fits and keeps the last 60 s for cpu-quick. (This script from the
+    # repository root, where it runs, whatever the caller's directory.)
     window_end=$(($(date +%s) + ${GPU_CHECK_WINDOW_S:-560})) gate=passed
-    OUT=$out/test GPU_CHECK_WINDOW=1 bash scripts/gpu-check.sh test || { fails=$((fails + 1)) gate=failed; }
+    OUT=$out/test GPU_CHECK_WINDOW=1 GPU_CHECK_CHECK_S=${GPU_CHECK_CHECK_S:-180} bash scripts/gpu-check.sh test ||
+      { fails=$((fails + 1)) gate=failed; }
     OUT=$out/perf GPU_CHECK_GATE=$gate GPU_CHECK_DEADLINE=$((window_end - 60)) bash scripts/gpu-check.sh perf ||
       fails=$((fails + 1))
     if ((window_end - $(date +%s) >= 45)); then

@@ -22,11 +22,12 @@ echo "commit 0000000 (stand-in)" >"$R/.gpu-carry/source.txt"
 REAL_PYTHON=$(command -v python3)
 export REAL_PYTHON FAKE_LOG=$T/calls GPU_CHECK_TMP=$T/scratch PATH=$T/fake:$PATH
 
-# window SECONDS [FAIL-GLOB]: the window step with a budget of SECONDS, its results in $T/w.
+# window SECONDS [FAIL-GLOB [HANG-GLOB]]: the window step with a budget of SECONDS, its results
+# in $T/w.
 window() {
   rm -rf "$T/w" "$T/scratch"/*
   : >"$FAKE_LOG"
-  FAKE_FAIL=${2:-} GPU_CHECK_WINDOW_S=$1 OUT=$T/w run bash "$R/scripts/gpu-check.sh" window
+  FAKE_FAIL=${2:-} FAKE_HANG=${3:-} GPU_CHECK_WINDOW_S=$1 OUT=$T/w run bash "$R/scripts/gpu-check.sh" window
   # perf.txt as the step packed it with its logs
   tar -xzOf "$T/w/perf/perf-logs.tar.gz" perf.txt >"$P" 2>/dev/null || : >"$P"
 }
@@ -126,5 +127,18 @@ has "failed test step: the check" "$T/w/test/summary.txt" '^check: test_cuda bf1
 expect_line "failed test step: perf's warning first" "$P" 1 '^GATE FAILED'
 expect_line "failed test step: perf's figures after it" "$P" 2 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0'
 has "failed test step: the window's count" "$T/w/summary.txt" '^gpu-check window: 2 check\(s\) failed$'
+
+# Hangs (a deadlock's stand-in) in a check of the test step and in one of perf's runs: each
+# costs its time limit (3 s here, 180 s and 150 s by default), its processes are stopped, and
+# the rest runs.
+t0=$SECONDS
+GPU_CHECK_CHECK_S=3 GPU_CHECK_RUN_S=3 window 1000 '' '@(cifar10-train *--epochs 2.5 *--precision bf16 *|cifar10-bench *--first-bias-stopped*)'
+check "hangs: the window ends within its limits, not the hang's 987 s ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -lt 120
+expect_rc 1 "hangs: the window fails"
+has "hangs: the check that hung" "$T/w/test/summary.txt" '^check: airbench94 bf16 train np=2: TIMEOUT \([0-9]+ s\)$'
+has "hangs: the checks after it ran" "$T/w/test/summary.txt" '^gpu-check test: 1 check\(s\) failed$'
+has "hangs: the run that hung has no figure" "$P" '^airbench94-1024-bf16-first-bias-stopped, nhwc, deterministic: ours \? img/s'
+has "hangs: the runs after it have theirs" "$P" '^workshop-512-op-by-op, nhwc, deterministic: ours 1150.0'
+check "hangs: no stand-in left hanging" bash -c '! pgrep -f "sleep 98[7]" >/dev/null'
 
 summary "gpu-check.sh window (stand-ins)"
