@@ -545,7 +545,7 @@ perf_ours() {
   ours=$(images_per_s "$out/perf-$name-$layout-$algos.log")
   [[ -n $ours && -n $peer ]] && ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$ours" "$peer")
   echo "$name, $layout, $algos: ours ${ours:-?} img/s, PyTorch eager ${peer:-?}, ours / eager $ratio" |
-    tee -a "$out/perf.txt"
+    tee -a "$out/perf.txt" "$out/summary.txt"
 }
 
 # perf_compile NAME OURS FLAGS...: PyTorch with torch.compile (the 0cefd96 script, 100 steps x 3
@@ -556,7 +556,7 @@ perf_compile() {
   shift 2
   peer=$(perf_torch "$name-compile" --compile "$@")
   [[ -n $ours && -n $peer ]] && ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$ours" "$peer")
-  echo "$name: ours ${ours:-?} img/s, PyTorch torch.compile ${peer:-?}, ours / compile $ratio" | tee -a "$out/perf.txt"
+  echo "$name: ours ${ours:-?} img/s, PyTorch torch.compile ${peer:-?}, ours / compile $ratio" | tee -a "$out/perf.txt" "$out/summary.txt"
 }
 
 # fits SECONDS WHAT: whether SECONDS more fit before GPU_CHECK_DEADLINE (the epoch second a
@@ -567,7 +567,7 @@ fits() {
   [[ -n ${GPU_CHECK_DEADLINE:-} ]] || return 0
   local left=$((GPU_CHECK_DEADLINE - $(date +%s)))
   ((left >= $1)) && return 0
-  echo "skipped: $2 (about $1 s needed, $left s left in the window)" | tee -a "$out/perf.txt"
+  echo "skipped: $2 (about $1 s needed, $left s left in the window)" | tee -a "$out/perf.txt" "$out/summary.txt"
   return 1
 }
 
@@ -579,7 +579,7 @@ tta_run() {
   env "${@:3}" timeout -k 10 "$run_s" build/cifar10-train --device=cuda --model airbench94 --precision "$prec" --no-eval --seed "$seed" \
     --model-file "$scratch/tta.safetensors" --resume never "$scratch/cifar10-real" >"$log" 2>&1 ||
     { echo "training failed: $log"; fails=$((fails + 1)); }
-  echo "$what: $(grep -h '^final test accuracy' "$log"); $(grep -h '^time to accuracy' "$log")" | tee -a "$out/perf.txt"
+  echo "$what: $(grep -h '^final test accuracy' "$log"); $(grep -h '^time to accuracy' "$log")" | tee -a "$out/perf.txt" "$out/summary.txt"
 }
 
 # check_perf: the GPU issue's step, its results in perf.txt as they come, in the order of what
@@ -592,6 +592,8 @@ tta_run() {
 # CIFAR10_CUDA_LAYOUT, CIFAR10_CUDA_GRAPHS, CIFAR10_CUDA_SMALL_CONV, CIFAR10_CUDA_BF16,
 # CIFAR10_CUDA_FILTERS, and airbench94's steps once the first bias stops); 1 bf16 run to
 # accuracy op by op. From the time to accuracy on, each part runs only when it fits (fits).
+# Every line goes to summary.txt too as it comes: a call cut off at its limit still brings
+# back the figures so far in the few files the device tool returns.
 check_perf() {
   build build/tests/test_ops build/tests/test_cuda
   [[ -f $carry/bench_torch_0cefd96.py ]] || die ".gpu-carry/bench_torch_0cefd96.py missing (run 'prepare')"
@@ -608,7 +610,7 @@ check_perf() {
   # nothing, so the figures come with a warning and are not results.
   ((fails == 0)) ||
     echo "GATE FAILED (summary.txt): the timings below are of a build that failed its checks, not results" |
-    tee -a "$out/perf.txt"
+    tee -a "$out/perf.txt" "$out/summary.txt"
   local prec name run
   local -A eager=()
   local -a air=(--model airbench94 --batch-size 1024) ours=() torch=()
@@ -625,7 +627,7 @@ check_perf() {
   done
   grep 'bf16 seed' "$out/perf.txt" | sed -n 's/.*accuracy \([0-9.]*\)%.*time to accuracy \([0-9.]*\) s.*/\1 \2/p' |
     awk '{a += $1; s += $2; n++} END {if (n) printf "airbench94 bf16, %d seeds: mean accuracy %.2f %%, mean time to accuracy %.2f s\n", n, a / n, s / n}' |
-    tee -a "$out/perf.txt"
+    tee -a "$out/perf.txt" "$out/summary.txt"
   # against torch.compile: airbench94 in bf16 (the issue's target; fp32 would cost 40 s more)
   # and the workshop CNN
   fits 150 "torch.compile, airbench94 bf16" &&
@@ -657,7 +659,6 @@ check_perf() {
   variant workshop-512 nchw deterministic "${eager[workshop]}" - --batch-size 512
   variant workshop-512-op-by-op nhwc deterministic "${eager[workshop]}" CIFAR10_CUDA_GRAPHS=off --batch-size 512
   fits 20 "time to accuracy, bf16 seed 1 op by op" && tta_run bf16 1 CIFAR10_CUDA_GRAPHS=off
-  cat "$out/perf.txt" >>"$out/summary.txt"
   step_done perf
 }
 
