@@ -23,6 +23,9 @@ void batches_init(struct batches *b, const struct kernels *k, int max_batch) {
 
 void batches_free(struct batches *b) {
     const struct kernels *k = b->k;
+    /* A batch submitted for a step that never ran may still be in flight on the input queue:
+     * free nothing it copies from or to until it has landed, nor what a step still reads. */
+    for (int s = 0; s < 2; s++) k->event_wait(b->uploaded[s]), k->event_wait(b->consumed[s]);
     for (int s = 0; s < 2; s++) {
         k->free(b->dev_img[s]), k->free(b->dev_geom[s]), k->free(b->dev_labels[s]);
         k->host_free(b->host[s].img), k->host_free(b->host[s].geom), k->host_free(b->host[s].labels);

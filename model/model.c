@@ -764,6 +764,14 @@ void model_update(struct model *m, const struct model_update *u) {
 
 void model_stop_training(struct model *m, int t) {
     CHECK(t >= 0 && t < m->ntensors && m->tensors[t].home == HOME_PARAMS);
+    /* Its gradient slice stays in the allreduce's buckets but is no longer written: zeroed
+     * once, it sums to 0 (left as it was, every step would sum it again, doubling it on two
+     * ranks until it reached inf). */
+    size_t n = m->tensors[t].numel;
+    float *zeros = XALLOC(n * sizeof(float));
+    memset(zeros, 0, n * sizeof(float));
+    m->k->upload(m->grads + m->tensors[t].offset, zeros, n * sizeof(float));
+    free(zeros);
     m->tensors[t].stopped = 1;
     m->sgd_groups_stale = 1;
     graphs_clear(m); /* the backward changes: the graphs recorded before are stale */

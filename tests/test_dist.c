@@ -268,6 +268,45 @@ static void test_steps(const struct net_def *net, const struct cifar_set *set, i
     model_free(&dm), model_free(&lm);
 }
 
+/* A tensor that stops training (model_stop_training: airbench94's first bias) keeps its slice of
+ * the gradient buckets, which backward no longer writes: that slice must sum to 0 in the steps
+ * after, not again and again to what it held (doubling on two ranks), and the tensor must stay
+ * as it was while the rest trains. */
+static void test_stopped_tensor(const struct cifar_set *set, int B) {
+    struct model m;
+    struct batches q;
+    model_init(&m, &net_workshop_cnn, K, B, 5);
+    batches_init(&q, K, B);
+    struct dist_grads *g = dist_grads_attach(&m, 65536, on_gpu);
+    const struct model_tensor *bias = &m.tensors[m.layers[0].bias], *w = &m.tensors[m.layers[0].weight];
+    size_t P = m.nparams;
+    float *grads = fnew(P), *before = fnew(P), *after = fnew(P), stats[MODEL_STATS];
+    int *perm = XALLOC((size_t)set->n * sizeof(int));
+    shard_permutation(7, 0, set->n, perm);
+    for (int step = 0; step < 4; step++) {
+        submit(&q, set, shard_slice(perm, step, d.rank, d.world, B), B);
+        check_forward_backward(&m, &q);
+        dist_grads_finish(g, stats);
+        model_sgd_step(&m, LR, 0.9f, WEIGHT_DECAY, 1.0f / d.world);
+        if (step == 0) model_stop_training(&m, m.layers[0].bias), model_get_state(&m, before, NULL, NULL);
+    }
+    model_get_state(&m, after, NULL, NULL);
+    K->download(grads, m.grads, P * sizeof(float));
+    size_t nonzero = 0, moved = 0;
+    for (size_t i = 0; i < bias->numel; i++) nonzero += grads[bias->offset + i] != 0.0f;
+    for (size_t i = 0; i < bias->numel; i++) moved += after[bias->offset + i] != before[bias->offset + i];
+    EXPECT(nonzero == 0,
+           "rank %d: %zu of the stopped bias's %zu gradients are not 0 three steps after its stop", d.rank,
+           nonzero, bias->numel);
+    EXPECT(moved == 0, "rank %d: %zu of the stopped bias's values moved", d.rank, moved);
+    EXPECT(memcmp(after + w->offset, before + w->offset, w->numel * sizeof(float)) != 0,
+           "rank %d: the first layer's weight stopped training too", d.rank);
+    dist_grads_free(g);
+    free(grads), free(before), free(after), free(perm);
+    batches_free(&q);
+    model_free(&m);
+}
+
 /* HOST mode: the first of two buckets starts as a layer hands its gradients over, then the
  * caller computes for 0.5 s without calling MPI, as a long layer's backward does. Open MPI moves
  * a collective only inside MPI calls, and the ring's second round waits for one: the bucket's
@@ -339,6 +378,7 @@ int main(int argc, char **argv) {
     struct cifar_set set = check_random_set(n, 12345, &raw);
     test_steps(&net_workshop_cnn, &set, B, 65536);
     test_steps(&test_net, &set, B, 2048); /* frozen tensors: the ready ranges skip them */
+    test_stopped_tensor(&set, B);
     const char *nets[] = {net_workshop_cnn.name, test_net.name};
     if (out_dir && d.rank == 0) write_meta(nets, 2);
     free(set.records), free(raw);
