@@ -135,7 +135,7 @@ light_lane() {
   suite dockerfile tests/test_dockerfile.sh
   suite "k8s manifests" "$PY" tests/test_k8s.py
   suite "eks scripts" tests/test_eks_scripts.sh
-  suite "gpu-check.sh window (stand-ins)" tests/test_gpu_check.sh
+  suite "gpu-check.sh steps (stand-ins)" tests/test_gpu_check.sh
   suite "scaling model (scripts/scaling-model.py)" tests/test_scaling_model.sh
   if "$PY" -c 'import matplotlib' 2>/dev/null; then
     suite "plots (scripts/plot-run.py)" "$PY" tests/test_plots.py

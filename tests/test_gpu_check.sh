@@ -5,14 +5,18 @@
 # perf (no second run of the test programs), perf's order (our defaults against PyTorch eager,
 # the time to accuracy, torch.compile, the switches, each switch reaching the program), the
 # deadline that leaves out what no longer fits, and the tarballs of the logs. Runs in a copy of
-# the script with its scratch files under the suite's folder.
+# the script with its scratch files under the suite's folder. Then the other steps that run on
+# the GPU machine, each alone: sanitize (racecheck's judgement: a hazard in one of our kernels
+# fails it, hazards in cuDNN's only do not), bench, profile, base and cpu (the base commit
+# benchmarked beside ours; without one, ours only), train: their exit status, their
+# summary.txt's lines, their tarballs of the logs.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 R=$T/repo
 mkdir -p "$R/scripts" "$R/tests" "$R/build/tests" "$R/.gpu-carry" "$T/fake" "$T/scratch"
 cp "$SRC/scripts/gpu-check.sh" "$R/scripts/"
-for c in nvidia-smi nvcc make mpirun python3; do ln -s "$SRC/tests/fake-gpu" "$T/fake/$c"; done
+for c in nvidia-smi nvcc make mpirun python3 compute-sanitizer ncu; do ln -s "$SRC/tests/fake-gpu" "$T/fake/$c"; done
 for c in cifar10-train cifar10-test cifar10-bench; do ln -s "$SRC/tests/fake-gpu" "$R/build/$c"; done
 for c in test_ops test_cuda test_dist make_synthetic; do ln -s "$SRC/tests/fake-gpu" "$R/build/tests/$c"; done
 ln -s "$SRC/tests/fake-gpu" "$R/.gpu-carry/make-cifar10-bin"
@@ -142,4 +146,130 @@ has "hangs: the run that hung has no figure" "$P" '^airbench94-1024-bf16-first-b
 has "hangs: the runs after it have theirs" "$P" '^workshop-512-op-by-op, nhwc, deterministic: ours 1150.0'
 check "hangs: no stand-in left hanging" bash -c '! pgrep -f "sleep 98[7]" >/dev/null'
 
-summary "gpu-check.sh window (stand-ins)"
+# step NAME [FAIL-GLOB]: step NAME alone, its results in $T/s/NAME, its summary.txt as $S and
+# its tarball's files under $T/l.
+step() {
+  rm -rf "$T/s" "$T/l" "$T/scratch"/*
+  mkdir -p "$T/l"
+  : >"$FAKE_LOG"
+  FAKE_FAIL=${2:-} OUT=$T/s/$1 run bash "$R/scripts/gpu-check.sh" "$1"
+  S=$T/s/$1/summary.txt
+  tar -xzf "$T/s/$1/$1-logs.tar.gz" -C "$T/l" 2>/dev/null
+  check "$1: its logs packed" test -s "$T/s/$1/$1-logs.tar.gz"
+}
+
+# sanitize: hazards in cuDNN's kernels only (racecheck exits 9 for them too): counted, passed.
+FAKE_RACE="sm90_xmma_fprop_nhwc_on_kernel__5x_cudnn" step sanitize
+expect_rc 0 "sanitize, hazards in cuDNN's kernels only"
+for c in "memcheck train" "racecheck train" "synccheck train" "memcheck test_dist np=2"; do
+  has "sanitize: $c" "$S" "^check: $c: PASS"
+done
+has "sanitize: its count" "$S" '^gpu-check sanitize: 0 check\(s\) failed$'
+has "sanitize: cuDNN's hazards counted" "$T/l/racecheck-train.log" \
+  "^racecheck: 2 access site\(s\) of hazards in cuDNN's kernels, 0 in ours$"
+has "sanitize: memcheck with the leak check" "$FAKE_LOG" \
+  '^compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 build/cifar10-train --device=cuda '
+has "sanitize: racecheck on the kernels named *_kernel" "$FAKE_LOG" \
+  '^compute-sanitizer --tool racecheck --kernel-name kns=_kernel --error-exitcode 9 build/cifar10-train '
+has "sanitize: test_dist on 2 ranks" "$FAKE_LOG" \
+  '^mpirun -np 2 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_dist --device cuda '
+# the same with each check in a child bash under a time limit (as the window's test step runs
+# them): a function's failing command on its own line must not end it early there either
+FAKE_RACE="sm90_xmma_fprop_nhwc_on_kernel__5x_cudnn" GPU_CHECK_CHECK_S=60 step sanitize
+expect_rc 0 "sanitize under GPU_CHECK_CHECK_S, hazards in cuDNN's kernels only"
+has "sanitize under GPU_CHECK_CHECK_S: racecheck's verdict" "$S" '^check: racecheck train: PASS'
+# a hazard in one of ours: the racecheck check fails, the others run and pass
+FAKE_RACE="sm90_xmma_fprop_nhwc_on_kernel__5x_cudnn conv_bias_kernel" step sanitize
+expect_rc 1 "sanitize, a hazard in our kernel"
+has "sanitize: our hazard fails racecheck" "$S" '^check: racecheck train: FAIL'
+has "sanitize: synccheck after it" "$S" '^check: synccheck train: PASS'
+has "sanitize: our hazard's count" "$S" '^gpu-check sanitize: 1 check\(s\) failed$'
+has "sanitize: our hazards counted" "$T/l/racecheck-train.log" \
+  "^racecheck: 2 access site\(s\) of hazards in cuDNN's kernels, 2 in ours$"
+# a racecheck run that does not finish (no "Finished Training")
+step sanitize 'compute-sanitizer --tool racecheck *'
+expect_rc 1 "sanitize, racecheck's run failed"
+has "sanitize: an unfinished run fails racecheck" "$T/l/racecheck-train.log" '^racecheck: the run did not finish$'
+has "sanitize: an unfinished run's verdict" "$S" '^check: racecheck train: FAIL'
+
+# bench: ours against PyTorch eager and torch.compile; NCHW reached ours
+step bench
+expect_rc 0 bench
+for b in 128 512; do has "bench: batch $b" "$S" "^batch $b: 1200.0 / 1000.0 / 1100.0$"; done
+has "bench: its heading" "$S" '^images/s: ours / PyTorch eager / torch.compile$'
+has "bench: airbench94" "$S" '^airbench94, batch 1024: 1200.0 / 1000.0 / -$'
+has "bench: airbench94 bf16" "$S" '^airbench94, batch 1024, bf16: 1200.0 / 1000.0 / -$'
+has "bench: ours in NCHW" "$S" '^ours in NCHW \(CIFAR10_CUDA_LAYOUT=nchw\), airbench94 at 1024: 900.0, bf16: 900.0$'
+has "bench: ours in bf16" "$FAKE_LOG" '^cifar10-bench --device=cuda --precision bf16 --model airbench94 .*CIFAR10_CUDA_LAYOUT=nchw'
+has "bench: PyTorch in bf16" "$FAKE_LOG" '^python3 scripts/bench_torch.py --device cuda --bf16 --model airbench94 '
+
+# profile: ncu's summary of ours, PyTorch's profile and its 3 other settings, each configuration
+step profile
+expect_rc 0 profile
+for c in workshop-512 airbench94-1024 airbench94-1024-bf16; do
+  has "profile: $c" "$S" "^== $c$"
+  has "profile: ncu's summary of $c" "$T/l/ncu-$c.log" '^  conv_kernel \(stand-in\)'
+done
+check "profile: 4 PyTorch lines a configuration" test "$(grep -c '^PyTorch' "$S")" = 12
+lacks "profile: ncu ran" "$S" 'ncu failed|ncu not found'
+has "profile: ncu on ours' timed range, bf16" "$FAKE_LOG" \
+  '^ncu .*--nvtx-include timed/ .* build/cifar10-bench --device=cuda --model airbench94 --batch-size 1024 --precision bf16 --warmup 5 '
+has "profile: PyTorch in NCHW with deterministic algorithms" "$FAKE_LOG" \
+  '^python3 scripts/bench_torch.py --device cuda --model airbench94 --batch-size 1024 --bf16 --memory-format contiguous --deterministic '
+step profile 'ncu *'
+expect_rc 0 "profile, ncu failed"
+has "profile: ncu's failure said" "$S" '^ncu failed \(1\): see ncu-workshop-512.log$'
+check "profile: PyTorch's side all the same" test "$(grep -c '^PyTorch' "$S")" = 12
+# torch.profiler's run failed: said, and the rest runs
+step profile 'python3 scripts/bench_torch.py *--profile 2'
+expect_rc 0 "profile, PyTorch's profile failed"
+has "profile: PyTorch's profile's failure said" "$S" '^torch profile failed: see torch-profile-airbench94-1024-bf16.log$'
+check "profile: PyTorch's 3 other settings a configuration" test "$(grep -c '^PyTorch' "$S")" = 9
+
+# base: a commit of the copy (a repository of its own) as .gpu-carry/base.tar.gz; cpu then
+# builds it (the stand-in make) and runs it beside ours.
+git -C "$R" init -q && git -C "$R" add scripts &&
+  git -C "$R" -c user.name=t -c user.email=t@t.invalid -c commit.gpgsign=false commit -qm base
+rev=$(git -C "$R" rev-parse HEAD)
+OUT=$T/b run bash "$R/scripts/gpu-check.sh" base HEAD
+expect_rc 0 base
+check "base: its tree" bash -c "tar -tzf '$R/.gpu-carry/base.tar.gz' | grep -qx base/scripts/gpu-check.sh"
+check "base: its commit" test "$(cat "$R/.gpu-carry/base.rev")" = "$rev"
+step cpu
+expect_rc 0 "cpu with a base"
+expect_out "cpu: the base's commit" "^base: $rev$"
+for m in "airbench94, batch 512" "workshop-cnn, batch 128"; do
+  has "cpu: $m, fp32 and its path" "$S" "^$m, 2 threads: ours fp32 50.0 images/s \(avx512\)$"
+  has "cpu: $m, fp32 against the base" "$S" "^$m, fp32, against the base: ours 50.0 images/s, base 40.0: 1.250x$"
+  for v in amx amx-im2col avx512bf16; do has "cpu: $m, bf16 on $v" "$S" "^$m, 2 threads: ours bf16 on $v 50.0 images/s$"; done
+  has "cpu: $m, amx against the base" "$S" "^$m, bf16 on amx, against the base: ours 50.0 images/s, base 40.0: 1.250x$"
+done
+check "cpu: PyTorch fp32 and bf16 a model" test "$(grep -c '^PyTorch' "$S")" = 4
+has "cpu: 20 steps of airbench94" "$S" '^check: airbench94 bf16 on the CPU, 20 steps: PASS'
+has "cpu: its count" "$S" '^gpu-check cpu: 0 check\(s\) failed$'
+check "cpu: the base's logs" test -s "$T/l/cpu-airbench94-amx-base.log" -a -e "$T/l/base-build.log"
+has "cpu: the CPU" "$T/l/cpu.txt" '^flags: '
+# without a base, ours only; a bf16 path the CPU lacks and a failed PyTorch said, not fatal
+rm "$R/.gpu-carry/base.tar.gz"
+step cpu '@(cifar10-bench *--bf16-isa avx512bf16*|python3 scripts/bench_torch.py --device cpu --model workshop-cnn *)'
+expect_rc 0 "cpu without a base"
+lacks "cpu without a base: no base" "$S" 'against the base'
+check "cpu without a base: no base line" bash -c "! grep -q '^base:' '$T/out'"
+has "cpu without a base: ours" "$S" '^workshop-cnn, batch 128, 2 threads: ours bf16 on amx 50.0 images/s$'
+has "cpu: a path that failed" "$S" '^airbench94, batch 512: ours bf16 on avx512bf16: cifar10-bench: a planted failure$'
+has "cpu: PyTorch's failure said" "$S" '^PyTorch fp32 failed: see cpu-workshop-cnn-torch.log$'
+has "cpu: the checks after PyTorch's failure" "$S" '^gpu-check cpu: 0 check\(s\) failed$'
+
+# train: the workshop CNN's 10 epochs, scored; airbench94's recipe in fp32 and bf16
+step train
+expect_rc 0 train
+expect_line "train: the workshop CNN's time" "$S" 1 '^workshop-cnn, 10 epochs, its recipe, 1 GPU: [0-9]+ s wall \(process start to model file\)$'
+expect_line "train: its score" "$S" 2 '^Accuracy of the network on the 10000 test images: 90 %$'
+expect_line "train: airbench94's time" "$S" 3 '^airbench94, 9.9 epochs, no per-epoch evaluation, 1 GPU: [0-9]+ s wall'
+expect_line "train: airbench94's score" "$S" 4 '^final test accuracy 90.50% '
+expect_line "train: bf16's time" "$S" 5 '^airbench94 --precision bf16, the same: [0-9]+ s wall$'
+expect_line "train: bf16's score" "$S" 6 '^final test accuracy 90.50% '
+has "train: bf16 reached the program" "$FAKE_LOG" '^cifar10-train --device=cuda --model airbench94 --precision bf16 --no-eval '
+check "train: the logs" test -s "$T/l/train-airbench94-bf16.log" -a -s "$T/l/test.log"
+
+summary "gpu-check.sh (stand-ins)"
