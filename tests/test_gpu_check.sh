@@ -106,24 +106,53 @@ done
 check "keep: perf.txt as the window wrote it" cmp -s "$K/perf/perf.txt" "$P"
 has "keep: the build logs left out, listed" "$K/not-kept.txt" '^perf/build.log '
 
-# A window of 70 s: perf's deadline (10 s from the start) passes before the time to accuracy:
-# the three runs against eager, then every later part skipped, one line each; cpu-quick runs.
+# perf alone, 35 s before its deadline: each part runs only if its usual time fits (the eager
+# runs 30 s, ours 20, the real images 40, a switch 15), one "skipped" line for each other.
+perf_alone() {
+  rm -rf "$T/p" "$T/scratch"/*
+  : >"$FAKE_LOG"
+  GPU_CHECK_GATE=passed GPU_CHECK_DEADLINE=$(($(date +%s) + $1)) OUT=$T/p run bash "$R/scripts/gpu-check.sh" perf
+  tar -xzOf "$T/p/perf-logs.tar.gz" perf.txt >"$P" 2>/dev/null || : >"$P"
+}
+perf_alone 35
+expect_rc 0 "perf 35 s before its deadline"
+expect_line "deadline: airbench94 bf16 against eager" "$P" 1 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager 1000.0'
+expect_line "deadline: the real images skipped" "$P" 4 \
+  '^skipped: the real images for the runs to accuracy \(about 40 s needed, 3[0-5] s left before the deadline\)$'
+has "deadline: torch.compile skipped" "$P" '^skipped: torch.compile, airbench94 bf16 '
+check "deadline: no run to accuracy" test "$(grep -c '^cifar10-train' "$FAKE_LOG")" = 0
+has "deadline: the switches ran (15 s each)" "$P" '^airbench94-1024-fp32-op-by-op, nhwc, deterministic: ours 1150.0'
+perf_alone 25
+expect_line "25 s: the eager run skipped" "$P" 1 '^skipped: PyTorch eager, airbench94 bf16 '
+expect_line "25 s: ours without a peer" "$P" 2 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager \?, ours / eager \?$'
+
+# The test step past its deadline: no check starts; each says SKIPPED and counts as failed.
+rm -rf "$T/t" && GPU_CHECK_DEADLINE=$(($(date +%s) - 1)) OUT=$T/t run bash "$R/scripts/gpu-check.sh" test
+expect_rc 1 "test past its deadline"
+has "test past its deadline: skipped" "$T/t/summary.txt" '^check: test_ops: SKIPPED \([0-9]+ s\)$'
+check "test past its deadline: nothing ran" test "$(grep -c '^test_ops\|^cifar10-train' "$FAKE_LOG")" = 0
+
+# A window of 70 s: the test step's checks all past its deadline (250 s before the end), so
+# the gate fails; perf's deadline (75 s before the end) has passed too: everything skipped;
+# cpu-quick (60 s) still runs.
 window 70
-expect_rc 0 "window of 70 s"
-expect_line "short window: airbench94 bf16" "$P" 1 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0'
-expect_line "short window: the workshop CNN" "$P" 3 '^workshop-512, nhwc, deterministic: ours 1200.0'
-expect_line "short window: the first run to accuracy skipped" "$P" 4 \
-  '^skipped: time to accuracy, bf16 seed 1 \(about 20 s needed, [0-9]+ s left in the window\)$'
-has "short window: torch.compile skipped" "$P" '^skipped: torch.compile, airbench94 bf16 '
-has "short window: a switch skipped" "$P" '^skipped: ours, airbench94-1024-fp32-op-by-op, nhwc, deterministic, CIFAR10_CUDA_GRAPHS=off '
-check "short window: no run to accuracy" test "$(grep -c '^cifar10-train.*--no-eval' "$FAKE_LOG")" = 0
-check "short window: 3 runs of ours at 100 steps" test "$(grep -c '^cifar10-bench --device=cuda --warmup 10 --steps 100' "$FAKE_LOG")" = 3
+expect_rc 1 "window of 70 s"
+has "short window: the test step skipped" "$T/w/test/summary.txt" '^check: test_ops: SKIPPED'
+expect_line "short window: perf's gate" "$P" 1 '^GATE FAILED'
+expect_line "short window: perf skipped" "$P" 2 '^skipped: PyTorch eager, airbench94 bf16 '
+check "short window: no run of ours at 100 steps" test "$(grep -c '^cifar10-bench --device=cuda --warmup 10 --steps 100' "$FAKE_LOG")" = 0
 has "short window: cpu-quick ran" "$T/w/cpu/summary.txt" '^gpu-check cpu-quick: 0 check\(s\) failed$'
 
-# 30 s: not even cpu-quick's 45.
-window 30
-expect_rc 0 "window of 30 s"
+# 50 s: not even cpu-quick's 60.
+window 50
 has "shorter window: cpu-quick skipped" "$T/w/summary.txt" '^window: cpu-quick skipped: [0-9]+ s left$'
+
+# A failed build (exit 3): the window stops there, without building again for perf and cpu-quick.
+window 1000 'make -j*'
+expect_rc 1 "window with a failed build"
+has "failed build: said" "$T/w/summary.txt" '^window: the build failed \(test/summary.txt\): perf and cpu-quick not run$'
+check "failed build: one build tried" test "$(grep -c '^make -j' "$FAKE_LOG")" = 1
+check "failed build: no perf, no cpu-quick" test ! -e "$T/w/perf" -a ! -e "$T/w/cpu"
 
 # A failed test step: perf still times, under its warning, and the window fails.
 window 1000 'test_cuda --bf16*'
