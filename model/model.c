@@ -768,8 +768,7 @@ void model_stop_training(struct model *m, int t) {
      * once, it sums to 0 (left as it was, every step would sum it again, doubling it on two
      * ranks until it reached inf). */
     size_t n = m->tensors[t].numel;
-    float *zeros = XALLOC(n * sizeof(float));
-    memset(zeros, 0, n * sizeof(float));
+    float *zeros = XALLOC(n * sizeof(float)); /* zero-filled */
     m->k->upload(m->grads + m->tensors[t].offset, zeros, n * sizeof(float));
     free(zeros);
     m->tensors[t].stopped = 1;

@@ -344,14 +344,14 @@ dist_gpu() {
   local env=(NVIDIA_TF32_OVERRIDE=0)
   [[ $tf32 == on ]] && env=(-u NVIDIA_TF32_OVERRIDE)
   rm -rf "$dir" && mkdir -p "$dir" &&
-    env "${env[@]}" mpirun -np "$np" build/tests/test_dist --device cuda --out "$dir" </dev/null &&
+    env "${env[@]}" mpirun -np "$np" build/tests/test_dist --device cuda --out "$dir" &&
     python3 tests/check_dist_files.py "$dir"
 }
 
 # train_ranks NP: the workshop CNN, 2 epochs of the synthetic set on NP ranks sharing one GPU.
 train_ranks() {
   mpirun -np "$1" build/cifar10-train --device=cuda --model workshop-cnn --epochs 2 --batch-size 64 --model-file "$scratch/m$1.safetensors" \
-    --resume never "$scratch/gpu-check-data" </dev/null
+    --resume never "$scratch/gpu-check-data"
 }
 
 # airbench_ranks NP [FLAGS...]: airbench94's recipe (whitening, Nesterov, lookahead, TTA, reflect
