@@ -4,6 +4,7 @@
 #
 #   scripts/bench.sh [--model M] [--threads N] [--rounds K] [--runs N] [--steps N] [--warmup N]
 #                    [--base REV] [--no-torch] [--no-compile] [--no-bf16] [--isa avx2] [--out DIR]
+#   scripts/bench.sh --summary DIR     the summary again, from an earlier run's --out DIR
 #
 # Cases, each a full training step on random images (forward, loss, backward, update) at equal
 # micro-batch per rank (--model workshop-cnn: 128, airbench94: 512; both by default):
@@ -17,8 +18,10 @@
 #               AVX512_BF16 or AMX only)
 # The cases run in rounds (--rounds, default 3): one of each per round, in order, so a drifting
 # machine moves all of them alike; each case's figure is the median over the rounds, the ratios
-# are ours' best configuration over the peer's best. PyTorch's side runs scripts/bench_torch.py
-# as it is at commit 0cefd96 (PEER_REV), so a change to the script cannot move the baseline.
+# are ours' best configuration over the peer's best; where PyTorch's bf16 autocast outruns its
+# fp32 eager (CPUs whose bf16 rate is twice their FP32 FMA rate), ours in fp32 against autocast
+# too. PyTorch's side runs scripts/bench_torch.py as it is at commit 0cefd96 (PEER_REV), so a
+# change to the script cannot move the baseline.
 # --isa avx2: both sides on their AVX2 code on an AVX-512 CPU, what an AVX2-only CPU runs (ours and
 # the base with --isa avx2; PyTorch with ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2, which
 # also steer torch.compile's code; no bf16 cases). The same instructions, not the same machine:
@@ -33,7 +36,7 @@ PEER_REV=0cefd96
 threads=$(nproc)
 rounds=3 runs=3 steps=3 warmup=2
 models=(workshop-cnn airbench94)
-base="" torch=1 compile=1 bf16=1 out="" isa=""
+base="" torch=1 compile=1 bf16=1 out="" isa="" summary_of=""
 while (($#)); do
   case $1 in
     --model) models=("$2"); shift 2 ;;
@@ -48,10 +51,51 @@ while (($#)); do
     --no-bf16) bf16=0; shift ;;
     --isa) isa=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --summary) summary_of=$2; shift 2 ;;
+    -h | --help) sed -n '2,32s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
+# summary FIGURES: per case the median over its rounds ("MODEL|CASE|images/s" lines); per side its
+# best configuration; the ratios of ours' best to each other side's best.
+summary() {
+  echo "== summary (median of $(awk -F'|' '{ n[$1 "|" $2]++ } END { for (k in n) if (n[k] > m) m = n[k]; print m + 0 }' "$1") round(s); ratios: ours' best configuration / the other's best)"
+  awk -F'|' '
+  function median(list,   a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  { key = $1 "|" $2; vals[key] = vals[key] " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+  END {
+    for (i = 1; i <= n; i++) {
+      split(order[i], k, "|"); med = median(vals[order[i]])
+      printf "  %-13s %-28s %8.1f images/s\n", k[1], k[2], med
+      split(k[2], w, " "); side = k[1] SUBSEP w[1]
+      if (!(side in best) || med > best[side]) { best[side] = med; bestcfg[side] = k[2] }
+      models[k[1]] = 1
+    }
+    for (m in models) {
+      o = m SUBSEP "ours"
+      if (!(o in best)) continue
+      line(m, "eager PyTorch", m SUBSEP "torch", o)
+      line(m, "torch.compile", m SUBSEP "compile", o)
+      line(m, "base", m SUBSEP "base", o)
+      line(m, "bf16 vs autocast", m SUBSEP "autocast", m SUBSEP "ours-bf16")
+      a = m SUBSEP "autocast"; t = m SUBSEP "torch"
+      if ((a in best) && (!(t in best) || best[a] > best[t])) line(m, "PyTorch'"'"'s fastest, bf16 autocast", a, o)
+    }
+  }
+  function line(m, what, peer, us) {
+    if (!(peer in best) || !(us in best)) return
+    printf "  %s: ours (%s) %.1f / %s (%s) %.1f = %.2f\n", m, bestcfg[us], best[us], what, bestcfg[peer], best[peer], best[us] / best[peer]
+  }' "$1"
+}
+if [[ -n $summary_of ]]; then
+  [[ -s $summary_of/figures ]] || { echo "bench.sh: --summary: no figures in $summary_of (expected the --out DIR of a run)" >&2; exit 2; }
+  summary "$summary_of/figures"
+  exit 0
+fi
 for n in "$threads" "$rounds" "$runs" "$steps"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
@@ -214,32 +258,4 @@ done
 
 # The summary: per case the median over rounds; per side its best configuration.
 echo
-echo "== summary (median of $rounds round(s); ratios: ours' best configuration / the other's best)"
-awk -F'|' -v base="$base" -v torch="$torch" -v compile="$compile" '
-  function median(list,   a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  { key = $1 "|" $2; vals[key] = vals[key] " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
-  END {
-    for (i = 1; i <= n; i++) {
-      split(order[i], k, "|"); med = median(vals[order[i]])
-      printf "  %-13s %-28s %8.1f images/s\n", k[1], k[2], med
-      split(k[2], w, " "); side = k[1] SUBSEP w[1]
-      if (!(side in best) || med > best[side]) { best[side] = med; bestcfg[side] = k[2] }
-      models[k[1]] = 1
-    }
-    for (m in models) {
-      o = m SUBSEP "ours"
-      if (!(o in best)) continue
-      line(m, "eager PyTorch", m SUBSEP "torch", o)
-      line(m, "torch.compile", m SUBSEP "compile", o)
-      line(m, "base", m SUBSEP "base", o)
-      line(m, "bf16 vs autocast", m SUBSEP "autocast", m SUBSEP "ours-bf16")
-    }
-  }
-  function line(m, what, peer, us) {
-    if (!(peer in best) || !(us in best)) return
-    printf "  %s: ours (%s) %.1f / %s (%s) %.1f = %.2f\n", m, bestcfg[us], best[us], what, bestcfg[peer], best[peer], best[us] / best[peer]
-  }' "$log/figures"
+summary "$log/figures"

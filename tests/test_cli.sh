@@ -168,6 +168,24 @@ check "bench.sh logged one figure per round" test "$(grep -c '^workshop-cnn|ours
 # shellcheck disable=SC2016 # an awk program, not shell
 want=$(awk -F'|' '{ s += $3 } END { printf "%.1f", s / 2 }' "$T/bench/figures")
 expect_out "bench.sh summary is the median of the rounds" "^  workshop-cnn +ours 1x1 +$want images/s"
+# --summary DIR: the summary of a kept run; ratios of the best configurations, and ours in fp32
+# against PyTorch's bf16 autocast only where autocast is PyTorch's fastest.
+mkdir -p "$T/bench-sum"
+printf '%s\n' 'm|ours 1x2|100' 'm|ours 2x1|90' 'm|ours 1x2|130' 'm|ours 2x1|120' 'm|ours 1x2|110' 'm|ours 2x1|80' \
+  'm|torch 1x2 channels_last|40' 'm|torch 1x2 channels_last|60' 'm|torch 1x2 channels_last|50' \
+  'm|autocast 1x2 channels_last|70' 'm|autocast 1x2 channels_last|90' 'm|autocast 1x2 channels_last|75' \
+  'n|ours 1x2|100' 'n|torch 2x1 contiguous|50' 'n|autocast 1x2 contiguous|40' >"$T/bench-sum/figures"
+run "$SRC/scripts/bench.sh" --summary "$T/bench-sum"
+expect_rc 0 "bench.sh --summary"
+expect_out "bench.sh --summary counts the rounds" "^== summary \(median of 3 round"
+expect_out "bench.sh --summary: a median" "^  m +ours 2x1 +90.0 images/s"
+expect_out "bench.sh --summary: best over best" "^  m: ours \(ours 1x2\) 110.0 / eager PyTorch \(torch 1x2 channels_last\) 50.0 = 2.20"
+expect_out "bench.sh --summary: fp32 against a faster autocast" "^  m: ours \(ours 1x2\) 110.0 / PyTorch's fastest, bf16 autocast \(autocast 1x2 channels_last\) 75.0 = 1.47"
+check "bench.sh --summary: no autocast line where fp32 eager is PyTorch's fastest" \
+  bash -c "! grep -q '^  n: .*bf16 autocast' '$T/out'"
+run "$SRC/scripts/bench.sh" --summary "$T/none"
+expect_rc 2 "bench.sh --summary of no run"
+check "bench.sh --summary says what it expected" grep -q "^bench.sh: --summary: no figures in $T/none" "$T/err"
 run env BUILD="$BIN" "$SRC/scripts/bench.sh" --isa avx512 --no-torch
 expect_rc 2 "bench.sh --isa avx512"
 check "bench.sh --isa says what it takes" grep -q "^bench.sh: --isa takes avx2 (the AVX2-only CPUs' code), not 'avx512'" "$T/err"
