@@ -59,15 +59,16 @@ done
 # summary FIGURES: per case the median over its rounds ("MODEL|CASE|images/s" lines); per side its
 # best configuration; the ratios of ours' best to each other side's best.
 summary() {
-  echo "== summary (median of $(awk -F'|' '{ n[$1 "|" $2]++ } END { for (k in n) if (n[k] > m) m = n[k]; print m + 0 }' "$1") round(s); ratios: ours' best configuration / the other's best)"
   awk -F'|' '
   function median(list,   a, n, i, j, t) {
     n = split(list, a, " ")
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
-  { key = $1 "|" $2; vals[key] = vals[key] " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+  { key = $1 "|" $2; vals[key] = vals[key] " " $3; if (++runs[key] > rounds) rounds = runs[key]
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
   END {
+    printf "== summary (median of %d round(s); ratios: ours'"'"' best configuration / the other'"'"'s best)\n", rounds
     for (i = 1; i <= n; i++) {
       split(order[i], k, "|"); med = median(vals[order[i]])
       printf "  %-13s %-28s %8.1f images/s\n", k[1], k[2], med
@@ -256,6 +257,5 @@ for m in "${models[@]}"; do
   sed -n '/^FP32 FMA peak/p; /^per layer/,/^result/p' "$f"
 done
 
-# The summary: per case the median over rounds; per side its best configuration.
 echo
 summary "$log/figures"
