@@ -137,10 +137,12 @@ BF16_ISAS    := generic avx2 avx512bf16
 march_avx512bf16 := -march=x86-64-v4 -mavx512bf16 -mtune=generic
 # The AMX-BF16 tile GEMM and direct convolutions: the tile instructions, and a generic build that
 # carries out the same tile operations in plain C on the same operands (the tests' check of the
-# blocking; kernels/cpu/tiles.h).
+# blocking; kernels/cpu/tiles.h), and amxcost: amx's code without the tile instructions, which
+# times the rest on AVX512_BF16 CPUs without AMX (the bf16 path amx-cost).
 AMX_ISA_SRC := kernels/cpu/gemm_amx.c kernels/cpu/conv_tiles.c
-AMX_ISAS    := generic amx
+AMX_ISAS    := generic amx amxcost
 march_amx   := -march=x86-64-v4 -mavx512bf16 -mamx-tile -mamx-bf16 -mtune=generic
+march_amxcost := $(march_avx512bf16)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(foreach i,$(ISAS),$(ISA_SRC:%.c=$(BUILD)/%.$(i).o)) \
             $(foreach i,$(BF16_ISAS),$(BF16_ISA_SRC:%.c=$(BUILD)/%.$(i).o)) \
@@ -213,7 +215,7 @@ $$(BUILD)/%.$(1).o: %.c
 	@echo "  CC    $$< ($(1))"
 	$$(Q)$$(MPICC) $$(CFLAGS) $$(march_$(1)) -DCPU_ISA=$(1) -c $$< -o $$@
 endef
-$(foreach i,$(ISAS) avx512bf16 amx,$(eval $(call isa_rule,$(i))))
+$(foreach i,$(ISAS) avx512bf16 amx amxcost,$(eval $(call isa_rule,$(i))))
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)

@@ -44,7 +44,8 @@ static const char usage[] =
     "  --runs N         timed runs; the median is reported (default 5)\n"
     "  --isa NAME       vector path: avx512, avx2 or generic (default: best this CPU has)\n"
     "  --bf16-isa NAME  bf16 path (--precision bf16): amx, avx512bf16, avx2 or generic (default:\n"
-    "                   best this CPU has); amx-im2col: AMX tiles, every convolution by im2col\n"
+    "                   best this CPU has); amx-im2col: AMX tiles, every convolution by im2col;\n"
+    "                   amx-cost: amx's code without its tile instructions, a timing tool\n"
     "  --device D       cpu, cuda or auto (default: cuda when a GPU is visible)\n"
     "  --precision P    fp32, bf16 or auto: the products of the convolutions and linear layers\n"
     "                   (default fp32; auto: bf16 on AMX tiles, on a GPU with bf16 tensor\n"
@@ -173,8 +174,9 @@ struct bench {
     struct model m;
     struct batches q;
     struct dist_grads *grads;
-    double *run_seconds; /* [c.runs], sorted */
-    double median;       /* seconds of a timed run */
+    double *run_seconds;  /* [c.runs], sorted */
+    double median;        /* seconds of a timed run */
+    double tile_products; /* TDPBF16PS a timed step of this rank, emulated or left out (amx-cost) */
 };
 
 /* The FMA peak of every path this CPU has, and the bf16 peak where it has bf16 instructions
@@ -257,8 +259,10 @@ static void zero_layer_times(struct model *m) {
 static void time_runs(struct bench *b) {
     const struct bench_config *c = &b->c;
     b->run_seconds = XALLOC((size_t)c->runs * sizeof(double));
+    unsigned long long products = 0;
     for (int run = -1; run < c->runs; run++) {
         if (run == 0 && b->on_cpu) model_timing(&b->m, 1), zero_layer_times(&b->m);
+        if (run == 0) products = kernels_cpu_tile_products();
         dist_barrier();
 #if CIFAR10_CUDA
         /* The last timed run as NVTX range "timed": what `ncu --nvtx --nvtx-include timed/`
@@ -278,6 +282,7 @@ static void time_runs(struct bench *b) {
         dist_barrier();
         if (run >= 0) b->run_seconds[run] = dist_time() - t0;
     }
+    b->tile_products = (double)(kernels_cpu_tile_products() - products) / ((double)c->runs * c->steps);
     qsort(b->run_seconds, (size_t)c->runs, sizeof(double), compare_double);
     b->median = b->run_seconds[c->runs / 2];
     if (c->runs % 2 == 0) b->median = 0.5 * (b->run_seconds[c->runs / 2 - 1] + b->median);
@@ -384,18 +389,26 @@ static void report(const struct bench *b, double rss_max) {
     print_layers(b, step);
     printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s, c->runs,
            images / b->run_seconds[c->runs - 1], images / b->run_seconds[0]);
-    if (b->on_cpu)
+    if (b->on_cpu && b->peak <= 0) /* a path without a probe of its own (amx-emulated, amx-cost) */
+        printf("compute: %.2f GFLOP per image, %.1f GFLOP/s (no peak measured for %s)\n",
+               flops / c->batch * 1e-9, gflops, b->isa);
+    else if (b->on_cpu)
         printf("compute: %.2f GFLOP per image, %.1f GFLOP/s, %.1f%% of the %s %s peak (%.1f)\n",
                flops / c->batch * 1e-9, gflops, 100.0 * gflops / b->peak, b->isa,
                b->bf16 && b->bf16_all > 0 ? "bf16" : "FMA", b->peak);
     else
         printf("compute: %.2f GFLOP per image, %.1f GFLOP/s over %d GPU(s)\n", flops / c->batch * 1e-9,
                gflops, world);
+    if (b->tile_products > 0) /* 16 x 16 x 32 multiply-adds each */
+        printf("tile products: %.0f TDPBF16PS a step (rank 0), %.3f GFLOP, %s\n", b->tile_products,
+               b->tile_products * 16384.0 * 1e-9,
+               strcmp(b->isa, "amx-cost") == 0 ? "left out (amx-cost: the results are meaningless)"
+                                               : "carried out in plain C");
     printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
     printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d device=%s isa=%s peak_gflops=%.1f "
            "fraction_of_peak=%.3f rss_mb=%.0f\n",
            images_per_s, world, b->threads, c->batch, b->k->name, b->isa, b->peak,
-           b->on_cpu ? gflops / b->peak : 0.0, rss_max);
+           b->on_cpu && b->peak > 0 ? gflops / b->peak : 0.0, rss_max);
 }
 
 /* MPI, the flags, the threads and the device (exits on bad flags; returns 0 after --help). */

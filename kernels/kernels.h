@@ -393,7 +393,10 @@ int kernels_cpu_bf16_vector(void);
  * follows the choice), for the programs' logs and benchmarks:
  *   kernels_cpu_isa: the float path in use, "avx512", "avx2" or "generic";
  *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic"
- *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons);
+ *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons; "amx-cost":
+ *     amx's code without its tile instructions, a timing tool for CPUs without AMX);
+ *   kernels_cpu_tile_products: the TDPBF16PS "amx-emulated" has carried out and "amx-cost" left
+ *     out so far (amx's own are not counted);
  *   kernels_cpu_select / kernels_cpu_select_bf16: switch to the named path (0), or -1 when
  *     this CPU lacks it (the choice in use then stays);
  *   kernels_cpu_fma_peak: the FP32 FMA peak of path isa measured now over `threads` threads
@@ -406,6 +409,7 @@ int kernels_cpu_select(const char *isa);
 int kernels_cpu_select_bf16(const char *isa);
 double kernels_cpu_fma_peak(const char *isa, int threads, double seconds);
 double kernels_cpu_bf16_peak(int threads, double seconds);
+unsigned long long kernels_cpu_tile_products(void);
 
 /* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
  * builds have none of these). It lives in a plugin (kernels/cuda/plugin.h) that

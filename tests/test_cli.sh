@@ -125,6 +125,21 @@ run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 
 expect_out "bench --bf16-isa amx-emulated runs a step" "^result: .* device=cpu-bf16 isa=amx-emulated "
 expect_out "bench: tiles run 16+ channel convolutions direct" "^2 +conv 32->64 32x32 +backward-filter +direct on tiles, amx-emulated$"
 expect_out "bench: tiles keep im2col for RGB" "^0 +conv 3->32 32x32 +forward +im2col \+ GEMM, amx-emulated$"
+# amx-cost (CPUs with AVX512_BF16): amx's code without its tile instructions, a timing tool; it
+# leaves out exactly the TDPBF16PS that the plain-C twin carries out for the same step.
+products() { sed -n "s/^tile products: \([0-9]*\) TDPBF16PS a step (rank 0), .*, $1\$/\1/p" "$T/out"; }
+emulated=$(products "carried out in plain C")
+check "bench counts amx-emulated's tile products" test "${emulated:-0}" -gt 0
+run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 \
+  --bf16-isa amx-cost
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  expect_out "bench --bf16-isa amx-cost runs a step" "^result: .* device=cpu-bf16 isa=amx-cost "
+  check "amx-cost leaves out the tile products amx-emulated carries out" \
+    test "$(products "left out (amx-cost: the results are meaningless)")" = "$emulated"
+else
+  expect_rc 2 "bench --bf16-isa amx-cost without AVX512_BF16"
+  expect_err "bench --bf16-isa amx-cost without AVX512_BF16" "--bf16-isa: 'amx-cost' is not a bf16 path this CPU supports"
+fi
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --isa generic
 expect_rc 0 "bench tiny run"
 expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"

@@ -161,13 +161,15 @@ typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, const floa
                                 const float *mask, const struct pool_out *pool, float *out, float *ws);
 typedef void conv_tiles_grad_fn(const struct conv_shape *s, const float *x, const float *dy,
                                 const struct pool_in *dy_pool, float *dw, float *ws);
-conv_tiles_sums_fn conv_tiles_sums_amx, conv_tiles_sums_generic, cpu_conv_tiles_sums;
-conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_generic, cpu_conv_tiles_filter_grad;
+conv_tiles_sums_fn conv_tiles_sums_amx, conv_tiles_sums_amxcost, conv_tiles_sums_generic, cpu_conv_tiles_sums;
+conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_amxcost, conv_tiles_filter_grad_generic,
+    cpu_conv_tiles_filter_grad;
 /* Internal to conv_tiles.c, for tests: out[pp][cout] (uint32_t bf16 pair words, rows cout apart,
  * columns 0..15 written) = (t[i][2 pp], t[i][2 pp + 1]) rounded as bf16_bits, for the 16 rows i of
  * t[16][P] and pp < P / 2 (P a multiple of 32). The amx build runs AVX-512 (and AVX512_BF16)
  * only, no tile instruction. */
 void conv_tiles_grad_pairs_amx(const float *t, int P, int cout, uint32_t *out);
+void conv_tiles_grad_pairs_amxcost(const float *t, int P, int cout, uint32_t *out);
 void conv_tiles_grad_pairs_generic(const float *t, int P, int cout, uint32_t *out);
 
 /* The direct forward of a convolution on few input channels (small_conv.c, compiled per ISA),

@@ -97,13 +97,17 @@ gemm_fn *gemm_of(enum gemm_math math);
  * as fp32 or slower, so only an explicit --precision bf16 runs it), "generic" (the same sums in
  * plain C); and "amx-emulated" (the tile path's operations in plain C, for tests: never chosen
  * by default) and "amx-im2col" (the amx GEMM with conv.c's im2col for every convolution instead
- * of the tiles' direct one, for comparisons: never chosen by default). The one in use, and a
+ * of the tiles' direct one, for comparisons: never chosen by default); and "amx-cost" (amx's code
+ * with the tile instructions left out, on AVX512_BF16 CPUs: a timing tool, its results
+ * meaningless). gemm_tiles_products: the TDPBF16PS "amx-emulated" carried out and "amx-cost"
+ * left out so far, over every thread (amx's own are not counted). The one in use, and a
  * switch for tests and benchmarks (-1 when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16;
  * gemm_bf16_vector: 1 when it has a vector path (AVX512_BF16 or AVX2), not only plain C. */
 const char *gemm_bf16_isa(void);
 int gemm_bf16_select(const char *isa);
 int gemm_bf16_hw(void);
 int gemm_bf16_vector(void);
+unsigned long long gemm_tiles_products(void);
 /* 1 when the bf16 path in use works on AMX tiles ("amx", "amx-emulated"): the convolution then
  * keeps its bf16 products off Winograd (conv.c). GEMM_TILES_NC: the tiles' column block; a
  * product at most that wide packs each block of its A once. */
@@ -145,6 +149,7 @@ int gemm_nr(void);
  * dispatcher. */
 gemm_fn gemm_generic, gemm_avx2, gemm_avx512, gemm_bf16_generic, gemm_bf16_avx2, gemm_bf16_avx512bf16;
 gemm_fn gemm_tiles_amx, gemm_tiles_generic; /* gemm_amx.c: AMX tiles, and their plain-C twin */
+gemm_fn gemm_tiles_amxcost;                 /* and amx's code without the tile instructions */
 double gemm_bf16_probe_avx512bf16(long iters), gemm_tiles_probe_amx(long iters);
 double gemm_fma_probe_generic(long iters), gemm_fma_probe_avx2(long iters), gemm_fma_probe_avx512(long iters);
 

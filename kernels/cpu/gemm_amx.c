@@ -15,7 +15,8 @@
  * Compiled twice (isa.h): CPU_ISA=amx is that kernel (the tiles configured and released around
  * each call: the tile state belongs to the thread); CPU_ISA=generic carries out the same tile
  * operations in plain C on the same panels (tiles.h), the tests' check of the packing and
- * blocking on CPUs without AMX. The OS must grant the tile state first (gemm_dispatch.c asks,
+ * blocking on CPUs without AMX; CPU_ISA=amxcost is amx's code without the tile instructions, a
+ * timing tool (tiles.h). The OS must grant the tile state first (gemm_dispatch.c asks,
  * with arch_prctl). */
 #include "tiles.h"
 
@@ -45,7 +46,7 @@ static void block(int kpad, const uint32_t *Ap, const uint32_t *Bp, float acc[MR
     TILE_FENCE();
 }
 
-#if defined(ISA_HAS_AMX)
+#if defined(ISA_HAS_AMX) && !defined(ISA_TILES_COST)
 /* Throughput probe (gemm.h: gemm_bf16_peak): four independent TDPBF16PS chains, as in block();
  * returns the flops executed, 2 per multiply-add, 16 x 16 x 32 multiply-adds per instruction. */
 double gemm_tiles_probe_amx(long iters) {

@@ -93,8 +93,15 @@ static const struct bf16_path bf16_paths[] = {
     /* the tiles with im2col for every convolution (their method before the direct one): for
      * comparisons, never the default */
     {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL},
+    /* amx's code with the tile instructions left out (tiles.h): what the rest of amx costs, timed
+     * on CPUs without AMX; never the default, its results meaningless */
+    {"amx-cost", gemm_tiles_amxcost, has_avx512bf16, NULL, 1, conv_tiles_sums_amxcost,
+     conv_tiles_filter_grad_amxcost},
 };
 static const struct bf16_path *current_bf16;
+
+_Atomic unsigned long long gemm_tiles_products_sum; /* tiles.h */
+unsigned long long gemm_tiles_products(void) { return gemm_tiles_products_sum; }
 
 __attribute__((constructor)) static void gemm_choose(void) {
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)

@@ -1,7 +1,8 @@
 /* Per-ISA compilation. The files in the Makefile's ISA_SRC (gemm.c, winograd.c, gelu.c) are
  * compiled once per instruction set, with -DCPU_ISA=generic|avx2|avx512 and the matching -march
  * (the bf16 GEMM, gemm_bf16.c, once as generic and once as avx512bf16: BF16_ISA_SRC; the tile
- * GEMM, gemm_amx.c, once as generic and once as amx: AMX_ISA_SRC);
+ * GEMM, gemm_amx.c, and the tiles' direct convolutions, conv_tiles.c, as generic, amx and
+ * amxcost: AMX_ISA_SRC);
  * this header turns CPU_ISA into the vector width VEC (floats) and ISA_FN(name), the name a
  * function is exported under for that path (gemm_avx512, ...). gemm_dispatch.c picks the path at
  * start-up (gelu.c follows its choice). Functions that must exist once (not per ISA) are compiled
@@ -10,7 +11,7 @@
 #define KERNELS_CPU_ISA_H
 
 #if !defined(CPU_ISA)
-#error "compile with -DCPU_ISA=generic|avx2|avx512|avx512bf16|amx (see the Makefile's ISA_SRC)"
+#error "compile with -DCPU_ISA=generic|avx2|avx512|avx512bf16|amx|amxcost (see the Makefile's ISA_SRC)"
 #endif
 
 #define generic    1
@@ -18,11 +19,18 @@
 #define avx512     3
 #define avx512bf16 4
 #define amx        5
+#define amxcost    6
 #if CPU_ISA == amx
 #define VEC          16
 #define ISA_FN(name) name##_amx
 #define ISA_HAS_BF16 1
 #define ISA_HAS_AMX  1
+#elif CPU_ISA == amxcost /* amx's code without its tile instructions: tiles.h */
+#define VEC            16
+#define ISA_FN(name)   name##_amxcost
+#define ISA_HAS_BF16   1
+#define ISA_HAS_AMX    1
+#define ISA_TILES_COST 1
 #elif CPU_ISA == avx512bf16
 #define VEC          16
 #define ISA_FN(name) name##_avx512bf16
@@ -43,6 +51,7 @@
 #undef avx512
 #undef avx512bf16
 #undef amx
+#undef amxcost
 
 /* The float GEMM's register tile (gemm.c): GEMM_MR rows of A times GEMM_NR = 2 vectors of B,
  * MR chosen so the accumulators fill most of the register file (32 zmm, 16 ymm, 16 xmm). Other

@@ -28,7 +28,32 @@
 
 #include <string.h>
 
-#if defined(ISA_HAS_AMX)
+#if !defined(ISA_HAS_AMX) || defined(ISA_TILES_COST)
+/* The builds without tile instructions count the TDPBF16PS they carry out or leave out: this
+ * thread's count, added to gemm_tiles_products_sum (gemm_dispatch.c; gemm.h:
+ * gemm_tiles_products) at tiles_end(). */
+#include <stdatomic.h>
+extern _Atomic unsigned long long gemm_tiles_products_sum;
+static __thread unsigned long long tiles_dp_count;
+static inline void tiles_begin(void) {}
+static inline void tiles_end(void) {
+    atomic_fetch_add_explicit(&gemm_tiles_products_sum, tiles_dp_count, memory_order_relaxed);
+    tiles_dp_count = 0;
+}
+#endif
+
+#if defined(ISA_TILES_COST)
+/* The amxcost build (the bf16 path "amx-cost", a timing tool for CPUs without AMX): amx's code
+ * with every tile operation dropped, so that a run times all the rest (packing, conversions,
+ * pooling, the loops' addressing) on any AVX512_BF16 CPU; its results are meaningless. A tile
+ * load or store keeps its address computation (an empty asm that takes the pointer). */
+#define TILE_REGS
+#define TILE_FENCE()             __asm__ volatile("" ::: "memory")
+#define TILE_ZERO(t)             ((void)0)
+#define TILE_LOAD(t, p, stride)  __asm__ volatile("" ::"r"(p), "r"((size_t)(stride)))
+#define TILE_STORE(t, p, stride) __asm__ volatile("" ::"r"(p), "r"((size_t)(stride)))
+#define TILE_DP(c, a, b)         (tiles_dp_count++)
+#elif defined(ISA_HAS_AMX)
 #include <immintrin.h>
 
 struct tile_config {
@@ -80,9 +105,8 @@ static inline void tile_dp(union tile_reg *c, const union tile_reg *a, const uni
                 c->f[m][n] += hi * tile_half(y, 1);
             }
         }
+    tiles_dp_count++;
 }
-static inline void tiles_begin(void) {}
-static inline void tiles_end(void) {}
 
 #define TILE_REGS                union tile_reg tile_regs_[8]
 #define TILE_FENCE()             ((void)0)
