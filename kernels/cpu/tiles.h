@@ -44,14 +44,19 @@ static inline void tiles_end(void) {
 
 #if defined(ISA_TILES_COST)
 /* The amxcost build (the bf16 path "amx-cost", a timing tool for CPUs without AMX): amx's code
- * with every tile operation dropped, so that a run times all the rest (packing, conversions,
- * pooling, the loops' addressing) on any AVX512_BF16 CPU; its results are meaningless. A tile
- * load or store keeps its address computation (an empty asm that takes the pointer). */
+ * with the tile arithmetic dropped, so that a run times all the rest (packing, conversions,
+ * pooling, the loops' addressing) on any AVX512_BF16 CPU. A tile load keeps only its address
+ * computation (an empty asm that takes the pointer); a tile store writes zeros where the tile
+ * would go, so every result is 0: the ops after it time on zeros, not on stale memory whose
+ * denormals and NaNs would move their times from run to run. */
+static inline void tile_store_zeros(void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memset((char *)p + r * stride, 0, 64);
+}
 #define TILE_REGS
 #define TILE_FENCE()             __asm__ volatile("" ::: "memory")
 #define TILE_ZERO(t)             ((void)0)
 #define TILE_LOAD(t, p, stride)  __asm__ volatile("" ::"r"(p), "r"((size_t)(stride)))
-#define TILE_STORE(t, p, stride) __asm__ volatile("" ::"r"(p), "r"((size_t)(stride)))
+#define TILE_STORE(t, p, stride) tile_store_zeros(p, stride)
 #define TILE_DP(c, a, b)         (tiles_dp_count++)
 #elif defined(ISA_HAS_AMX)
 #include <immintrin.h>
