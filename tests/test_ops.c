@@ -286,6 +286,9 @@ static const struct op_case cases[] = {
     POOL(2, 8, 9, 9, 2, F_NAN | F_RELU),
     POOL(3, 16, 7, 7, 3, F_TIES),
     POOL(2, 8, 17, 9, 4, F_TIES | F_RELU),
+    /* rows of more than 16 windows: the AVX-512 forward's whole steps and its masked tail */
+    POOL(2, 3, 36, 40, 2, F_TIES | F_RELU), /* -> 18x20 */
+    POOL(1, 2, 10, 67, 2, F_NAN),           /* -> 5x33, a column left over */
 
     /* batchnorm: train (y, saved and running statistics), eval, backward */
     BN(5, 3, 12, 1e-5f, 0.1f, 0, F_NO_DX),                 /* also with dx NULL */
@@ -1462,7 +1465,9 @@ static void run_cases(int which) {
     int ran = 0;
     for (size_t i = 0; i < NCASES; i++) {
         const struct op_case *c = &cases[i];
-        int per_isa = c->op == OP_GELU || (c->op == OP_BATCHNORM && c->flags & F_GELU);
+        /* the ops whose CPU code follows the float path: gelu, batch norm's fused GELU, and
+         * max pool (its forward on AVX-512 where the path is avx512) */
+        int per_isa = c->op == OP_GELU || c->op == OP_MAXPOOL || (c->op == OP_BATCHNORM && c->flags & F_GELU);
         if (which && c->op != OP_CONV && c->op != OP_LINEAR && (which == 2 || !per_isa)) continue;
         seed = 1000u * (unsigned)i + 1;
         runners[c->op](c);
@@ -1577,7 +1582,8 @@ static void cpu_column(void) {
             printf("test_ops: cpu %s: skipped: this CPU lacks it\n", isas[i]);
             continue;
         }
-        snprintf(where, sizeof where, "cpu %s, 2 threads, conv, linear, gelu, batchnorm + gelu", isas[i]);
+        snprintf(where, sizeof where, "cpu %s, 2 threads, conv, linear, gelu, maxpool, batchnorm + gelu",
+                 isas[i]);
         run_cases(1);
     }
     gemm_select(best);

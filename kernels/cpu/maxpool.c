@@ -83,6 +83,49 @@ static void forward_row2(const float *restrict r0, const float *restrict r1, flo
     }
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* forward_row2 in AVX-512, 16 windows a step (the rest masked): compiled for it here, run where
+ * the float path in use is avx512 (cpu_maxpool_plane). The compiler's SSE2 form of forward_row2
+ * ran about 2.4 ns a window on an AMD EPYC Zen 4, whatever the row's length (docs/results.md).
+ * The same comparisons: a later element wins when it is greater (ordered) or NaN. */
+#define WIDE __attribute__((target("avx512f,avx512bw,avx512vl")))
+WIDE static __mmask16 wins(__m512 later, __m512 earlier) {
+    return _mm512_cmp_ps_mask(later, earlier, _CMP_GT_OQ) | _mm512_cmp_ps_mask(later, later, _CMP_UNORD_Q);
+}
+/* The even (odd) elements of the 2n floats at r, n <= 16, in the lanes of *e (*o). */
+WIDE static void split(const float *r, int n, __m512 *e, __m512 *o) {
+    unsigned both = 2u * (unsigned)n;
+    __mmask16 m0 = (__mmask16)(both >= 16 ? 0xffffu : (1u << both) - 1),
+              m1 = (__mmask16)(both > 16 ? (1u << (both - 16)) - 1 : 0u);
+    __m512 a = _mm512_maskz_loadu_ps(m0, r), b = _mm512_maskz_loadu_ps(m1, r + 16);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    *e = _mm512_permutex2var_ps(a, even, b);
+    *o = _mm512_permutex2var_ps(a, _mm512_add_epi32(even, _mm512_set1_epi32(1)), b);
+}
+WIDE static void forward_row2_avx512(const float *r0, const float *r1, float *y, unsigned char *ip, int Wo) {
+    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2);
+    for (int j = 0; j < Wo; j += 16) {
+        int n = Wo - j < 16 ? Wo - j : 16;
+        __m512 x0, x1, x2, x3;
+        split(r0 + 2 * j, n, &x0, &x1);
+        split(r1 + 2 * j, n, &x2, &x3);
+        __mmask16 t1 = wins(x1, x0), t3 = wins(x3, x2);
+        __m512 m01 = _mm512_mask_blend_ps(t1, x0, x1), m23 = _mm512_mask_blend_ps(t3, x2, x3);
+        __mmask16 t = wins(m23, m01);
+        __m512 m = _mm512_mask_blend_ps(t, m01, m23);
+        __m512i best =
+            _mm512_mask_add_epi32(_mm512_maskz_mov_epi32(t1, one), t, two, _mm512_maskz_mov_epi32(t3, one));
+        __mmask16 passes =
+            (__mmask16)~_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_LE_OQ); /* NaN passes */
+        best = _mm512_mask_or_epi32(best, passes, best, _mm512_set1_epi32(MAXPOOL_PASSES));
+        __mmask16 out = (__mmask16)((1u << n) - 1);
+        _mm512_mask_storeu_ps(y + j, out, m);
+        _mm512_mask_cvtepi32_storeu_epi8(ip + j, out, best);
+    }
+}
+#endif
+
 /* One row of windows of dx at d from the winners ip[Wo] and dy at g[Wo]: each window zeroed, its
  * gradient stored once at the winner (through the ReLU with relu: 0 unless it passes). */
 INLINE void backward_row(const unsigned char *restrict ip, const float *restrict g, float *restrict d, int W,
@@ -112,22 +155,30 @@ static void backward_row2(const unsigned char *restrict ip, const float *restric
     }
 }
 
-/* One plane: y and, unless ip is NULL, the winners. */
-INLINE void pool_plane(const float *xp, float *yp, unsigned char *ip, int W, int Ho, int Wo, int k) {
+/* One plane: y and, unless ip is NULL, the winners (k = 2 on AVX-512 where wide). */
+INLINE void pool_plane(const float *xp, float *yp, unsigned char *ip, int W, int Ho, int Wo, int k,
+                       int wide) {
     if (!ip) {
         forward_plane(xp, yp, W, Ho, Wo, k);
         return;
     }
     for (int i = 0; i < Ho; i++) {
         const float *r = xp + (size_t)i * k * W;
+#if defined(__x86_64__)
+        if (k == 2 && wide) {
+            forward_row2_avx512(r, r + W, yp + (size_t)i * Wo, ip + (size_t)i * Wo, Wo);
+            continue;
+        }
+#endif
         if (k == 2) forward_row2(r, r + W, yp + (size_t)i * Wo, ip + (size_t)i * Wo, Wo);
         else forward_row(r, yp + (size_t)i * Wo, ip + (size_t)i * Wo, W, Wo, k);
     }
 }
 
 void cpu_maxpool_plane(const float *x, float *y, unsigned char *idx, int H, int W, int k) {
-    if (k == 2) pool_plane(x, y, idx, W, H / 2, W / 2, 2);
-    else pool_plane(x, y, idx, W, H / k, W / k, k);
+    int wide = gemm_nr() == 32 && W / k >= 4; /* the avx512 float path (GEMM_NR 2 x 16); rows of 4+ */
+    if (k == 2) pool_plane(x, y, idx, W, H / 2, W / 2, 2, wide);
+    else pool_plane(x, y, idx, W, H / k, W / k, k, wide);
 }
 
 /* dxp[H][W] of one plane: the windows' rows, then 0 in the columns right of the last window and
@@ -156,9 +207,25 @@ void cpu_maxpool_forward(const void *xv, void *yv, unsigned char *idx, int N, in
                           idx ? idx + (size_t)p * Ho * Wo : NULL, H, W, k);
 }
 
+/* The 2x2 backward as a zeroed plane and one store per window: for rows of windows whose count
+ * backward_row2's vector loop does not cover whole (odd maps: 31, 15, 7 -> 15, 7, 3 windows), its
+ * scalar remainder made the plane 1.2x - 2.2x slower than this (docs/results.md). */
+static void backward_plane2_sparse(const unsigned char *restrict ip, const float *restrict g,
+                                   float *restrict dx, int H, int W, int relu) {
+    int Ho = H / 2, Wo = W / 2, gate = relu ? 0 : -1;
+    memset(dx, 0, (size_t)H * W * sizeof *dx);
+    for (int i = 0; i < Ho; i++)
+        for (int j = 0; j < Wo; j++) {
+            int b = ip[i * Wo + j], at = b & ~MAXPOOL_PASSES;
+            int v = bits(g[i * Wo + j]) & (gate | -((b & MAXPOOL_PASSES) != 0));
+            dx[(size_t)(2 * i + (at >> 1)) * W + 2 * j + (at & 1)] = from_bits(v);
+        }
+}
+
 void cpu_maxpool_backward_plane(const unsigned char *idx, const float *dy, float *dx, int H, int W, int k,
                                 int relu) {
-    if (k == 2) backward_plane(idx, dy, dx, H, W, H / 2, W / 2, 2, relu);
+    if (k == 2 && (W / 2 % 4 != 0 || W / 2 < 8)) backward_plane2_sparse(idx, dy, dx, H, W, relu);
+    else if (k == 2) backward_plane(idx, dy, dx, H, W, H / 2, W / 2, 2, relu);
     else backward_plane(idx, dy, dx, H, W, H / k, W / k, k, relu);
 }
 
