@@ -77,9 +77,11 @@
 #                                  2a0c811 without the torch.compile rows, which take 2 minutes
 #                                  more, and before later checks were added)
 #   scripts/gpu-check.sh cpu-quick airbench94's bf16 step on that machine's AMX tiles against
-#                                  PyTorch's bf16 autocast, ours with the tiles' im2col
-#                                  (amx-im2col) and in fp32 (2 threads, batch 512, 2 steps):
-#                                  the cpu step's core in about a minute
+#                                  PyTorch's bf16 autocast, ours without the tile arithmetic
+#                                  (amx-cost: the tiles' share of the step and fraction of their
+#                                  peak), in fp32 and with the tiles' im2col (amx-im2col) (2
+#                                  threads, batch 512, 2 steps): the cpu step's core in about a
+#                                  minute
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
 #                                  workshop CNN at batch 512 and airbench94 at 1024 (fp32, bf16):
 #                                  ncu's per-kernel summary of cifar10-bench's last timed run
@@ -794,27 +796,49 @@ check_train() {
 
 # cpu-quick: what a window's spare time measures of the CPU issue: airbench94's step on that
 # machine's AMX tiles against PyTorch's bf16 autocast (the current bench_torch.py, as the cpu
-# step runs it), ours also with the tiles' earlier method (amx-im2col) and in fp32, 2 threads,
-# batch 512, one run of 2 steps after 1 warm-up; the per-layer tables in cpu-quick-*.log.
+# step runs it), ours also without the tile arithmetic (amx-cost: the step less the tiles'
+# time, hence their share and their fraction of the peak), in fp32 and with the tiles' earlier
+# method (amx-im2col), 2 threads, batch 512, one run of 2 steps after 1 warm-up; the per-layer
+# tables in cpu-quick-*.log.
 check_cpu_quick() {
   build
   local args=(--device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 --steps 2 --runs 1) p
-  local -A how=([bf16]="--precision bf16 --bf16-isa amx" [im2col]="--precision bf16 --bf16-isa amx-im2col"
-    [fp32]="--precision fp32")
+  local -A how=([bf16]="--precision bf16 --bf16-isa amx" [cost]="--precision bf16 --bf16-isa amx-cost"
+    [fp32]="--precision fp32" [im2col]="--precision bf16 --bf16-isa amx-im2col")
   {
-    for p in bf16 im2col fp32; do
+    for p in bf16 cost fp32 im2col; do
       # shellcheck disable=SC2086 # how's words
       if build/cifar10-bench "${args[@]}" ${how[$p]} >"$out/cpu-quick-$p.log" 2>&1; then
         echo "airbench94, batch 512, 2 threads: ours ${how[$p]#--precision } $(images_per_s "$out/cpu-quick-$p.log") images/s"
       else
         echo "airbench94, ours $p: $(tail -n 1 "$out/cpu-quick-$p.log")"
       fi
+      [[ $p == cost ]] && tiles_share "$out/cpu-quick-bf16.log" "$out/cpu-quick-cost.log"
     done
     python3 scripts/bench_torch.py --device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 \
       --steps 2 --runs 1 --bf16 >"$out/cpu-quick-torch-bf16.log" 2>&1 || echo "PyTorch bf16 failed: see cpu-quick-torch-bf16.log"
     grep '^PyTorch' "$out/cpu-quick-torch-bf16.log" || true
   } | tee -a "$out/summary.txt"
   step_done cpu-quick
+}
+
+# tiles_share AMX_LOG COST_LOG (cifar10-bench logs at batch 512): the tiles' arithmetic, as the
+# step on the tiles less the step without it (amx-cost), against the tile products amx-cost
+# counted and the tiles' peak the amx run measured.
+tiles_share() {
+  local amx cost gflop peak
+  amx=$(images_per_s "$1") cost=$(images_per_s "$2")
+  gflop=$(sed -n 's/^tile products: [0-9]* TDPBF16PS a step (rank 0), \([0-9.]*\) GFLOP.*/\1/p' "$2")
+  peak=$(sed -n 's/^bf16 multiply-add peak (amx): .* \/ \([0-9.]*\) (.*/\1/p' "$1")
+  if [[ -z $amx || -z $cost || -z $gflop || -z $peak ]]; then
+    echo "the tiles' share: not known (a run failed or printed no tile products or peak)"
+    return
+  fi
+  awk -v a="$amx" -v c="$cost" -v g="$gflop" -v p="$peak" 'BEGIN {
+    t = 512 / a - 512 / c; r = 512 / c
+    if (t <= 0) { printf "the tiles'"'"' share: none measurable (the step on them %.1f ms, without them %.1f ms)\n", 512000 / a, 1000 * r; exit }
+    printf "the tiles'"'"' arithmetic: %.1f ms of the %.1f ms step (the rest %.1f ms), %.1f GFLOP: %.0f GFLOP/s, %.1f%% of their peak (%.1f)\n",
+      1000 * t, 512000 / a, 1000 * r, g, g / t, 100 * g / t / p, p }'
 }
 
 # The variables this script's functions read, for check's child bash (GPU_CHECK_CHECK_S).
