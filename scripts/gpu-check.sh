@@ -822,22 +822,23 @@ check_cpu_quick() {
   step_done cpu-quick
 }
 
-# tiles_share AMX_LOG COST_LOG (cifar10-bench logs at batch 512): the tiles' arithmetic, as the
-# step on the tiles less the step without it (amx-cost), against the tile products amx-cost
-# counted and the tiles' peak the amx run measured.
+# tiles_share AMX_LOG COST_LOG (cifar10-bench logs at batch 512): the tiles' time (their loads,
+# which amx-cost drops, and their arithmetic), as the step on the tiles less the step without
+# them (amx-cost), against the tile products amx-cost counted and the tiles' peak the amx run
+# measured (a probe from registers: no loads).
 tiles_share() {
   local amx cost gflop peak
   amx=$(images_per_s "$1") cost=$(images_per_s "$2")
   gflop=$(sed -n 's/^tile products: [0-9]* TDPBF16PS a step (rank 0), \([0-9.]*\) GFLOP.*/\1/p' "$2")
   peak=$(sed -n 's/^bf16 multiply-add peak (amx): .* \/ \([0-9.]*\) (.*/\1/p' "$1")
-  if [[ -z $amx || -z $cost || -z $gflop || -z $peak ]]; then
+  if [[ -z $amx || -z $cost || -z $gflop || -z $peak || $amx == 0.0 || $cost == 0.0 ]]; then
     echo "the tiles' share: not known (a run failed or printed no tile products or peak)"
     return
   fi
   awk -v a="$amx" -v c="$cost" -v g="$gflop" -v p="$peak" 'BEGIN {
     t = 512 / a - 512 / c; r = 512 / c
     if (t <= 0) { printf "the tiles'"'"' share: none measurable (the step on them %.1f ms, without them %.1f ms)\n", 512000 / a, 1000 * r; exit }
-    printf "the tiles'"'"' arithmetic: %.1f ms of the %.1f ms step (the rest %.1f ms), %.1f GFLOP: %.0f GFLOP/s, %.1f%% of their peak (%.1f)\n",
+    printf "the tiles'"'"' loads and arithmetic: %.1f ms of the %.1f ms step (the rest %.1f ms), %.1f GFLOP: %.0f GFLOP/s, %.1f%% of their peak (%.1f)\n",
       1000 * t, 512000 / a, 1000 * r, g, g / t, 100 * g / t / p, p }'
 }
 

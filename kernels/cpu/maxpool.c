@@ -5,7 +5,9 @@
  * so the backward reads one byte per window instead of the window's k*k inputs.
  * The window loops are written once, for any k, and inlined with the constant k = 2 for the
  * common 2x2 pool, where they unroll; the 2x2 rows have loops of their own that vectorise
- * (forward_row2, backward_row2). */
+ * (forward_row2, backward_row2), the forward with winners an AVX-512 form where the float path
+ * is avx512 (forward_row2_avx512), the backward a sparse one for rows of few windows
+ * (backward_plane2_sparse). */
 #include "cpu.h"
 
 #include <math.h>
@@ -164,7 +166,9 @@ INLINE void pool_plane(const float *xp, float *yp, unsigned char *ip, int W, int
     }
     for (int i = 0; i < Ho; i++) {
         const float *r = xp + (size_t)i * k * W;
-#if defined(__x86_64__)
+#if !defined(__x86_64__)
+        (void)wide;
+#else
         if (k == 2 && wide) {
             forward_row2_avx512(r, r + W, yp + (size_t)i * Wo, ip + (size_t)i * Wo, Wo);
             continue;
@@ -176,7 +180,7 @@ INLINE void pool_plane(const float *xp, float *yp, unsigned char *ip, int W, int
 }
 
 void cpu_maxpool_plane(const float *x, float *y, unsigned char *idx, int H, int W, int k) {
-    int wide = gemm_nr() == 32 && W / k >= 4; /* the avx512 float path (GEMM_NR 2 x 16); rows of 4+ */
+    int wide = W / k >= 4 && strcmp(gemm_isa(), "avx512") == 0; /* chosen where the CPU has it */
     if (k == 2) pool_plane(x, y, idx, W, H / 2, W / 2, 2, wide);
     else pool_plane(x, y, idx, W, H / k, W / k, k, wide);
 }
@@ -207,9 +211,10 @@ void cpu_maxpool_forward(const void *xv, void *yv, unsigned char *idx, int N, in
                           idx ? idx + (size_t)p * Ho * Wo : NULL, H, W, k);
 }
 
-/* The 2x2 backward as a zeroed plane and one store per window: for rows of windows whose count
- * backward_row2's vector loop does not cover whole (odd maps: 31, 15, 7 -> 15, 7, 3 windows), its
- * scalar remainder made the plane 1.2x - 2.2x slower than this (docs/results.md). */
+/* The 2x2 backward as a zeroed plane and one store per window, for rows of windows that
+ * backward_row2's (SSE2) vector loop covers in part or not at all: rows of 15, 7 or 3 windows (the
+ * odd maps) ran 1.2x - 2.3x slower through its scalar remainder, and 4 windows (8x8) 1.8x
+ * (docs/results.md). */
 static void backward_plane2_sparse(const unsigned char *restrict ip, const float *restrict g,
                                    float *restrict dx, int H, int W, int relu) {
     int Ho = H / 2, Wo = W / 2, gate = relu ? 0 : -1;
