@@ -2014,6 +2014,63 @@ static void test_tiles_grad_pairs(void) {
            differ, P / 2 * COUT);
 }
 
+/* The tiles' grid rows and output planes (conv_tiles.c: conv_tiles_put_run, _plane_out): the
+ * amx build's masked AVX-512 steps against the plain-C build, bit for bit, for every run length
+ * from 1 to 40 (whole steps of 16 and every tail), the specials of test_tiles_grad_pairs among
+ * the values, and nothing written past the run or the plane. Any CPU with AVX512_BF16. */
+static void test_tiles_runs(void) {
+    if (!gemm_bf16_hw()) {
+        printf("test_ops: cpu internals: conv_tiles_put_run, _plane_out amx: skipped: this CPU lacks "
+               "AVX512_BF16\n");
+        return;
+    }
+    enum { LEN = 64, PAD = 5 };
+    static const float special[] = {1.0f + 0x1p-8f, 0x1p-130f, -0x1p-140f, INFINITY, NAN, -0.0f, 0.0f, -1.0f};
+    seed = 4343;
+    float *a = hfill(LEN, -3, 3), *b = hfill(LEN, -3, 3), *m = hfill(LEN * LEN, -1, 1);
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++) a[3 + 5 * i] = b[2 + 7 * i] = special[i];
+    uint32_t got[LEN + PAD], want[LEN + PAD];
+    int runs = 0, planes = 0;
+    for (int pairs = 0; pairs < 2; pairs++)
+        for (int n = 1; n <= 40; n++)
+            for (int which = 0; which < 3; which++) { /* b, no b, no a (zeros) */
+                const float *pa = which == 2 ? NULL : a + n % 3, *pb = which == 0 ? b + n % 5 : NULL;
+                memset(got, 0xa5, sizeof got);
+                memset(want, 0xa5, sizeof want);
+                conv_tiles_put_run_amx(got, pairs, 1, pa, pb, n);
+                conv_tiles_put_run_generic(want, pairs, 1, pa, pb, n);
+                EXPECT(memcmp(got, want, sizeof got) == 0,
+                       "conv_tiles_put_run amx: pairs %d, n %d, case %d differs from the plain-C build's",
+                       pairs, n, which);
+                runs++;
+            }
+    static const int shapes[][3] = {{31, 31, 32}, {15, 15, 16}, {7, 7, 8},
+                                    {3, 3, 4},    {1, 17, 18},  {2, 33, 35}};
+    float *o = hfill(LEN * LEN, -2, 2), *pgot = hnew((LEN * LEN + PAD) * sizeof(float)),
+          *pwant = hnew((LEN * LEN + PAD) * sizeof(float));
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++) o[11 * i + 1] = special[i];
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+        for (int flags = 0; flags < 4; flags++) { /* relu, mask */
+            int Ho = shapes[sh][0], Wo = shapes[sh][1], Ws = shapes[sh][2];
+            memset(pgot, 0xa5, (LEN * LEN + PAD) * sizeof(float));
+            memset(pwant, 0xa5, (LEN * LEN + PAD) * sizeof(float));
+            conv_tiles_plane_out_amx(o, Ho, Wo, Ws, 0.25f, flags & 1, flags & 2 ? m : NULL, pgot);
+            conv_tiles_plane_out_generic(o, Ho, Wo, Ws, 0.25f, flags & 1, flags & 2 ? m : NULL, pwant);
+            EXPECT(memcmp(pgot, pwant, (LEN * LEN + PAD) * sizeof(float)) == 0,
+                   "conv_tiles_plane_out amx: %dx%d (rows %d apart), relu %d, mask %d differs from the "
+                   "plain-C build's",
+                   Ho, Wo, Ws, flags & 1, flags >> 1);
+            planes++;
+        }
+    EXPECT(want[0] == 0xa5a5a5a5u && ((uint32_t *)pwant)[LEN * LEN] == 0xa5a5a5a5u,
+           "conv_tiles_put_run, _plane_out: wrote outside the run or the plane");
+    while (n_host) free(host_bufs[--n_host]);
+    printf("test_ops: cpu internals: conv_tiles_put_run and _plane_out amx against the plain-C build: %d "
+           "runs, %d "
+           "planes: done\n",
+           runs, planes);
+}
+
 static void cpu_internals(void) {
     test_fastdiv();
     const char *best = gemm_isa(), *best_bf16 = gemm_bf16_isa();
@@ -2027,6 +2084,7 @@ static void cpu_internals(void) {
     test_gemm_bf16_same_sums("avx2", 1);
     test_gemm_bf16_same_sums("avx512bf16", 0);
     test_tiles_grad_pairs();
+    test_tiles_runs();
     gemm_bf16_select(best_bf16);
 }
 

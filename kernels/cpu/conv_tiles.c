@@ -120,24 +120,47 @@ size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads) {
 }
 #endif
 
-/* n positions from i of a grid row d: bf16 of a[0..n) (NULL: zeros); with pairs, d holds
- * uint32_t pairs and b (NULL: zeros) gives their high halves, else d holds uint16_t. Plain
- * contiguous loops: they vectorise. */
-static void put_run(void *d, int pairs, size_t i, const float *a, const float *b, int n) {
+#if defined(ISA_HAS_AMX)
+/* The lanes of a run's step of 16 from x of n. */
+static __mmask16 lanes(int x, int n) { return (__mmask16)(n - x >= 16 ? 0xffffu : (1u << (n - x)) - 1); }
+#endif
+
+/* cpu.h: n positions from i of a grid row d, bf16 of a (and b). The rows are short (3 to 33
+ * positions: the maps' widths), so the amx builds convert 16 at a time with the rest masked
+ * (VCVTNE2PS2BF16 rounds as bf16_bits), where the compiler's loops left up to 15 to scalar
+ * code; the generic build keeps the plain loops. */
+void ISA_FN(conv_tiles_put_run)(void *d, int pairs, size_t i, const float *a, const float *b, int n) {
+    size_t size = pairs ? sizeof(uint32_t) : sizeof(uint16_t);
+    if (!a) {
+        memset((char *)d + i * size, 0, (size_t)n * size);
+        return;
+    }
+#if defined(ISA_HAS_AMX)
+    /* word 2 j of a pair vector: a's j (word j of the conversion), word 2 j + 1: b's (16 + j) */
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int x = 0; x < n; x += 16) {
+        __mmask16 m = lanes(x, n);
+        __m512 va = _mm512_maskz_loadu_ps(m, a + x);
+        if (pairs) {
+            __m512 vb = b ? _mm512_maskz_loadu_ps(m, b + x) : _mm512_setzero_ps();
+            __m512i w = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
+            _mm512_mask_storeu_epi32((uint32_t *)d + i + x, m, w);
+        } else {
+            _mm256_mask_storeu_epi16((uint16_t *)d + i + x, m, (__m256i)_mm512_cvtneps_pbh(va));
+        }
+    }
+#else
     if (pairs) {
         uint32_t *o = (uint32_t *)d + i;
-        if (!a) memset(o, 0, (size_t)n * sizeof *o);
-        else if (!b)
-            for (int x = 0; x < n; x++) o[x] = bf16_bits(a[x]);
-        else
-            for (int x = 0; x < n; x++) o[x] = bf16_bits(a[x]) | bf16_bits(b[x]) << 16;
+        for (int x = 0; x < n; x++) o[x] = bf16_bits(a[x]) | (b ? bf16_bits(b[x]) << 16 : 0u);
     } else {
         uint16_t *o = (uint16_t *)d + i;
-        if (!a) memset(o, 0, (size_t)n * sizeof *o);
-        else
-            for (int x = 0; x < n; x++) o[x] = (uint16_t)bf16_bits(a[x]);
+        for (int x = 0; x < n; x++) o[x] = (uint16_t)bf16_bits(a[x]);
     }
+#endif
 }
+#define put_run ISA_FN(conv_tiles_put_run)
 
 /* Where a pass reads its input maps: the planes of map[N][chans][h][w], or with pool not NULL
  * the 2x2 max pool's backward of pool (struct pool_in: the map is never stored), made plane by
@@ -284,18 +307,30 @@ static void sums_chunk(const struct grid *g, const uint16_t *Wq, const uint32_t 
     TILE_FENCE();
 }
 
-/* One output plane d[Ho][Wo] = the kept positions of the plane o on the grid (+ bias), ReLU'd
- * where relu, or taken through a ReLU's backward where m (its mask plane) is not NULL: 0 where
- * m <= 0. */
-static void plane_out(const struct grid *g, const float *o, float bias, int relu, const float *m, float *d) {
-    for (int y = 0; y < g->Ho; y++, d += g->Wo, o += g->Ws) {
-        const float *my = m ? m + (size_t)y * g->Wo : NULL;
-        for (int x = 0; x < g->Wo; x++) {
+/* cpu.h: one output plane from the grid, 16 positions a step in the amx builds (put_run). */
+void ISA_FN(conv_tiles_plane_out)(const float *o, int Ho, int Wo, int Ws, float bias, int relu,
+                                  const float *m, float *d) {
+    for (int y = 0; y < Ho; y++, d += Wo, o += Ws) {
+        const float *my = m ? m + (size_t)y * Wo : NULL;
+#if defined(ISA_HAS_AMX)
+        const __m512 vbias = _mm512_set1_ps(bias), zero = _mm512_setzero_ps();
+        for (int x = 0; x < Wo; x += 16) {
+            __mmask16 k = lanes(x, Wo);
+            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, o + x), vbias);
+            if (relu) v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), v, zero);
+            if (my)
+                v = _mm512_mask_blend_ps(
+                    _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, my + x), zero, _CMP_LE_OQ), v, zero);
+            _mm512_mask_storeu_ps(d + x, k, v);
+        }
+#else
+        for (int x = 0; x < Wo; x++) {
             float v = o[x] + bias;
             if (relu) v = v <= 0.0f ? 0.0f : v;
             if (my) v = my[x] <= 0.0f ? 0.0f : v;
             d[x] = v;
         }
+#endif
     }
 }
 
@@ -311,7 +346,8 @@ static void copy_out(const struct grid *g, const float *out, const float *b, int
         for (int co = 0; co < g->out; co++) {
             size_t at = ((size_t)j * g->out + co) * hw;
             const float *o = out + (size_t)co * g->P + (size_t)j * g->L;
-            plane_out(g, o, b ? b[co] : 0.0f, relu, mask ? mask + at : NULL, pool ? plane : y + at);
+            ISA_FN(conv_tiles_plane_out)
+            (o, g->Ho, g->Wo, g->Ws, b ? b[co] : 0.0f, relu, mask ? mask + at : NULL, pool ? plane : y + at);
             if (pool) {
                 size_t p = ((size_t)(n0 + j) * g->out + co) * pooled;
                 cpu_maxpool_plane(plane, pool->y + p, pool->winners ? pool->winners + p : NULL, g->Ho, g->Wo,

@@ -168,6 +168,18 @@ conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_amxcost, c
  * columns 0..15 written) = (t[i][2 pp], t[i][2 pp + 1]) rounded as bf16_bits, for the 16 rows i of
  * t[16][P] and pp < P / 2 (P a multiple of 32). The amx build runs AVX-512 (and AVX512_BF16)
  * only, no tile instruction. */
+/* Internal to conv_tiles.c, for tests (amx's AVX-512 code against the plain-C build):
+ *   conv_tiles_put_run: n positions from i of a grid row d, bf16 of a[0..n) (NULL: zeros);
+ *     with pairs, d holds uint32_t pairs and b (NULL: zeros) gives their high halves, else d
+ *     holds uint16_t; rounded as bf16_bits.
+ *   conv_tiles_plane_out: d[Ho][Wo] = o's rows (Ws floats apart, the first Wo of each) + bias,
+ *     ReLU'd where relu, or taken through a ReLU's backward where m (a mask plane [Ho][Wo]) is
+ *     not NULL: 0 where m <= 0 (a NaN passes). */
+typedef void conv_tiles_put_run_fn(void *d, int pairs, size_t i, const float *a, const float *b, int n);
+typedef void conv_tiles_plane_out_fn(const float *o, int Ho, int Wo, int Ws, float bias, int relu,
+                                     const float *m, float *d);
+conv_tiles_put_run_fn conv_tiles_put_run_amx, conv_tiles_put_run_amxcost, conv_tiles_put_run_generic;
+conv_tiles_plane_out_fn conv_tiles_plane_out_amx, conv_tiles_plane_out_amxcost, conv_tiles_plane_out_generic;
 void conv_tiles_grad_pairs_amx(const float *t, int P, int cout, uint32_t *out);
 void conv_tiles_grad_pairs_amxcost(const float *t, int P, int cout, uint32_t *out);
 void conv_tiles_grad_pairs_generic(const float *t, int P, int cout, uint32_t *out);
