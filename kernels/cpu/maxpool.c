@@ -5,8 +5,9 @@
  * so the backward reads one byte per window instead of the window's k*k inputs.
  * The window loops are written once, for any k, and inlined with the constant k = 2 for the
  * common 2x2 pool, where they unroll; the 2x2 rows have loops of their own that vectorise
- * (forward_row2, backward_row2), the forward with winners an AVX-512 form where the float path
- * is avx512 (forward_row2_avx512), the backward a sparse one for rows of few windows
+ * (forward_row2, backward_row2); where the float path is avx512, the forward with winners and
+ * the backward of rows of 4 or more windows run AVX-512 forms (forward_row2_avx512,
+ * backward_plane2_avx512), and elsewhere the backward of rows of few windows a sparse one
  * (backward_plane2_sparse). */
 #include "cpu.h"
 
@@ -126,6 +127,41 @@ WIDE static void forward_row2_avx512(const float *r0, const float *r1, float *y,
         _mm512_mask_cvtepi32_storeu_epi8(ip + j, out, best);
     }
 }
+
+/* The 2x2 backward of one plane in AVX-512, 16 windows a step (the rest masked): each window's
+ * four elements take its gradient (through the ReLU's gate) or 0 by its winner byte, as
+ * backward_row2, interleaved into the two rows of dx; then the column and row no window
+ * covers. */
+WIDE static void backward_plane2_avx512(const unsigned char *ip, const float *g, float *dx, int H, int W,
+                                        int relu) {
+    int Ho = H / 2, Wo = W / 2;
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0),
+                  hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8)), mask7 = _mm512_set1_epi32(~MAXPOOL_PASSES);
+    for (int i = 0; i < Ho; i++) {
+        float *d0 = dx + (size_t)2 * i * W, *d1 = d0 + W;
+        for (int j = 0; j < Wo; j += 16) {
+            int n = Wo - j < 16 ? Wo - j : 16;
+            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, ip + (size_t)i * Wo + j));
+            __m512 v = _mm512_maskz_loadu_ps(m, g + (size_t)i * Wo + j);
+            if (relu)
+                v = _mm512_maskz_mov_ps(_mm512_test_epi32_mask(b, _mm512_set1_epi32(MAXPOOL_PASSES)), v);
+            __m512i at = _mm512_and_si512(b, mask7);
+            __m512 w[4];
+            for (int q = 0; q < 4; q++)
+                w[q] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(q)), v);
+            unsigned both = 2u * (unsigned)n; /* floats of each dx row these windows cover */
+            __mmask16 m0 = (__mmask16)(both >= 16 ? 0xffffu : (1u << both) - 1),
+                      m1 = (__mmask16)(both > 16 ? (1u << (both - 16)) - 1 : 0u);
+            _mm512_mask_storeu_ps(d0 + 2 * j, m0, _mm512_permutex2var_ps(w[0], lo, w[1]));
+            _mm512_mask_storeu_ps(d0 + 2 * j + 16, m1, _mm512_permutex2var_ps(w[0], hi, w[1]));
+            _mm512_mask_storeu_ps(d1 + 2 * j, m0, _mm512_permutex2var_ps(w[2], lo, w[3]));
+            _mm512_mask_storeu_ps(d1 + 2 * j + 16, m1, _mm512_permutex2var_ps(w[2], hi, w[3]));
+        }
+        if (W % 2) d0[W - 1] = d1[W - 1] = 0.0f;
+    }
+    if (H % 2) memset(dx + (size_t)(H - 1) * W, 0, (size_t)W * sizeof *dx);
+}
 #endif
 
 /* One row of windows of dx at d from the winners ip[Wo] and dy at g[Wo]: each window zeroed, its
@@ -229,6 +265,12 @@ static void backward_plane2_sparse(const unsigned char *restrict ip, const float
 
 void cpu_maxpool_backward_plane(const unsigned char *idx, const float *dy, float *dx, int H, int W, int k,
                                 int relu) {
+#if defined(__x86_64__)
+    if (k == 2 && W / 2 >= 4 && strcmp(gemm_isa(), "avx512") == 0) { /* as cpu_maxpool_plane */
+        backward_plane2_avx512(idx, dy, dx, H, W, relu);
+        return;
+    }
+#endif
     if (k == 2 && (W / 2 % 4 != 0 || W / 2 < 8)) backward_plane2_sparse(idx, dy, dx, H, W, relu);
     else if (k == 2) backward_plane(idx, dy, dx, H, W, H / 2, W / 2, 2, relu);
     else backward_plane(idx, dy, dx, H, W, H / k, W / k, k, relu);
