@@ -145,6 +145,10 @@ gemm_prepacked_fn gemm_prepacked_generic, gemm_prepacked_avx2, gemm_prepacked_av
 gemm_pack_a_fn gemm_pack_a;
 gemm_prepacked_fn gemm_prepacked;
 int gemm_nr(void);
+/* 1 when the float path in use is avx512 (chosen only where the CPU has AVX-512): for kernels
+ * compiled once with an AVX-512 form beside a generic one (maxpool.c); a call, not a string
+ * compare, as they ask per plane. */
+int gemm_path_avx512(void);
 
 /* One ISA path, as compiled from gemm.c and gemm_bf16.c (see isa.h); used only by the
  * dispatcher. */

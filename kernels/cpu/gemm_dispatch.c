@@ -170,6 +170,7 @@ void gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdi
 }
 
 int gemm_nr(void) { return current->nr; }
+int gemm_path_avx512(void) { return current->fn == gemm_avx512; }
 
 void gemm_pack_a(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, float *Ap) {
     current->pack_a(M, K, A, rsa, csa, Ap);

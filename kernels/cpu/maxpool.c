@@ -216,7 +216,7 @@ INLINE void pool_plane(const float *xp, float *yp, unsigned char *ip, int W, int
 }
 
 void cpu_maxpool_plane(const float *x, float *y, unsigned char *idx, int H, int W, int k) {
-    int wide = W / k >= 4 && strcmp(gemm_isa(), "avx512") == 0; /* chosen where the CPU has it */
+    int wide = W / k >= 4 && gemm_path_avx512(); /* chosen where the CPU has it */
     if (k == 2) pool_plane(x, y, idx, W, H / 2, W / 2, 2, wide);
     else pool_plane(x, y, idx, W, H / k, W / k, k, wide);
 }
@@ -266,7 +266,7 @@ static void backward_plane2_sparse(const unsigned char *restrict ip, const float
 void cpu_maxpool_backward_plane(const unsigned char *idx, const float *dy, float *dx, int H, int W, int k,
                                 int relu) {
 #if defined(__x86_64__)
-    if (k == 2 && W / 2 >= 4 && strcmp(gemm_isa(), "avx512") == 0) { /* as cpu_maxpool_plane */
+    if (k == 2 && W / 2 >= 4 && gemm_path_avx512()) { /* as cpu_maxpool_plane */
         backward_plane2_avx512(idx, dy, dx, H, W, relu);
         return;
     }
