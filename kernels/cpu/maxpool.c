@@ -93,15 +93,15 @@ static void forward_row2(const float *restrict r0, const float *restrict r1, flo
  * ran about 2.4 ns a window on an AMD EPYC Zen 4, whatever the row's length (docs/results.md).
  * The same comparisons: a later element wins when it is greater (ordered) or NaN. */
 #define WIDE __attribute__((target("avx512f,avx512bw,avx512vl")))
+/* The first n lanes of 16 (none for n <= 0, all for n >= 16): a masked step's loads and stores. */
+static __mmask16 first_lanes(int n) { return (__mmask16)(n <= 0 ? 0u : n >= 16 ? 0xffffu : (1u << n) - 1); }
 WIDE static __mmask16 wins(__m512 later, __m512 earlier) {
     return _mm512_cmp_ps_mask(later, earlier, _CMP_GT_OQ) | _mm512_cmp_ps_mask(later, later, _CMP_UNORD_Q);
 }
 /* The even (odd) elements of the 2n floats at r, n <= 16, in the lanes of *e (*o). */
 WIDE static void split(const float *r, int n, __m512 *e, __m512 *o) {
-    unsigned both = 2u * (unsigned)n;
-    __mmask16 m0 = (__mmask16)(both >= 16 ? 0xffffu : (1u << both) - 1),
-              m1 = (__mmask16)(both > 16 ? (1u << (both - 16)) - 1 : 0u);
-    __m512 a = _mm512_maskz_loadu_ps(m0, r), b = _mm512_maskz_loadu_ps(m1, r + 16);
+    __m512 a = _mm512_maskz_loadu_ps(first_lanes(2 * n), r),
+           b = _mm512_maskz_loadu_ps(first_lanes(2 * n - 16), r + 16);
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     *e = _mm512_permutex2var_ps(a, even, b);
     *o = _mm512_permutex2var_ps(a, _mm512_add_epi32(even, _mm512_set1_epi32(1)), b);
@@ -122,7 +122,7 @@ WIDE static void forward_row2_avx512(const float *r0, const float *r1, float *y,
         __mmask16 passes =
             (__mmask16)~_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_LE_OQ); /* NaN passes */
         best = _mm512_mask_or_epi32(best, passes, best, _mm512_set1_epi32(MAXPOOL_PASSES));
-        __mmask16 out = (__mmask16)((1u << n) - 1);
+        __mmask16 out = first_lanes(n);
         _mm512_mask_storeu_ps(y + j, out, m);
         _mm512_mask_cvtepi32_storeu_epi8(ip + j, out, best);
     }
@@ -141,7 +141,7 @@ WIDE static void backward_plane2_avx512(const unsigned char *ip, const float *g,
         float *d0 = dx + (size_t)2 * i * W, *d1 = d0 + W;
         for (int j = 0; j < Wo; j += 16) {
             int n = Wo - j < 16 ? Wo - j : 16;
-            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __mmask16 m = first_lanes(n);
             __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, ip + (size_t)i * Wo + j));
             __m512 v = _mm512_maskz_loadu_ps(m, g + (size_t)i * Wo + j);
             if (relu)
@@ -150,9 +150,8 @@ WIDE static void backward_plane2_avx512(const unsigned char *ip, const float *g,
             __m512 w[4];
             for (int q = 0; q < 4; q++)
                 w[q] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(q)), v);
-            unsigned both = 2u * (unsigned)n; /* floats of each dx row these windows cover */
-            __mmask16 m0 = (__mmask16)(both >= 16 ? 0xffffu : (1u << both) - 1),
-                      m1 = (__mmask16)(both > 16 ? (1u << (both - 16)) - 1 : 0u);
+            /* each dx row: 2 n floats from 2 j, the first 16 and the rest */
+            __mmask16 m0 = first_lanes(2 * n), m1 = first_lanes(2 * n - 16);
             _mm512_mask_storeu_ps(d0 + 2 * j, m0, _mm512_permutex2var_ps(w[0], lo, w[1]));
             _mm512_mask_storeu_ps(d0 + 2 * j + 16, m1, _mm512_permutex2var_ps(w[0], hi, w[1]));
             _mm512_mask_storeu_ps(d1 + 2 * j, m0, _mm512_permutex2var_ps(w[2], lo, w[3]));
@@ -196,15 +195,14 @@ static void backward_row2(const unsigned char *restrict ip, const float *restric
 /* One plane: y and, unless ip is NULL, the winners (k = 2 on AVX-512 where wide). */
 INLINE void pool_plane(const float *xp, float *yp, unsigned char *ip, int W, int Ho, int Wo, int k,
                        int wide) {
+    (void)wide; /* used on x86-64 only */
     if (!ip) {
         forward_plane(xp, yp, W, Ho, Wo, k);
         return;
     }
     for (int i = 0; i < Ho; i++) {
         const float *r = xp + (size_t)i * k * W;
-#if !defined(__x86_64__)
-        (void)wide;
-#else
+#if defined(__x86_64__)
         if (k == 2 && wide) {
             forward_row2_avx512(r, r + W, yp + (size_t)i * Wo, ip + (size_t)i * Wo, Wo);
             continue;
