@@ -36,7 +36,13 @@
 
 #include <omp.h>
 
-#define GRID_TARGET 512 /* grid positions a chunk aims at: its operands stay in L2 */
+/* Grid positions a chunk aims at. The sums' (512): a chunk's operands stay in L2. The filter
+ * gradient's is larger: its sums (dwt, 2.3 MB a thread at 256 x 256 x 3 x 3) live in memory
+ * and make one round trip through the tiles a chunk, and a chunk of 2048 positions quarters
+ * those trips while what its inner loops read stays within a 2 MB L2 (dyp, 1 MB at 256 output
+ * channels, and a 32-row slice of xb). */
+#define GRID_TARGET 512
+#define GRAD_TARGET 2048
 
 struct grid {
     int in, out;             /* channels read and written */
@@ -54,32 +60,36 @@ static void set_chunk(struct grid *g, int nb) {
     g->R = (int)round16((size_t)g->P + (size_t)(g->k - 1) * (g->Ws + 1));
 }
 
-static struct grid grid_of(int in, int out, int H, int W, int k, int pad) {
+static struct grid grid_of(int in, int out, int H, int W, int k, int pad, int target) {
     struct grid g = {.in = in, .out = out, .H = H, .W = W, .k = k, .pad = pad};
     g.Ws = W + pad;
     g.Ho = H + 2 * pad - k + 1; /* <= H + pad and Wo <= Ws, as pad < k */
     g.Wo = W + 2 * pad - k + 1;
     g.L = (H + pad) * g.Ws;
-    set_chunk(&g, GRID_TARGET / g.L > 1 ? GRID_TARGET / g.L : 1);
+    set_chunk(&g, target / g.L > 1 ? target / g.L : 1);
     g.cin = round32(in);
     g.cout = round32(out);
     return g;
 }
 
-/* g for a batch of N images: no more images a chunk than the batch has (the workspace is sized
- * for g's own). */
-static struct grid for_batch(struct grid g, int N) {
-    if (N > 0 && N < g.nb) set_chunk(&g, N);
+/* g with at most n images a chunk (the workspace is sized for g's own): the batch's, or for the
+ * filter gradient each thread's share of it, so that every thread has a chunk. */
+static struct grid for_batch(struct grid g, int n) {
+    if (n > 0 && n < g.nb) set_chunk(&g, n);
     return g;
 }
 
-/* The grids of the forward (and filter gradient) and of the input gradient. */
+/* The grids of the forward and of the input gradient. */
 static struct grid forward_grid(const struct conv_shape *s) {
-    return grid_of(s->C, s->K, s->H, s->W, s->k, s->pad);
+    return grid_of(s->C, s->K, s->H, s->W, s->k, s->pad, GRID_TARGET);
 }
 static struct grid backward_grid(const struct conv_shape *s) {
     return grid_of(s->K, s->C, kernels_conv_out(s->H, s->k, s->pad), kernels_conv_out(s->W, s->k, s->pad),
-                   s->k, s->k - 1 - s->pad);
+                   s->k, s->k - 1 - s->pad, GRID_TARGET);
+}
+/* The filter gradient's: the forward's grid in chunks of GRAD_TARGET positions. */
+static struct grid grad_grid(const struct conv_shape *s) {
+    return grid_of(s->C, s->K, s->H, s->W, s->k, s->pad, GRAD_TARGET);
 }
 
 /* Floats of the sums' shared filters, and of one thread's region. */
@@ -114,7 +124,8 @@ size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads) {
     struct grid f = forward_grid(s), b = backward_grid(s);
     size_t fwd = sums_filter_floats(&f) + sums_thread_floats(&f) * threads;
     size_t dx = sums_filter_floats(&b) + sums_thread_floats(&b) * threads;
-    size_t dw = grad_thread_floats(&f) * threads;
+    struct grid d = grad_grid(s);
+    size_t dw = grad_thread_floats(&d) * threads;
     size_t most = fwd > dx ? fwd : dx;
     return most > dw ? most : dw;
 }
@@ -412,7 +423,8 @@ static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t 
 void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, const float *dy,
                                     const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(conv_tiles_fit(s));
-    struct grid g = for_batch(forward_grid(s), s->N);
+    int team = omp_get_max_threads();
+    struct grid g = for_batch(grad_grid(s), (s->N + team - 1) / team);
     struct maps mx = {x, NULL, g.in, g.H, g.W}, mdy = {dy, dy_pool, g.out, g.Ho, g.Wo};
     size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * g.R / 2),
            dyp_floats = round16((size_t)g.P * g.cout / 2),
