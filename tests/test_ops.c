@@ -1950,6 +1950,44 @@ static void test_gemm_bf16_same_sums(const char *isa, int exact) {
            isa, differ, total, rel, exact ? "none" : "<= 1e-6");
 }
 
+/* gemm_bf16_prepacked (winograd.c's bf16 products, their A packed once per call) against
+ * gemm_bf16 on the same operands: the same packing and the same kernel, so the same bits, on
+ * every bf16 path that has it; sizes across every blocking edge (MC 96, KC 256 with an odd last
+ * block, NC 512, the 12 x 32 tile), both layouts of both operands; nothing written past
+ * gemm_bf16_packed_a_words. */
+static void test_gemm_bf16_prepacked(const char *isa) {
+    if (gemm_bf16_select(isa) != 0) return;
+    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {13, 70, 600}};
+    float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
+    size_t differ = 0, total = 0, overrun = 0;
+    for (int s = 0; s < 5; s++)
+        for (int t = 0; t < 4; t++) {
+            int M = sizes[s][0], N = sizes[s][1], Kd = sizes[s][2], ta = t & 1, tb = t >> 1;
+            ptrdiff_t rsa = ta ? 1 : Kd, csa = ta ? M : 1, rsb = tb ? 1 : N, csb = tb ? Kd : 1;
+            seed = 700u + 4u * (unsigned)s + (unsigned)t;
+            float *A = hfill((size_t)M * Kd, -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
+            float *C = hfill((size_t)M * N, -1, 1), *R = hfill((size_t)M * N, 0, 0);
+            size_t words = gemm_bf16_packed_a_words(M, Kd);
+            uint32_t *Ap = XALLOC((words + 16) * sizeof *Ap);
+            for (int i = 0; i < 16; i++) Ap[words + i] = 0xdeadbeefu;
+            gemm_bf16_pack_a(M, Kd, A, rsa, csa, Ap);
+            gemm_bf16_prepacked(M, N, Kd, Ap, Bm, rsb, csb, C, N, ws);
+            gemm_bf16(M, N, Kd, 1.0f, A, rsa, csa, Bm, rsb, csb, 0.0f, R, N, ws);
+            for (int i = 0; i < 16; i++) overrun += Ap[words + i] != 0xdeadbeefu;
+            for (size_t i = 0; i < (size_t)M * N; i++) differ += memcmp(&C[i], &R[i], sizeof(float)) != 0;
+            total += (size_t)M * N;
+            free(Ap);
+            while (n_host) free(host_bufs[--n_host]);
+        }
+    EXPECT(differ == 0, "gemm_bf16_prepacked %s: %zu of %zu results differ from gemm_bf16's", isa, differ,
+           total);
+    EXPECT(overrun == 0, "gemm_bf16_pack_a %s: wrote past gemm_bf16_packed_a_words", isa);
+    free(ws);
+    printf("test_ops: cpu internals: gemm_bf16_prepacked %s against gemm_bf16: %zu of %zu results differ: "
+           "done\n",
+           isa, differ, total);
+}
+
 /* The CUDA kernels' index division (kernels/cuda/fastdiv.h, plain C too) against '/' and '%':
  * every divisor below 3000 on a sweep of small indices and the largest ones, and the
  * divisors the networks' maps give (HW and channel counts) and the extremes near 2^31. */
@@ -2083,6 +2121,9 @@ static void cpu_internals(void) {
     for (int i = 0; i < N_BF16_PATHS; i++) test_gemm_bf16_rounding(bf16_paths[i]);
     test_gemm_bf16_same_sums("avx2", 1);
     test_gemm_bf16_same_sums("avx512bf16", 0);
+    test_gemm_bf16_prepacked("avx512bf16");
+    test_gemm_bf16_prepacked("avx2");
+    test_gemm_bf16_prepacked("generic");
     test_tiles_grad_pairs();
     test_tiles_runs();
     gemm_bf16_select(best_bf16);

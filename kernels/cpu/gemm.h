@@ -140,6 +140,21 @@ typedef void gemm_prepacked_fn(int M, int N, int K, const float *Ap, const float
 gemm_pack_a_fn gemm_pack_a_generic, gemm_pack_a_avx2, gemm_pack_a_avx512;
 gemm_prepacked_fn gemm_prepacked_generic, gemm_prepacked_avx2, gemm_prepacked_avx512;
 
+/* The same for the bf16 GEMM, on the bf16 path in use (not the tiles': their convolutions run
+ * no Winograd, and these CHECK-fail there):
+ *   gemm_bf16_pack_a: Ap = op(A) (M x K) rounded and paired as gemm_bf16 packs it, every block
+ *     of it at once, gemm_bf16_packed_a_words(M, K) words;
+ *   gemm_bf16_prepacked: C[M][N] = Ap op(B) (beta 0), B as gemm_bf16 takes it, ws
+ *     gemm_workspace_floats(): bit for bit gemm_bf16(M, N, K, 1, A, ..., B, ..., 0, C, ldc). */
+size_t gemm_bf16_packed_a_words(int M, int K);
+typedef void gemm_bf16_pack_a_fn(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, uint32_t *Ap);
+typedef void gemm_bf16_prepacked_fn(int M, int N, int K, const uint32_t *Ap, const float *B, ptrdiff_t rsb,
+                                    ptrdiff_t csb, float *C, int ldc, float *ws);
+gemm_bf16_pack_a_fn gemm_bf16_pack_a, gemm_bf16_pack_a_generic, gemm_bf16_pack_a_avx2,
+    gemm_bf16_pack_a_avx512bf16;
+gemm_bf16_prepacked_fn gemm_bf16_prepacked, gemm_bf16_prepacked_generic, gemm_bf16_prepacked_avx2,
+    gemm_bf16_prepacked_avx512bf16;
+
 /* The two above on the path in use, and its NR (for the tests; winograd.c calls its own path's
  * directly). */
 gemm_pack_a_fn gemm_pack_a;

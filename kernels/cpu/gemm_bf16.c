@@ -249,13 +249,19 @@ static void micro_kernel(int kp, const uint32_t *restrict Ap, const uint32_t *re
 }
 #endif
 
-void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
-               ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
+/* C = alpha op(A) op(B) + beta C in blocks (gemm.c's loops), each block of A packed here, or
+ * with Apre not NULL taken from Apre, where gemm_bf16_pack_a laid all of them out: the block of
+ * K block pc and row block ic at (pc / 2) Mpad + ic kp words (Mpad: M in whole panels; a full K
+ * block takes Mpad KC / 2 words, a row block of it MC kp). */
+static void blocked(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+                    const uint32_t *Apre, const float *B, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C,
+                    int ldc, float *ws) {
     /* Half a float per packed element: both panels fit in gemm_workspace_floats(). */
     _Static_assert((MC * KC + KC * NC) / 2 <= 96 * 256 + 256 * 512, "panels fit gemm's workspace");
     uint32_t *Ap = (uint32_t *)ws;           /* [MC/MR][KC/2][MR] pairs */
     uint32_t *Bp = Ap + (size_t)MC * KC / 2; /* [NC/NR][KC/2][NR] pairs */
-    if (K == 0) {                            /* C = beta * C, as BLAS defines it */
+    size_t Mpad = (size_t)(M + MR - 1) / MR * MR;
+    if (K == 0) { /* C = beta * C, as BLAS defines it */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
@@ -268,18 +274,46 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
             ISA_FN(gemm_bf16_pack_b)(kc, nc, B + pc * rsb + jc * csb, rsb, csb, kp, Bp);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, Ap);
+                const uint32_t *a = Apre ? Apre + (size_t)pc / 2 * Mpad + (size_t)ic * kp : Ap;
+                if (!Apre) pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
-                        micro_kernel(kp, Ap + (size_t)ir * kp, Bp + (size_t)jr * kp, mr, nr, alpha,
-                                     beta_block, C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc);
+                        micro_kernel(kp, a + (size_t)ir * kp, Bp + (size_t)jr * kp, mr, nr, alpha, beta_block,
+                                     C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc);
                     }
                 }
             }
         }
     }
+}
+
+void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+               ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
+    blocked(M, N, K, alpha, A, rsa, csa, NULL, B, rsb, csb, beta, C, ldc, ws);
+}
+
+#ifdef ISA_IS_GENERIC /* once, not per ISA */
+size_t gemm_bf16_packed_a_words(int M, int K) {
+    return (size_t)(M + MR - 1) / MR * MR * (((size_t)K + 1) / 2);
+}
+#endif
+
+/* gemm.h: every block blocked() would pack, at the offsets it reads them from. */
+void ISA_FN(gemm_bf16_pack_a)(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, uint32_t *Ap) {
+    size_t Mpad = (size_t)(M + MR - 1) / MR * MR;
+    for (int pc = 0; pc < K; pc += KC) {
+        int kc = K - pc < KC ? K - pc : KC, kp = (kc + 1) / 2;
+        for (int ic = 0; ic < M; ic += MC)
+            pack_a(M - ic < MC ? M - ic : MC, kc, A + ic * rsa + pc * csa, rsa, csa,
+                   Ap + (size_t)pc / 2 * Mpad + (size_t)ic * kp);
+    }
+}
+
+void ISA_FN(gemm_bf16_prepacked)(int M, int N, int K, const uint32_t *Ap, const float *B, ptrdiff_t rsb,
+                                 ptrdiff_t csb, float *C, int ldc, float *ws) {
+    blocked(M, N, K, 1.0f, NULL, 0, 0, Ap, B, rsb, csb, 0.0f, C, ldc, ws);
 }
 
 #if defined(ISA_HAS_BF16)

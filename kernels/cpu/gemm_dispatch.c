@@ -80,23 +80,28 @@ struct bf16_path {
     int tiles;
     conv_tiles_sums_fn *tiles_sums; /* the direct convolutions of a path on tiles */
     conv_tiles_grad_fn *tiles_grad;
+    gemm_bf16_pack_a_fn *pack_a; /* gemm.h's pre-packed A (NULL on tiles) */
+    gemm_bf16_prepacked_fn *prepacked;
 };
 static const struct bf16_path bf16_paths[] = {
-    {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
-     conv_tiles_filter_grad_amx},
-    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0, NULL, NULL},
-    {"avx2", gemm_bf16_avx2, has_avx2, NULL, 0, NULL, NULL}, /* VDPBF16PS's sums on float FMA: no faster */
-    {"generic", gemm_bf16_generic, always, NULL, 0, NULL, NULL},
+    {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx, conv_tiles_filter_grad_amx,
+     NULL, NULL},
+    {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0, NULL, NULL,
+     gemm_bf16_pack_a_avx512bf16, gemm_bf16_prepacked_avx512bf16},
+    /* VDPBF16PS's sums on float FMA: no faster */
+    {"avx2", gemm_bf16_avx2, has_avx2, NULL, 0, NULL, NULL, gemm_bf16_pack_a_avx2, gemm_bf16_prepacked_avx2},
+    {"generic", gemm_bf16_generic, always, NULL, 0, NULL, NULL, gemm_bf16_pack_a_generic,
+     gemm_bf16_prepacked_generic},
     /* tests only: after "generic", never the default */
     {"amx-emulated", gemm_tiles_generic, always, NULL, 1, conv_tiles_sums_generic,
-     conv_tiles_filter_grad_generic},
+     conv_tiles_filter_grad_generic, NULL, NULL},
     /* the tiles with im2col for every convolution (their method before the direct one): for
      * comparisons, never the default */
-    {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL},
+    {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL, NULL, NULL},
     /* amx's code with the tile instructions left out (tiles.h): what the rest of amx costs, timed
      * on CPUs without AMX; never the default, its results meaningless */
     {"amx-cost", gemm_tiles_amxcost, has_avx512bf16, NULL, 1, conv_tiles_sums_amxcost,
-     conv_tiles_filter_grad_amxcost},
+     conv_tiles_filter_grad_amxcost, NULL, NULL},
 };
 static const struct bf16_path *current_bf16;
 
@@ -147,6 +152,17 @@ int gemm_bf16_select(const char *isa) {
 void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
                ptrdiff_t rsb, ptrdiff_t csb, float beta, float *C, int ldc, float *ws) {
     current_bf16->fn(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, ldc, ws);
+}
+
+void gemm_bf16_pack_a(int M, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, uint32_t *Ap) {
+    CHECK(current_bf16->pack_a);
+    current_bf16->pack_a(M, K, A, rsa, csa, Ap);
+}
+
+void gemm_bf16_prepacked(int M, int N, int K, const uint32_t *Ap, const float *B, ptrdiff_t rsb,
+                         ptrdiff_t csb, float *C, int ldc, float *ws) {
+    CHECK(current_bf16->prepacked);
+    current_bf16->prepacked(M, N, K, Ap, B, rsb, csb, C, ldc, ws);
 }
 
 void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const struct pool_in *in_pool,

@@ -740,15 +740,16 @@ void ISA_FN(winograd_conv3x3)(const float *x, const struct pool_in *xp, const fl
                               const float *bias, int relu, const float *mask, const struct pool_out *pool,
                               float *y, int N, int in, int out, int H, int W, int m, enum gemm_math math,
                               float *ws) {
-    gemm_fn *mm = gemm_of(math);
     CHECK(m >= 2 && m <= 5); /* BY_TILE's cases */
     struct tiling tl = tiling(m, H, W);
     int A2 = tl.a * tl.a;
     size_t HW = (size_t)H * W;
-    /* The float GEMM runs on operands laid out for it here: U packed once per call, the input
-     * transform writing its B panels (gemm_prepacked); the bf16 GEMM packs its own. */
+    /* U's A panels are packed once per call, not once per product: in float, with the input
+     * transform writing the B panels too (gemm_prepacked); in bf16 as gemm_bf16 packs them
+     * (gemm_bf16_prepacked, which packs B itself). */
     int packed = math == GEMM_FP32, panel = packed ? GEMM_NR : 0;
     size_t pa = gemm_packed_a_floats(out, in);
+    CHECK(gemm_bf16_packed_a_words(out, in) <= pa);     /* the bf16 panels fit the float ones' room */
     float *U = ws;                                      /* [a^2][out][in] */
     float *Ap = U + round16((size_t)A2 * in * out);     /* [a^2][pa]: U's A panels */
     float *thread_base = Ap + round16((size_t)A2 * pa); /* aligned: a^2 is odd for m 3, 5 */
@@ -770,11 +771,10 @@ void ISA_FN(winograd_conv3x3)(const float *x, const struct pool_in *xp, const fl
         int *cols[2] = {NULL, NULL};
         float *plane = pool ? pool_room(tl, V + stride, oidx, W, cols) : NULL;
         filters(m, w, flip, in, out, U); /* ends with the barrier of its omp for */
-        if (packed) {
 #pragma omp for schedule(static)
-            for (int xi = 0; xi < A2; xi++)
-                ISA_FN(gemm_pack_a)(out, in, U + (size_t)xi * out * in, in, 1, Ap + xi * pa);
-        }
+        for (int xi = 0; xi < A2; xi++)
+            if (packed) ISA_FN(gemm_pack_a)(out, in, U + (size_t)xi * out * in, in, 1, Ap + xi * pa);
+            else gemm_bf16_pack_a(out, in, U + (size_t)xi * out * in, in, 1, (uint32_t *)(Ap + xi * pa));
 #pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
             int n0 = ch * g, gn = N - n0 < g ? N - n0 : g;
@@ -789,8 +789,8 @@ void ISA_FN(winograd_conv3x3)(const float *x, const struct pool_in *xp, const fl
                 if (packed)
                     ISA_FN(gemm_prepacked)(out, tiles, in, Ap + xi * pa, V + xi * vs, Mt + xi * ms, (int)ld);
                 else
-                    mm(out, tiles, in, 1.0f, U + (size_t)xi * out * in, in, 1, V + xi * vs, (ptrdiff_t)ld, 1,
-                       0.0f, Mt + xi * ms, (int)ld, gws);
+                    gemm_bf16_prepacked(out, tiles, in, (const uint32_t *)(Ap + xi * pa), V + xi * vs,
+                                        (ptrdiff_t)ld, 1, Mt + xi * ms, (int)ld, gws);
             for (int o = 0; o < out; o++) {
                 output_tiles(m, Mt + (size_t)o * ld, ms, S, ss, tiles);
                 for (int li = 0; li < gn; li++) {
