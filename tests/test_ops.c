@@ -213,7 +213,7 @@ static const struct op_case cases[] = {
 
     /* conv, the workshop's 3x3 pad 1 on even maps with 16+ channels on the side a pass reads and
      * the side it writes: Winograd for the forward, dx and dw (float: F(4x4), exact tiles, or
-     * as noted; bf16: F(2x2), dw im2col) */
+     * as noted; bf16: F(2x2)) */
     CONV(7, 16, 24, 4, 6, 3, 1, F_BIAS | F_RELU | F_MASK), /* chunks of images, a partial last one (N 7) */
     CONV(2, 32, 17, 16, 16, 3, 1, F_BIAS | F_NO_DX),       /* odd K; several tiles per row */
     CONV(1, 32, 64, 32, 32, 3, 1,

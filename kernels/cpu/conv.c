@@ -65,8 +65,9 @@ static size_t per_thread_floats(const struct conv_shape *s, int nb) {
  *   - bf16 products: F(2x2) (larger tiles' transforms, coefficients up to 8, amplify the
  *     rounding of the transformed operands to bf16: relative L2 errors of 1e-2 - 2.7e-2 for
  *     m 3 and 4, 4.1e-2 for m 5, against 5.8e-3 at most for F(2x2) in tests/test_ops.c;
- *     airbench94 lost 0.26 points with m 4). Odd maps take it for all three passes; even maps
- *     for the forward and the input gradient, their filter gradient im2col.
+ *     airbench94 lost 0.26 points with m 4), for all three passes (the workshop CNN's even
+ *     maps ran their filter gradient im2col until the products stopped repacking the filters
+ *     per chunk; since, F(2x2) is faster there too: docs/results.md).
  *   - bf16 products on AMX tiles (gemm_bf16_tiles): no Winograd (the tiles' rate pays for the
  *     direct method's 2.25x more multiplies than F(2x2), and they skip its transforms); every
  *     pass of a shape conv_tiles_fit takes runs conv_tiles.c's direct convolution
@@ -86,8 +87,7 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
     if (s->k != 3 || s->pad != 1 || s->H < 2 || s->W < 2 || s->C < 16 || s->K < 16) return p;
     if (math == GEMM_BF16) {
         if (tiles) return p;
-        p.fwd = p.dx = 2;
-        p.dw = s->H % 2 == 0 && s->W % 2 == 0 ? 0 : 2;
+        p.fwd = p.dx = p.dw = 2;
         return p;
     }
     int best = 2;
