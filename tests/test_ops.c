@@ -230,6 +230,8 @@ static const struct op_case cases[] = {
     CONV(5, 16, 32, 8, 8, 3, 1, F_BIAS | F_RELU | F_MASK | F_NO_DX),
     CONV(2, 16, 16, 6, 6, 3, 1, F_MASK | F_NO_DW | F_NO_DB), /* frozen filter: dx only; float m 3 */
     CONV(2, 64, 128, 8, 8, 3, 1, F_BIAS | F_RELU),           /* a workshop layer */
+    /* odd channel counts both ways (bf16: an odd GEMM depth, its last pair's high half zero) */
+    CONV(2, 17, 19, 8, 8, 3, 1, F_BIAS | F_RELU | F_MASK),
 
     /* conv, 3x3 pad 1 on odd maps (16+ channels both sides): Winograd F(m x m, 3x3) for the
      * forward, dx and dw, m 3, 4 or 5 as conv.c's plan() picks (fewest multiplies; in bf16
