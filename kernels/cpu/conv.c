@@ -66,8 +66,8 @@ static size_t per_thread_floats(const struct conv_shape *s, int nb) {
  *     rounding of the transformed operands to bf16: relative L2 errors of 1e-2 - 2.7e-2 for
  *     m 3 and 4, 4.1e-2 for m 5, against 5.8e-3 at most for F(2x2) in tests/test_ops.c;
  *     airbench94 lost 0.26 points with m 4), for all three passes (the workshop CNN's even
- *     maps ran their filter gradient im2col until the products stopped repacking the filters
- *     per chunk; since, F(2x2) is faster there too: docs/results.md).
+ *     maps kept im2col for their filter gradient until 2026-11-29, so that their results
+ *     stayed those from before Winograd; F(2x2) is 1.19x faster there: docs/results.md).
  *   - bf16 products on AMX tiles (gemm_bf16_tiles): no Winograd (the tiles' rate pays for the
  *     direct method's 2.25x more multiplies than F(2x2), and they skip its transforms); every
  *     pass of a shape conv_tiles_fit takes runs conv_tiles.c's direct convolution

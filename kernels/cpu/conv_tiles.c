@@ -73,7 +73,8 @@ static struct grid grid_of(int in, int out, int H, int W, int k, int pad, int ta
 }
 
 /* g with at most n images a chunk (the workspace is sized for g's own): the batch's, or for the
- * filter gradient each thread's share of it, so that every thread has a chunk. */
+ * filter gradient the batch over the team, rounded down, so that every thread has a chunk
+ * (when the batch has an image for each). */
 static struct grid for_batch(struct grid g, int n) {
     if (n > 0 && n < g.nb) set_chunk(&g, n);
     return g;
@@ -424,7 +425,7 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, 
                                     const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(conv_tiles_fit(s));
     int team = omp_get_max_threads();
-    struct grid g = for_batch(grad_grid(s), (s->N + team - 1) / team);
+    struct grid g = for_batch(grad_grid(s), s->N / team > 1 ? s->N / team : 1);
     struct maps mx = {x, NULL, g.in, g.H, g.W}, mdy = {dy, dy_pool, g.out, g.Ho, g.Wo};
     size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * g.R / 2),
            dyp_floats = round16((size_t)g.P * g.cout / 2),

@@ -140,8 +140,14 @@ typedef void gemm_prepacked_fn(int M, int N, int K, const float *Ap, const float
 gemm_pack_a_fn gemm_pack_a_generic, gemm_pack_a_avx2, gemm_pack_a_avx512;
 gemm_prepacked_fn gemm_prepacked_generic, gemm_prepacked_avx2, gemm_prepacked_avx512;
 
-/* The same for the bf16 GEMM, on the bf16 path in use (not the tiles': their convolutions run
- * no Winograd, and these CHECK-fail there):
+/* The two above on the path in use, and its NR (for the tests; winograd.c calls its own path's
+ * directly). */
+gemm_pack_a_fn gemm_pack_a;
+gemm_prepacked_fn gemm_prepacked;
+int gemm_nr(void);
+
+/* Pre-packed A for the bf16 GEMM (winograd.c), on the bf16 path in use (not the tiles': their
+ * convolutions run no Winograd, and these CHECK-fail there):
  *   gemm_bf16_pack_a: Ap = op(A) (M x K) rounded and paired as gemm_bf16 packs it, every block
  *     of it at once, gemm_bf16_packed_a_words(M, K) words;
  *   gemm_bf16_prepacked: C[M][N] = Ap op(B) (beta 0), B as gemm_bf16 takes it, ws
@@ -154,12 +160,6 @@ gemm_bf16_pack_a_fn gemm_bf16_pack_a, gemm_bf16_pack_a_generic, gemm_bf16_pack_a
     gemm_bf16_pack_a_avx512bf16;
 gemm_bf16_prepacked_fn gemm_bf16_prepacked, gemm_bf16_prepacked_generic, gemm_bf16_prepacked_avx2,
     gemm_bf16_prepacked_avx512bf16;
-
-/* The two above on the path in use, and its NR (for the tests; winograd.c calls its own path's
- * directly). */
-gemm_pack_a_fn gemm_pack_a;
-gemm_prepacked_fn gemm_prepacked;
-int gemm_nr(void);
 /* 1 when the float path in use is avx512 (chosen only where the CPU has AVX-512): for kernels
  * compiled once with an AVX-512 form beside a generic one (maxpool.c); a call, not a string
  * compare, as they ask per plane. */

@@ -39,9 +39,10 @@
  *
  * Images are processed in chunks (one chunk per thread at a time) so each GEMM has 32 or more
  * tile columns, few enough for the chunk's buffers to stay in cache (MIN_TILES below): the
- * transform domain batches images, so tiny maps (3x3: one m-3 tile) still make wide GEMMs. U is computed once
- * per call and shared by all threads; in float it is also packed once into the GEMM's A panels, and the input
- * transform writes V straight into its B panels (gemm_prepacked: no per-product packing). The filter gradient
+ * transform domain batches images, so tiny maps (3x3: one m-3 tile) still make wide GEMMs. U is
+ * computed once per call and shared by all threads, and packed once into the GEMM's A panels
+ * (bf16: as gemm_bf16 packs them, gemm_bf16_prepacked); in float the input transform also writes
+ * V straight into its B panels (gemm_prepacked: no per-product packing). The filter gradient
  * sums per-thread partial dU in thread order (deterministic for a given thread count).
  *
  * Compiled once per ISA (isa.h): the transforms work on VEC tiles at a time (GCC vector types),
