@@ -1903,6 +1903,27 @@ static void test_gemm_bf16_rounding(const char *isa) {
     printf("test_ops: cpu internals: gemm_bf16 %s rounds as bf16_round: done\n", isa);
 }
 
+/* The bf16 GEMM tests' operands: sizes across every blocking edge (MC 96, KC 256 with an odd
+ * last block, NC 512, the 12 x 32 tile), and per size both layouts of both operands (t 0 to 3),
+ * random in [-1, 1] from seed0; C random, R zero (host buffers, freed with the case). */
+static const int bf16_sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {13, 70, 600}};
+#define N_BF16_SIZES ((int)(sizeof bf16_sizes / sizeof bf16_sizes[0]))
+struct bf16_case {
+    int M, N, K;
+    ptrdiff_t rsa, csa, rsb, csb;
+    float *A, *B, *C, *R;
+};
+static struct bf16_case bf16_case_of(int s, int t, unsigned seed0) {
+    struct bf16_case c = {
+        bf16_sizes[s][0], bf16_sizes[s][1], bf16_sizes[s][2], 0, 0, 0, 0, NULL, NULL, NULL, NULL};
+    int ta = t & 1, tb = t >> 1;
+    c.rsa = ta ? 1 : c.K, c.csa = ta ? c.M : 1, c.rsb = tb ? 1 : c.N, c.csb = tb ? c.K : 1;
+    seed = seed0 + 4u * (unsigned)s + (unsigned)t;
+    c.A = hfill((size_t)c.M * c.K, -1, 1), c.B = hfill((size_t)c.K * c.N, -1, 1);
+    c.C = hfill((size_t)c.M * c.N, -1, 1), c.R = hfill((size_t)c.M * c.N, 0, 0);
+    return c;
+}
+
 /* The bf16 paths against the plain-C one on the same operands: the same packing and blocking,
  * and each pair of exact products added in VDPBF16PS's order (odd k, then even) with one
  * rounding each. avx2 is our code and must match bit for bit (exact). The instruction itself
@@ -1913,22 +1934,19 @@ static void test_gemm_bf16_rounding(const char *isa) {
  * sizes across every blocking edge. */
 static void test_gemm_bf16_same_sums(const char *isa, int exact) {
     if (gemm_bf16_select(isa) != 0) return;
-    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {13, 70, 600}};
     float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
     size_t differ = 0, total = 0;
     double err2 = 0.0, ref2 = 0.0;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < N_BF16_SIZES; s++)
         for (int t = 0; t < 4; t++) {
-            int M = sizes[s][0], N = sizes[s][1], Kd = sizes[s][2], ta = t & 1, tb = t >> 1;
-            ptrdiff_t rsa = ta ? 1 : Kd, csa = ta ? M : 1, rsb = tb ? 1 : N, csb = tb ? Kd : 1;
-            seed = 500u + 4u * (unsigned)s + (unsigned)t;
-            float *A = hfill((size_t)M * Kd, -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
-            float *C = hfill((size_t)M * N, -1, 1), *R = hfill((size_t)M * N, 0, 0);
+            struct bf16_case o = bf16_case_of(s, t, 500u);
+            int M = o.M, N = o.N;
+            float *C = o.C, *R = o.R;
             memcpy(R, C, (size_t)M * N * sizeof(float));
             float beta = t == 3 ? 0.0f : 0.5f;
-            gemm_bf16(M, N, Kd, 0.75f, A, rsa, csa, Bm, rsb, csb, beta, C, N, ws);
+            gemm_bf16(M, N, o.K, 0.75f, o.A, o.rsa, o.csa, o.B, o.rsb, o.csb, beta, C, N, ws);
             CHECK(gemm_bf16_select("generic") == 0);
-            gemm_bf16(M, N, Kd, 0.75f, A, rsa, csa, Bm, rsb, csb, beta, R, N, ws);
+            gemm_bf16(M, N, o.K, 0.75f, o.A, o.rsa, o.csa, o.B, o.rsb, o.csb, beta, R, N, ws);
             CHECK(gemm_bf16_select(isa) == 0);
             for (size_t i = 0; i < (size_t)M * N; i++) {
                 differ += memcmp(&C[i], &R[i], sizeof(float)) != 0;
@@ -1953,31 +1971,24 @@ static void test_gemm_bf16_same_sums(const char *isa, int exact) {
 }
 
 /* gemm_bf16_prepacked (winograd.c's bf16 products, their A packed once per call) against
- * gemm_bf16 on the same operands: the same packing and the same kernel, so the same bits, on
- * every bf16 path that has it; sizes across every blocking edge (MC 96, KC 256 with an odd last
- * block, NC 512, the 12 x 32 tile), both layouts of both operands; nothing written past
- * gemm_bf16_packed_a_words. */
+ * gemm_bf16 on the same operands (bf16_case_of's): the same packing and the same kernel, so the
+ * same bits, on every bf16 path that has it; nothing written past gemm_bf16_packed_a_words. */
 static void test_gemm_bf16_prepacked(const char *isa) {
     if (gemm_bf16_select(isa) != 0) return;
-    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {13, 70, 600}};
     float *ws = XALLOC(gemm_workspace_floats() * sizeof(float));
     size_t differ = 0, total = 0, overrun = 0;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < N_BF16_SIZES; s++)
         for (int t = 0; t < 4; t++) {
-            int M = sizes[s][0], N = sizes[s][1], Kd = sizes[s][2], ta = t & 1, tb = t >> 1;
-            ptrdiff_t rsa = ta ? 1 : Kd, csa = ta ? M : 1, rsb = tb ? 1 : N, csb = tb ? Kd : 1;
-            seed = 700u + 4u * (unsigned)s + (unsigned)t;
-            float *A = hfill((size_t)M * Kd, -1, 1), *Bm = hfill((size_t)Kd * N, -1, 1);
-            float *C = hfill((size_t)M * N, -1, 1), *R = hfill((size_t)M * N, 0, 0);
-            size_t words = gemm_bf16_packed_a_words(M, Kd);
+            struct bf16_case o = bf16_case_of(s, t, 700u);
+            size_t words = gemm_bf16_packed_a_words(o.M, o.K), mn = (size_t)o.M * o.N;
             uint32_t *Ap = XALLOC((words + 16) * sizeof *Ap);
             for (int i = 0; i < 16; i++) Ap[words + i] = 0xdeadbeefu;
-            gemm_bf16_pack_a(M, Kd, A, rsa, csa, Ap);
-            gemm_bf16_prepacked(M, N, Kd, Ap, Bm, rsb, csb, C, N, ws);
-            gemm_bf16(M, N, Kd, 1.0f, A, rsa, csa, Bm, rsb, csb, 0.0f, R, N, ws);
+            gemm_bf16_pack_a(o.M, o.K, o.A, o.rsa, o.csa, Ap);
+            gemm_bf16_prepacked(o.M, o.N, o.K, Ap, o.B, o.rsb, o.csb, o.C, o.N, ws);
+            gemm_bf16(o.M, o.N, o.K, 1.0f, o.A, o.rsa, o.csa, o.B, o.rsb, o.csb, 0.0f, o.R, o.N, ws);
             for (int i = 0; i < 16; i++) overrun += Ap[words + i] != 0xdeadbeefu;
-            for (size_t i = 0; i < (size_t)M * N; i++) differ += memcmp(&C[i], &R[i], sizeof(float)) != 0;
-            total += (size_t)M * N;
+            for (size_t i = 0; i < mn; i++) differ += memcmp(&o.C[i], &o.R[i], sizeof(float)) != 0;
+            total += mn;
             free(Ap);
             while (n_host) free(host_bufs[--n_host]);
         }
