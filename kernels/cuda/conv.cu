@@ -143,8 +143,10 @@ template <typename Perf> static void keep(struct plan *p, int i, const Perf *r, 
 }
 
 /* Times every algorithm of pass i. cudnnFind* runs them on tensors and workspace it allocates
- * itself, so no buffer of ours is touched, even mid-step. */
+ * itself, so no buffer of ours is touched, even mid-step; but it allocates and synchronises, so
+ * never during a graph capture (a capture meets only passes its step timed op by op before). */
 static void time_pass(struct plan *p, int i) {
+    if (cuda_capturing()) err_die(1, "internal error: cudnnFind during a graph capture");
     cudnnHandle_t h = cuda_cudnn();
     int got = 0;
     if (i == FORWARD) {
