@@ -54,7 +54,9 @@
 #                                  bf16 and fp32, the workshop CNN at 512; airbench94's time to
 #                                  accuracy on the real images, 5 bf16 seeds and 1 fp32; the
 #                                  defaults against torch.compile (airbench94 in bf16, the
-#                                  workshop CNN); ours with each switch (CIFAR10_CUDA_ALGOS
+#                                  workshop CNN); PyTorch's time per operator (torch.profiler)
+#                                  for both, beside our per-layer tables in the default runs'
+#                                  logs; ours with each switch (CIFAR10_CUDA_ALGOS
 #                                  fastest, CIFAR10_CUDA_LAYOUT=nchw, airbench94's steps after
 #                                  the first bias stops, CIFAR10_CUDA_GRAPHS=off,
 #                                  CIFAR10_CUDA_SMALL_CONV=cudnn, and for bf16
@@ -582,6 +584,22 @@ perf_compile() {
   echo "$name: ours ${ours:-?} img/s, PyTorch torch.compile ${peer:-?}, ours / compile $ratio" | tee -a "$out/perf.txt" "$out/summary.txt"
 }
 
+# perf_profile NAME FLAGS...: PyTorch's own time per operator (torch.profiler, 2 steps after 20
+# timed; scripts/bench_torch.py as it is now, the 0cefd96 copy has no --profile) in
+# perf-torch-profile-NAME.log, beside our per-layer table in the default run's log: which side's
+# convolutions, and which of its other kernels, take the time. Informative: a failed run is
+# said, not counted.
+perf_profile() {
+  local name=$1
+  shift
+  if timeout -k 10 "$(limit "$run_s")" python3 scripts/bench_torch.py --device cuda --warmup 10 --steps 20 --runs 1 \
+    --profile 2 "$@" >"$out/perf-torch-profile-$name.log" 2>&1; then
+    echo "$name: PyTorch's time per operator in perf-torch-profile-$name.log, ours per layer in the default run's log"
+  else
+    echo "$name: PyTorch's profile failed: perf-torch-profile-$name.log"
+  fi | tee -a "$out/perf.txt" "$out/summary.txt"
+}
+
 # fits SECONDS WHAT: whether SECONDS more fit before GPU_CHECK_DEADLINE (the epoch second a
 # window's perf step must end by; unset: always); if not, a "skipped" line in perf.txt. A
 # window's call ends at a hard limit, so the step runs what matters most first and leaves out
@@ -611,11 +629,11 @@ tta_run() {
 # fails, the step fails and perf.txt says so first, but the timings still run. Then our
 # defaults against PyTorch eager at 100 timed steps (airbench94 at 1024 in bf16 and fp32, the
 # workshop CNN at 512); airbench94's time to accuracy on the real images (5 bf16 seeds, 1
-# fp32); our defaults against torch.compile; ours with each switch (CIFAR10_CUDA_ALGOS,
-# CIFAR10_CUDA_LAYOUT, CIFAR10_CUDA_GRAPHS, CIFAR10_CUDA_SMALL_CONV, CIFAR10_CUDA_BF16,
-# CIFAR10_CUDA_FILTERS, and airbench94's steps once the first bias stops); 1 bf16 run to
-# accuracy op by op. From the time to accuracy on, each part runs only when it fits (fits).
-# Every line goes to summary.txt too as it comes: a call cut off at its limit still brings
+# fp32); our defaults against torch.compile; PyTorch's time per operator; ours with each
+# switch (CIFAR10_CUDA_ALGOS, CIFAR10_CUDA_LAYOUT, CIFAR10_CUDA_GRAPHS, CIFAR10_CUDA_SMALL_CONV,
+# CIFAR10_CUDA_BF16, CIFAR10_CUDA_FILTERS, and airbench94's steps once the first bias stops); 1
+# bf16 run to accuracy op by op. From the time to accuracy on, each part runs only when it fits
+# (fits). Every line goes to summary.txt too as it comes: a call cut off at its limit still brings
 # back the figures so far in the few files the device tool returns.
 check_perf() {
   build build/tests/test_ops build/tests/test_cuda
@@ -668,6 +686,9 @@ check_perf() {
       "${air[@]}" --bf16
   fits 120 "torch.compile, workshop CNN" &&
     perf_compile workshop-512 "$(images_per_s "$out/perf-workshop-512-nhwc-deterministic.log")" --batch-size 512
+  # where PyTorch's step goes, to set beside ours: what the next kernels to write should be
+  fits 40 "PyTorch's profile, airbench94 bf16" && perf_profile airbench94-1024-bf16 "${air[@]}" --bf16
+  fits 40 "PyTorch's profile, workshop CNN" && perf_profile workshop-512 --batch-size 512
   # ours with each switch, against the same eager figures
   for prec in bf16 fp32; do
     [[ $prec == bf16 ]] && ours=(--precision bf16) || ours=()

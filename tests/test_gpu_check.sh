@@ -71,6 +71,11 @@ expect_line "perf: fp32 to accuracy" "$P" 9 '^airbench94 fp32 seed 1: final test
 expect_line "perf: the seeds' means" "$P" 10 '^airbench94 bf16, 5 seeds: mean accuracy 90.50 %, mean time to accuracy 2.00 s$'
 expect_line "perf: torch.compile, airbench94" "$P" 11 '^airbench94-1024-bf16: ours 1200.0 img/s, PyTorch torch.compile 1100.0, ours / compile 1.09$'
 expect_line "perf: torch.compile, workshop" "$P" 12 '^workshop-512: ours 1200.0 img/s, PyTorch torch.compile 1100.0'
+expect_line "perf: PyTorch's profile, airbench94" "$P" 13 \
+  "^airbench94-1024-bf16: PyTorch's time per operator in perf-torch-profile-airbench94-1024-bf16.log, ours per layer"
+expect_line "perf: PyTorch's profile, workshop" "$P" 14 "^workshop-512: PyTorch's time per operator in"
+has "perf: the profile by the current script, airbench94 in bf16" "$FAKE_LOG" \
+  '^python3 scripts/bench_torch.py --device cuda --warmup 10 --steps 20 --runs 1 --profile 2 --model airbench94 --batch-size 1024 --bf16 '
 has "perf: CIFAR10_CUDA_ALGOS=fastest reached the program" "$P" '^airbench94-1024-bf16, nhwc, fastest: ours 1250.0'
 has "perf: CIFAR10_CUDA_LAYOUT=nchw reached the program" "$P" '^airbench94-1024-fp32, nchw, deterministic: ours 900.0'
 has "perf: --first-bias-stopped reached the program" "$P" '^airbench94-1024-fp32-first-bias-stopped, nhwc, deterministic: ours 1300.0'
@@ -151,6 +156,12 @@ has "short window: cpu-quick ran" "$T/w/cpu/summary.txt" '^gpu-check cpu-quick: 
 # 50 s: not even cpu-quick's 60.
 window 50
 has "shorter window: cpu-quick skipped" "$T/w/summary.txt" '^window: cpu-quick skipped: [0-9]+ s left$'
+
+# A failed profile of PyTorch's: said, not counted, and the rest runs.
+window 1000 'python3 scripts/bench_torch.py *--profile 2*'
+expect_rc 0 "window with PyTorch's profile failing"
+has "failed profile: said" "$P" "^workshop-512: PyTorch's profile failed: perf-torch-profile-workshop-512.log$"
+has "failed profile: the switches still ran" "$P" '^workshop-512-op-by-op, nhwc, deterministic: ours 1150.0'
 
 # A failed build (exit 3): the window stops there, without building again for perf and cpu-quick.
 window 1000 'make -j*'
