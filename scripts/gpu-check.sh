@@ -699,7 +699,7 @@ check_perf() {
       --first-bias-stopped
     # training steps op by op (one rank's default: CUDA graphs)
     variant "$name-op-by-op" nhwc deterministic "${eager[$prec]:-}" CIFAR10_CUDA_GRAPHS=off "${air[@]}" "${ours[@]}"
-    # the whitening layer's forward by cuDNN instead of ours
+    # the whitening layer's forward by cuDNN instead of ours (small_conv_kernel)
     variant "$name-small-conv-cudnn" nhwc deterministic "${eager[$prec]:-}" CIFAR10_CUDA_SMALL_CONV=cudnn \
       "${air[@]}" "${ours[@]}"
   done
@@ -712,6 +712,9 @@ check_perf() {
   variant workshop-512 nhwc fastest "${eager[workshop]:-}" - --batch-size 512
   variant workshop-512 nchw deterministic "${eager[workshop]:-}" - --batch-size 512
   variant workshop-512-op-by-op nhwc deterministic "${eager[workshop]:-}" CIFAR10_CUDA_GRAPHS=off --batch-size 512
+  # the first layer's forward (3 -> 32, 3x3) by cuDNN instead of ours
+  variant workshop-512-small-conv-cudnn nhwc deterministic "${eager[workshop]:-}" CIFAR10_CUDA_SMALL_CONV=cudnn \
+    --batch-size 512
   ((real)) && fits 20 "time to accuracy, bf16 seed 1 op by op" && tta_run bf16 1 CIFAR10_CUDA_GRAPHS=off
   step_done perf
 }

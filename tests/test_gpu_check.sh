@@ -84,7 +84,9 @@ has "perf: the bf16 switches' runs" "$FAKE_LOG" '^cifar10-bench .*--precision bf
 has "perf: bf16 copies" "$FAKE_LOG" '^cifar10-bench .*--precision bf16.* \| .*CIFAR10_CUDA_BF16=copies'
 has "perf: the small-conv switch in fp32, without --precision" "$FAKE_LOG" \
   '^cifar10-bench --device=cuda --warmup 10 --steps 100 --runs 3 --model airbench94 --batch-size 1024 \| .*CIFAR10_CUDA_SMALL_CONV=cudnn'
-check "perf: 18 runs of ours at 100 steps (3 defaults, 15 switched)" test "$(grep -c '^cifar10-bench --device=cuda --warmup 10 --steps 100' "$FAKE_LOG")" = 18
+check "perf: 19 runs of ours at 100 steps (3 defaults, 16 switched)" test "$(grep -c '^cifar10-bench --device=cuda --warmup 10 --steps 100' "$FAKE_LOG")" = 19
+has "perf: the workshop CNN's first layer by cuDNN" "$FAKE_LOG" \
+  '^cifar10-bench --device=cuda --warmup 10 --steps 100 --runs 3 --batch-size 512 \| .*CIFAR10_CUDA_SMALL_CONV=cudnn'
 check "perf: a switch is set for its own run only (3 benches, 1 run to accuracy, the test step's 1 op by op)" test "$(grep -c '^cifar10-.*CIFAR10_CUDA_GRAPHS=off' "$FAKE_LOG")" = 5
 expect_line "perf: op by op to accuracy last" "$P" "$(wc -l <"$P")" \
   '^airbench94 bf16 seed 1, op by op \(CIFAR10_CUDA_GRAPHS=off\): final test accuracy'

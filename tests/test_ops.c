@@ -206,7 +206,7 @@ static const struct op_case cases[] = {
     CONV(2, 7, 3, 5, 3, 5, 4, F_BIAS),                       /* pad k-1, image smaller than the window: 9x7 */
     CONV(4, 40, 12, 5, 3, 3, 1, F_BIAS),          /* C*9 = 360 > KC = 256: the GEMM's K is blocked */
     CONV(2, 12, 9, 6, 6, 5, 2, F_BIAS | F_NO_DW), /* C*25 = 300 > KC with 5x5 */
-    /* few input channels (C k^2 <= 16): the GPU's own forward in NHWC (cuda_small_conv) */
+    /* few input channels (C k^2 <= 27): the GPU's own forward in NHWC (cuda_small_conv) */
     CONV(4, 3, 24, 32, 32, 2, 0, F_BIAS | F_NO_DX), /* airbench94's whitening layer */
     CONV(2, 3, 5, 9, 9, 2, 1, F_BIAS | F_RELU),     /* 5 outputs: no packs; pad 1 */
     CONV(2, 4, 16, 7, 8, 2, 1, F_RELU | F_NO_DB),   /* C k^2 = 16, no bias, ReLU, pad 1 */
