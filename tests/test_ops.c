@@ -2142,13 +2142,18 @@ static void cpu_internals(void) {
     gemm_bf16_select(best_bf16);
 }
 
+/* The GPU's column before the bf16 CPU paths (AMX among them on a GPU machine's Xeon), each
+ * column's lines flushed as it ends (failures go to stderr at once): were one path to crash
+ * there, the log still holds what ran before it. Every case reseeds its data, so the order
+ * changes no input. */
 int main(void) {
     setenv("NVIDIA_TF32_OVERRIDE", "0", 1); /* before CUDA starts: FP32 everywhere */
     print_table();
-    cpu_column();
-    cpu_bf16_column();
-    cpu_bf16_act_column();
-    cuda_column();
-    cpu_internals();
+    void (*const columns[])(void) = {cpu_column, cuda_column, cpu_bf16_column, cpu_bf16_act_column,
+                                     cpu_internals};
+    for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
+        columns[i]();
+        fflush(stdout);
+    }
     return check_summary("test_ops");
 }
