@@ -37,13 +37,30 @@ tensorboard_ready() {
   pip_pid=
 }
 
-suite() { # suite NAME COMMAND...: runs it, adds up every "X: N passed, M failed" line it prints
+# Each suite runs under timeout(1), SUITE_LIMIT seconds (900 unless set; the slowest takes under
+# 3 minutes on 2 cores): one that hangs is killed with every process it started and counts as
+# failed, so that CI names it rather than running out of time. timeout puts the suite in a
+# process group of its own, which Ctrl-C does not reach: the trap below passes it on.
+SUITE_LIMIT=${SUITE_LIMIT:-900}
+export B PY
+lane_pids=()
+stop_suites() {
+  ((${#lane_pids[@]} == 0)) || kill "${lane_pids[@]}" 2>/dev/null
+  pkill -TERM -s 0 -x timeout
+  exit 130
+}
+trap stop_suites INT TERM
+suite() { # suite NAME COMMAND...: runs it (a function too), adds up every "X: N passed, M failed" line it prints
   local name=$1 log p f found=0 start=$SECONDS
   shift
   log=$(mktemp)
   echo "== $name"
-  "$@" 2>&1 | tee "$log"
-  local status=${PIPESTATUS[0]}
+  # In the background and waited for, so that the trap runs at once; pipefail gives timeout's
+  # status (tee's is 0).
+  timeout -k 30 "$SUITE_LIMIT" bash -c '"$@"' "$name" "$@" 2>&1 | tee "$log" &
+  wait $!
+  local status=$?
+  ((status != 124 && status != 137)) || echo "== $name: still running after $SUITE_LIMIT s (SUITE_LIMIT): killed"
   while read -r p f; do
     passed=$((passed + p)) failed=$((failed + f)) found=1
   done < <(sed -nE 's/^.*: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log")
@@ -66,6 +83,7 @@ torch_reference() { # torch_reference NET [STEPS]: our steps (default 20) of net
   rm -rf "$d"
   return $status
 }
+export -f torch_reference
 
 torch_recipe() { # torch_recipe NET STEPS K E: airbench94's recipe for STEPS steps (the whole run, K per epoch, the first layer's bias for E epochs) against PyTorch float64
   local d
@@ -77,6 +95,7 @@ torch_recipe() { # torch_recipe NET STEPS K E: airbench94's recipe for STEPS ste
   rm -rf "$d"
   return $status
 }
+export -f torch_recipe
 
 if ((check_only)); then
   suite "ops, every backend" "$B/tests/test_ops"
@@ -166,6 +185,7 @@ dist_files() { # the files of a 2-rank test_dist through dist_grads, judged by t
   rm -rf "$d"
   return $status
 }
+export -f dist_files
 
 suite "dist files, mpirun -np 2, checked as on a GPU" dist_files
 suite "staged allreduce, 1 process" "$B/tests/test_staged"

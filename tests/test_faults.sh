@@ -41,22 +41,53 @@ same_as_a() { same_as "$T/A" "$@"; }
 # wait_line FILE REGEX: until FILE has a matching line (60 s at most).
 wait_line() { for _ in $(seq 600); do grep -qE "$2" "$1" && return 0; sleep 0.1; done; return 1; }
 # launch DIR LINE [FLAGS...]: starts DIR's 2-rank run in the background (output in $T/out and
-# $T/err, mpirun's pid in $pid) and returns once the log has LINE.
+# $T/err, mpirun's pid in $pid, DIR in $job) and returns once the log has LINE.
 launch() {
   mkdir -p "$1"
   cmd "$1" "${@:3}"
   "${CMD[@]}" >"$T/out" 2>"$T/err" &
-  pid=$!
+  pid=$! job=$1
   wait_line "$T/out" "$2"
 }
-# rank0 DIR, rank1 DIR: the pid of DIR's rank 0, 1 (mpirun comes first, its children after it).
-rank0() { pgrep -f -- "--model-file $1/model.safetensors" | sed -n 2p; }
-rank1() { pgrep -f -- "--model-file $1/model.safetensors" | tail -n 1; }
-# finish: waits for the launched job; rc = its exit status, took = seconds since $start.
+# job_pids DIR: the pids of DIR's job (mpirun and its ranks, or the one process).
+job_pids() { pgrep -f -- "--model-file $1/model.safetensors"; }
+# signal_rank SIGNAL N DIR: sends SIGNAL to rank N of DIR's job, found by the OMPI_COMM_WORLD_RANK
+# in its environment: pids say nothing of the order (they wrap around, and CI once hung for good
+# after stopping mpirun in place of rank 1). A rank not found fails the check.
+signal_rank() {
+  local p
+  for p in $(job_pids "$3"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+      kill -"$1" "$p"
+      return
+    fi
+  done
+  fail "no rank $2 in $3's job to send SIG$1 to (pids: $(job_pids "$3" | tr '\n' ' '))"
+}
+# finish: waits for $job's run (FINISH_LIMIT s at most: then its processes are sent SIGCONT and
+# SIGKILL, and the check fails); rc = its exit status, took = seconds since $start.
+FINISH_LIMIT=${FINISH_LIMIT:-180}
 finish() {
+  rm -f "$T/watchdog"
+  (
+    trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    sleep "$FINISH_LIMIT" &
+    s=$!
+    wait "$s"
+    procs=$(job_pids "$job")
+    echo "test_faults: $job's job still ran $FINISH_LIMIT s on: killed (pids $procs)" | tr '\n' ' ' >"$T/watchdog"
+    # shellcheck disable=SC2086 # a list of pids
+    kill -CONT $procs 2>/dev/null
+    # shellcheck disable=SC2086
+    kill -KILL $procs 2>/dev/null
+  ) &
+  local watchdog=$!
   wait "$pid"
   rc=$?
   took=$(awk -v a="${start:-0}" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  kill -TERM "$watchdog" 2>/dev/null
+  wait "$watchdog"
+  check "$job's job ended by itself$([[ -e $T/watchdog ]] && echo ": $(cat "$T/watchdog")")" test ! -e "$T/watchdog"
 }
 
 # 1. The uninterrupted run: epoch-end checkpoints only.
@@ -109,7 +140,7 @@ stopped_run() {
 
 # 3. SIGTERM to rank 1 during epoch 2: all ranks stop after the same step, exit 4.
 launch "$T/E" '^\[2,     2\]' --checkpoint-interval 0
-kill -TERM "$(rank1 "$T/E")"
+signal_rank TERM 1 "$T/E"
 finish
 expect_rc 4 "SIGTERM to rank 1"
 stopped_run "$T/E" "SIGTERM to rank 1"
@@ -148,7 +179,7 @@ expect_rc 0 "uninterrupted 6-epoch run"
 kill_after=$(awk -v a="$g_took" 'BEGIN { s = int(0.4 * a + 0.5); print s < 2 ? 2 : s }')
 long_cmd "$T/G" --mca odls_base_sigkill_timeout "$kill_after"
 "${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$!
+pid=$! job=$T/G
 wait_line "$T/out" '^\[1,     2\]'
 kill -TERM "$pid"
 finish
@@ -164,7 +195,7 @@ same_as "$T/G0" "$T/G" "SIGTERM to mpirun, resumed"
 ONE=("$BIN/cifar10-train" "${RECIPE[@]}" --checkpoint-interval 0)
 mkdir -p "$T/H"
 "${ONE[@]}" --model-file "$T/H/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
-pid=$!
+pid=$! job=$T/H
 wait_line "$T/out" '^\[2,     2\]'
 kill -INT "$pid"
 finish
@@ -185,7 +216,7 @@ expect_out "running statistics averaged" "written mid-epoch by 2 ranks, resumed 
 stall() {
   launch "$1" '^\[2,     2\]' --checkpoint-interval 0 --collective-timeout "$2"
   start=$(date +%s.%N)
-  kill -STOP "$(rank1 "$1")"
+  signal_rank STOP 1 "$1"
 }
 # stall_exit WHAT WHY SECONDS: the job exited 5 within SECONDS of $start, with rank 0's one line
 # naming the gradient bucket and WHY (a regex). The stalled rank may add its own such line: when
@@ -202,7 +233,7 @@ stall_exit() {
   check "$1: the line names the gradient bucket and why" \
     grep -qE "the gradient allreduce \(bucket [0-9]+ of [0-9]+, [0-9.]+ MiB\) $2" "$T/err"
   check "$1: the job ended within $3 s ($took s)" awk -v t="$took" -v m="$3" 'BEGIN { exit !(t < m) }'
-  echo "test_faults: $1: exit 5 after $took s"
+  echo "test_faults: $1: exit $rc after $took s"
 }
 
 # The uninterrupted one-process run for 6 runs in the background through 7 and 7b, whose
@@ -227,15 +258,15 @@ same_as_a "$T/K" "stall, resumed"
 # mpirun, having lost a host, signals the ranks it still reaches before killing them.
 stall "$T/M" 60
 sleep 1
-kill -TERM "$(rank0 "$T/M")"
+signal_rank TERM 0 "$T/M"
 sleep 2
-kill -CONT "$(rank1 "$T/M")"
+signal_rank CONT 1 "$T/M"
 finish
 expect_rc 4 "a stop signal 1 s into a stall, the rank back 2 s later: the clean stop"
 stall "$T/N" 60
 sleep 11
 start=$(date +%s.%N)
-kill -TERM "$(rank0 "$T/N")"
+signal_rank TERM 0 "$T/N"
 finish
 stall_exit "stop signal 11 s into a stall" "had waited 1[0-9] s when a stop signal came" 5
 wait "$one_pid"
@@ -246,7 +277,7 @@ check "one process: resumed == uninterrupted" cmp -s <(st_data "$T/one/model.saf
 # 8. kill -9 of one rank: Open MPI ends the job.
 launch "$T/L" '^\[2,     2\]' --checkpoint-interval 0
 start=$(date +%s.%N)
-kill -9 "$(rank1 "$T/L")"
+signal_rank KILL 1 "$T/L"
 finish
 check "kill -9 of rank 1: non-zero exit ($rc)" test "$rc" != 0
 check "kill -9 of rank 1: the job ended within 10 s ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 10) }'
