@@ -282,7 +282,8 @@ check:
 # its CPU emulation (each its own build directory). Their builds run beside the suites at the
 # lowest priority (nice 19): the suites leave a core idle at times (waits, one-rank steps, start-ups), and nice
 # 19 takes only that, so the suites' time bounds see no difference. Their output is in
-# $(BUILD)/side-builds.log, printed if they fail.
+# $(BUILD)/side-builds.log, printed if they fail. Each suite of tests/run.sh, and each of the
+# last three runs, has a time limit (tests/limit.sh).
 test:
 	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
 	nice -n 19 $(MAKE) --no-print-directory sanitize-build fuzz-build emu-build >$(BUILD)/side-builds.log 2>&1 & side=$$!; \
@@ -297,7 +298,7 @@ test:
 EMU_BINS := cifar10-train cifar10-test cifar10-bench tests/make_synthetic tests/test_ops tests/test_cuda tests/test_dist \
             lib/cifar10-dp/libcifar10-cuda.so
 emu: emu-build
-	BUILD=build-emu tests/cudaemu.sh
+	BUILD=build-emu tests/limit.sh 1800 tests/cudaemu.sh
 emu-build:
 	$(MAKE) -j$(NPROC) BUILD=build-emu CUDA=emu $(EMU_BINS:%=build-emu/%)
 
@@ -306,7 +307,7 @@ emu-build:
 SANITIZE_BINS := cifar10-train cifar10-test cifar10-bench tests/make_synthetic tests/test_model tests/test_data \
                  tests/test_checkpoint tests/test_whiten tests/test_ops tests/test_staged tests/test_dist
 sanitize: sanitize-build
-	BUILD=build-sanitize tests/sanitize.sh
+	BUILD=build-sanitize tests/limit.sh 1800 tests/sanitize.sh
 sanitize-build:
 	$(MAKE) -j$(NPROC) BUILD=build-sanitize SANITIZE=1 $(SANITIZE_BINS:%=build-sanitize/%)
 
@@ -314,7 +315,7 @@ sanitize-build:
 # runs each from its seed corpus (FUZZ_SECONDS each, default 20).
 FUZZ_TARGETS := fuzz_cifar fuzz_checkpoint fuzz_config
 fuzz: fuzz-build
-	BUILD=build-fuzz tests/fuzz.sh
+	BUILD=build-fuzz tests/limit.sh 1800 tests/fuzz.sh
 fuzz-build:
 	OMPI_CC=clang $(MAKE) -j$(NPROC) BUILD=build-fuzz FUZZ=1 $(FUZZ_TARGETS:%=build-fuzz/tests/fuzz/%)
 $(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/fuzz_io.o $(BUILD)/tests/test_nets.o $(LIB)

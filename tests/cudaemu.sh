@@ -12,18 +12,14 @@ export BUILD=${BUILD:-build-emu}
 . tests/lib.sh # pass, fail, check, summary; $T; the Open MPI settings
 B=$BIN
 
-# A suite still running after SUITE_LIMIT s (900 unless set) is killed and fails, as in
-# tests/run.sh (which says why it runs in the background, and passes Ctrl-C on).
+# Each suite under tests/limit.sh, as in tests/run.sh: SUITE_LIMIT s (900 unless set).
 SUITE_LIMIT=${SUITE_LIMIT:-900}
-trap 'pkill -TERM -s 0 -x timeout; exit 130' INT TERM
 suite() { # suite NAME COMMAND...: runs a C test program, adds up its "N passed, M failed" lines
   local name=$1 log=$T/suite.log p f found=0 start=$SECONDS
   shift
   echo "== $name"
-  timeout -k 30 "$SUITE_LIMIT" "$@" 2>&1 | tee "$log" &
-  wait $!
-  local status=$?
-  ((status != 124 && status != 137)) || echo "== $name: still running after $SUITE_LIMIT s (SUITE_LIMIT): killed"
+  tests/limit.sh "$SUITE_LIMIT" "$@" 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
   while read -r p f; do
     passed=$((passed + p)) failed=$((failed + f)) found=1
   done < <(sed -nE 's/^.*: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log")

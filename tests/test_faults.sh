@@ -40,13 +40,20 @@ same_as() {
 same_as_a() { same_as "$T/A" "$@"; }
 # wait_line FILE REGEX: until FILE has a matching line (60 s at most).
 wait_line() { for _ in $(seq 600); do grep -qE "$2" "$1" && return 0; sleep 0.1; done; return 1; }
-# launch DIR LINE [FLAGS...]: starts DIR's 2-rank run in the background (output in $T/out and
-# $T/err, mpirun's pid in $pid, DIR in $job) and returns once the log has LINE.
+# start_job DIR COMMAND...: starts DIR's job in the background, output in $T/out and $T/err, its pid
+# in $pid, DIR in $job. The logs are emptied first: the job's own redirection may come after a
+# wait_line that would find the previous job's line.
+start_job() {
+  : >"$T/out"
+  : >"$T/err"
+  "${@:2}" >"$T/out" 2>"$T/err" &
+  pid=$! job=$1
+}
+# launch DIR LINE [FLAGS...]: starts DIR's 2-rank run and returns once its log has LINE.
 launch() {
   mkdir -p "$1"
   cmd "$1" "${@:3}"
-  "${CMD[@]}" >"$T/out" 2>"$T/err" &
-  pid=$! job=$1
+  start_job "$1" "${CMD[@]}"
   wait_line "$T/out" "$2"
 }
 # job_pids DIR: the pids of DIR's job (mpirun and its ranks, or the one process).
@@ -80,7 +87,7 @@ finish() {
     kill -CONT $procs 2>/dev/null
     # shellcheck disable=SC2086
     kill -KILL $procs 2>/dev/null
-  ) &
+  ) >/dev/null 2>&1 &
   local watchdog=$!
   wait "$pid"
   rc=$?
@@ -178,8 +185,7 @@ g_took=$(awk -v a="$g_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 expect_rc 0 "uninterrupted 6-epoch run"
 kill_after=$(awk -v a="$g_took" 'BEGIN { s = int(0.4 * a + 0.5); print s < 2 ? 2 : s }')
 long_cmd "$T/G" --mca odls_base_sigkill_timeout "$kill_after"
-"${CMD[@]}" >"$T/out" 2>"$T/err" &
-pid=$! job=$T/G
+start_job "$T/G" "${CMD[@]}"
 wait_line "$T/out" '^\[1,     2\]'
 kill -TERM "$pid"
 finish
@@ -194,8 +200,7 @@ same_as "$T/G0" "$T/G" "SIGTERM to mpirun, resumed"
 # on the other rank count.
 ONE=("$BIN/cifar10-train" "${RECIPE[@]}" --checkpoint-interval 0)
 mkdir -p "$T/H"
-"${ONE[@]}" --model-file "$T/H/model.safetensors" "$D" >"$T/out" 2>"$T/err" &
-pid=$! job=$T/H
+start_job "$T/H" "${ONE[@]}" --model-file "$T/H/model.safetensors" "$D"
 wait_line "$T/out" '^\[2,     2\]'
 kill -INT "$pid"
 finish

@@ -118,25 +118,26 @@ done
 check "keep: perf.txt as the window wrote it" cmp -s "$K/perf/perf.txt" "$P"
 has "keep: the build logs left out, listed" "$K/not-kept.txt" '^perf/build.log '
 
-# perf alone, 35 s before its deadline: each part runs only if its usual time fits (the eager
-# runs 30 s, ours 20, the real images 40, a switch 15), one "skipped" line for each other.
+# perf alone, 39 s before its deadline: each part runs only if its usual time fits (the eager
+# runs 30 s, ours 20, the real images 40, a switch 15), one "skipped" line for each other; 9 s
+# to spare for the stand-ins on a loaded machine (and 9 s at 29).
 perf_alone() {
   rm -rf "$T/p" "$T/scratch"/*
   : >"$FAKE_LOG"
   GPU_CHECK_GATE=passed GPU_CHECK_DEADLINE=$(($(date +%s) + $1)) OUT=$T/p run bash "$R/scripts/gpu-check.sh" perf
   tar -xzOf "$T/p/perf-logs.tar.gz" perf.txt >"$P" 2>/dev/null || : >"$P"
 }
-perf_alone 35
-expect_rc 0 "perf 35 s before its deadline"
+perf_alone 39
+expect_rc 0 "perf 39 s before its deadline"
 expect_line "deadline: airbench94 bf16 against eager" "$P" 1 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager 1000.0'
 expect_line "deadline: the real images skipped" "$P" 4 \
-  '^skipped: the real images for the runs to accuracy \(about 40 s needed, 3[0-5] s left before the deadline\)$'
+  '^skipped: the real images for the runs to accuracy \(about 40 s needed, [23][0-9] s left before the deadline\)$'
 has "deadline: torch.compile skipped" "$P" '^skipped: torch.compile, airbench94 bf16 '
 check "deadline: no run to accuracy" test "$(grep -c '^cifar10-train' "$FAKE_LOG")" = 0
 has "deadline: the switches ran (15 s each)" "$P" '^airbench94-1024-fp32-op-by-op, nhwc, deterministic: ours 1150.0'
-perf_alone 25
-expect_line "25 s: the eager run skipped" "$P" 1 '^skipped: PyTorch eager, airbench94 bf16 '
-expect_line "25 s: ours without a peer" "$P" 2 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager \?, ours / eager \?$'
+perf_alone 29
+expect_line "29 s: the eager run skipped" "$P" 1 '^skipped: PyTorch eager, airbench94 bf16 '
+expect_line "29 s: ours without a peer" "$P" 2 '^airbench94-1024-bf16, nhwc, deterministic: ours 1200.0 img/s, PyTorch eager \?, ours / eager \?$'
 
 # The test step past its deadline: no check starts; each says SKIPPED and counts as failed.
 rm -rf "$T/t" && GPU_CHECK_DEADLINE=$(($(date +%s) - 1)) OUT=$T/t run bash "$R/scripts/gpu-check.sh" test

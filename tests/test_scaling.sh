@@ -26,8 +26,11 @@ run "$SCALING" --bench "--model airbench94" 4096
 expect_rc 2 "--bench with a size"
 expect_err "--bench with a size" "--bench times training steps, not sizes: drop '4096'"
 
-# median SIZE: the median seconds of the SIZE-byte line in $T/out.
+# median SIZE, fastest SIZE: the median, the least seconds of the SIZE-byte line in $T/out.
+# Other suites share the cores, and load only ever adds time: a floor is checked on the
+# median, an order between two runs on their fastest reps.
 median() { sed -n "s/.* bytes=$1 .*median_s=\([0-9.]*\) .*/\1/p" "$T/out"; }
+fastest() { sed -n "s/.* bytes=$1 .*min_s=\([0-9.]*\) .*/\1/p" "$T/out"; }
 run env BUILD="$BIN" "$SCALING" --hosts 3 --reps 3 16 1048576
 if [[ $rc == 3 ]]; then
   echo "scaling: skipped: $(cat "$T/out")"
@@ -36,15 +39,16 @@ if [[ $rc == 3 ]]; then
 fi
 expect_rc 0 "3 hosts, unshaped"
 expect_out "3 hosts, unshaped: 16 bytes" "^scaling: hosts=3 rate=none allreduce: bytes=16 ranks=3 mode=sleep reps=3 median_s=[0-9.]+ "
-unshaped=$(median 1048576)
+unshaped=$(fastest 1048576)
 run env BUILD="$BIN" "$SCALING" --hosts 3 --rate 100mbit --reps 3 16 1048576
 expect_rc 0 "3 hosts at 100mbit"
 expect_out "3 hosts at 100mbit: 1 MiB" "^scaling: hosts=3 rate=100mbit allreduce: bytes=1048576 ranks=3 mode=sleep reps=3 median_s=[0-9.]+ "
-shaped=$(median 1048576)
-check "1 MiB at 100mbit takes at least 0.09 s ($shaped s)" awk -v t="$shaped" 'BEGIN { exit !(t >= 0.09) }'
+shaped=$(fastest 1048576) shaped_median=$(median 1048576)
+check "1 MiB at 100mbit takes at least 0.09 s ($shaped_median s, the median)" \
+  awk -v t="$shaped_median" 'BEGIN { exit !(t >= 0.09) }'
 check "1 MiB at 100mbit ($shaped s) is slower than unshaped ($unshaped s)" \
   awk -v s="$shaped" -v u="$unshaped" 'BEGIN { exit !(s > u) }'
-echo "scaling: 1 MiB among 3 hosts: $unshaped s unshaped, $shaped s at 100 Mbit/s"
+echo "scaling: 1 MiB among 3 hosts, the fastest of 3: $unshaped s unshaped, $shaped s at 100 Mbit/s"
 
 # --bench: whole training steps on 2 hosts, their gradients reduced between them.
 run env BUILD="$BIN" "$SCALING" --hosts 2 --rate 200mbit --bench "--model workshop-cnn --threads 1 --batch-size 8 --warmup 1 --steps 2 --runs 1"
