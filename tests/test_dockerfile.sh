@@ -32,7 +32,7 @@ check "build stage: install-deps.sh, then make (got: ${build_runs[*]})" \
   test "${#build_runs[@]}" = 2 -a "${build_runs[0]}" = "scripts/install-deps.sh" -a "${build_runs[1]%% *}" = make
 check ".ci/run runs the same install script and make" grep -qx 'scripts/install-deps.sh --test' "$SRC/.ci/run"
 check ".ci/run runs make test" grep -qx 'make test' "$SRC/.ci/run"
-check ".ci/run builds and checks the image (scripts/image-test.sh)" grep -qx 'scripts/image-test.sh' "$SRC/.ci/run"
+check ".ci/run builds and checks the image (scripts/image-test.sh, under a time limit)" grep -qxE 'tests/limit.sh [0-9]+ scripts/image-test.sh' "$SRC/.ci/run"
 cpu_flags=$(stage build-cpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
 check "the CPU flavour builds with CUDA=0" test "$cpu_flags" = "CUDA=0"
 gpu_flags=$(stage build-gpu | sed -n 's/^ENV MAKE_FLAGS="\(.*\)"$/\1/p')
