@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Puts CIFAR-10 (binary version) into DIR/cifar-10-batches-bin, ready for cifar10-train DIR.
 #
-#   get-data.sh [--url URL] [--md5 SUM] [--from PATH] [DIR]       (DIR defaults to ./cifar10-data)
+#   get-data.sh [--url URL] [--md5 SUM] [--from PATH] [--stall S] [DIR]  (DIR: ./cifar10-data)
 #
 # Downloads the official cifar-10-binary.tar.gz (or takes --from: a local copy of that tarball,
-# or a directory that already holds the batches), verifies its MD5, and extracts it. Idempotent:
+# or a directory that already holds the batches), verifies its MD5, and extracts it. A download
+# that receives nothing for S seconds (--stall, default 60) fails, retried twice. Idempotent:
 # a complete DIR/cifar-10-batches-bin (marked by .complete) is left as it is. A failed download,
 # a checksum mismatch or an interrupted run leave no partial DIR/cifar-10-batches-bin behind.
 # Exit codes: 0 done (or already there), 1 failure (message on stderr), 2 bad usage.
@@ -13,10 +14,11 @@ set -euo pipefail
 URL=https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
 MD5=c32a1d4ab5d03f1284b67883e8d87530 # of the official tarball, 170052171 bytes
 FROM=""
+STALL=60
 DIR=./cifar10-data
 FILES=(data_batch_1.bin data_batch_2.bin data_batch_3.bin data_batch_4.bin data_batch_5.bin test_batch.bin)
 
-usage() { sed -n '2,11s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
 die() { echo "get-data.sh: $*" >&2; exit 1; }
 
 while (($#)); do
@@ -27,11 +29,15 @@ while (($#)); do
     --md5=*) MD5=${1#*=}; shift ;;
     --from) FROM=${2:?--from needs a value}; shift 2 ;;
     --from=*) FROM=${1#*=}; shift ;;
+    --stall) STALL=${2:?--stall needs a value}; shift 2 ;;
+    --stall=*) STALL=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "get-data.sh: unknown flag $1 (try --help)" >&2; exit 2 ;;
     *) DIR=$1; shift ;;
   esac
 done
+
+[[ $STALL =~ ^[1-9][0-9]{0,5}$ ]] || { echo "get-data.sh: --stall takes whole seconds (1 or more), not '$STALL'" >&2; exit 2; }
 
 OUT=$DIR/cifar-10-batches-bin
 if [[ -f $OUT/.complete ]]; then
@@ -71,10 +77,17 @@ else
     if command -v curl >/dev/null; then
       progress=(-sS)
       if [[ -t 2 ]]; then progress=(--progress-bar); fi
-      curl -fL "${progress[@]}" --retry 2 --connect-timeout 20 -o "$tarball" "$URL" ||
+      # Below 1 byte/s for STALL s after the server answered: a stalled transfer (curl's exit 28,
+      # as for a connect timeout, which leaves no HTTP status), retried like the others.
+      code=$(curl -fL "${progress[@]}" --retry 2 --connect-timeout 20 --speed-limit 1 --speed-time "$STALL" \
+        -w '%{http_code}' -o "$tarball" "$URL") || {
+        rc=$?
+        [[ $rc != 28 || $code == 000 ]] || die "download of $URL stalled: nothing received for $STALL s (--stall)"
         die "download of $URL failed (offline? pass a local copy with --from FILE)"
+      }
     elif command -v wget >/dev/null; then
-      wget -q -O "$tarball" "$URL" || die "download of $URL failed (offline? pass a local copy with --from FILE)"
+      wget -q --tries=3 --connect-timeout=20 --read-timeout="$STALL" -O "$tarball" "$URL" ||
+        die "download of $URL failed (offline? pass a local copy with --from FILE)"
     else
       die "neither curl nor wget is installed (apt-get install curl), or pass a local copy with --from FILE"
     fi

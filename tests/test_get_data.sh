@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/get-data.sh with local files only: a local tarball with --md5, a file:// "download",
 # idempotence, a checksum mismatch, an interrupted HTTP download (a loopback server that
-# promises more bytes than it sends), an unreachable server, a directory source. A failure
+# promises more bytes than it sends), a stalled one (--stall), an unreachable server, a
+# directory source. A failure
 # must leave no DIR/cifar-10-batches-bin and no temporary files behind.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -62,6 +63,41 @@ wait "$server" 2>/dev/null
 expect_rc 1 "interrupted download ($size bytes promised, half sent)"
 expect_err "interrupted download" "download of http://127.0.0.1:"
 check "interrupted download leaves nothing" clean "$T/d4"
+
+# A stalled download: the server answers, sends 3 bytes of the promised million, then nothing
+# (the connection held open); --stall 1 ends each of curl's 3 attempts after 1 s of that.
+cat >"$T/stall.py" <<'PY'
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True)
+s.settimeout(60)
+held = []
+for _ in range(4):
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.recv(65536)
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nabc")
+    held.append(c)
+PY
+: >"$T/port"
+python3 "$T/stall.py" >"$T/port" &
+server=$!
+for _ in $(seq 100); do [[ -s $T/port ]] && break; sleep 0.05; done
+t0=$SECONDS
+run "$GET" --stall 1 --url "http://127.0.0.1:$(cat "$T/port")/cifar-10-binary.tar.gz" --md5 "$MD5" "$T/d8"
+took=$((SECONDS - t0))
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+expect_rc 1 "stalled download"
+expect_err "stalled download" "stalled: nothing received for 1 s (--stall)"
+echo "test_get_data: stalled download: exit $rc after $took s"
+check "stalled download: given up after 3 attempts, not hanging ($took s)" test "$took" -lt 30
+check "stalled download leaves nothing" clean "$T/d8"
+run "$GET" --stall 0 "$T/d9"
+expect_rc 2 "--stall 0"
+expect_err "--stall 0" "--stall takes whole seconds (1 or more), not '0'"
 
 run "$GET" --url "http://127.0.0.1:9/cifar-10-binary.tar.gz" "$T/d5"
 expect_rc 1 "offline"
