@@ -87,13 +87,14 @@ container() {
     cargv[i]=${cargv[i]//\/etc\/mpi\/hostfile/$work/mpi/hostfile}
   done
 }
-# Runs the loaded container with only its own environment (plus PATH, HOME and the Open MPI
-# settings of the caller, e.g. to allow root), output to $work/LOG.
+# Runs the loaded container with only its own environment (plus PATH, HOME, the Open MPI
+# settings of the caller, e.g. to allow root, and tests/limit.sh's marks, so that a time limit
+# reaches the job), output to $work/LOG.
 launch() {
   local log=$1
   local -a pass=()
   local v
-  for v in $(compgen -e); do [[ $v == OMPI_* ]] && pass+=("$v=${!v}"); done
+  for v in $(compgen -e); do [[ $v == OMPI_* || $v == CIFAR10_LIMIT_* ]] && pass+=("$v=${!v}"); done
   env -i "PATH=$work/bin:/usr/bin:/bin" "HOME=${HOME:-/tmp}" "${pass[@]}" "${cenv[@]}" "${cargv[@]}" \
     >"$work/$log" 2>&1
 }

@@ -64,7 +64,7 @@ job_pids() { pgrep -f -- "--model-file $1/model.safetensors"; }
 signal_rank() {
   local p
   for p in $(job_pids "$3"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+    if grep -qxzF "OMPI_COMM_WORLD_RANK=$2" "/proc/$p/environ" 2>/dev/null; then
       kill -"$1" "$p"
       return
     fi
@@ -77,7 +77,8 @@ FINISH_LIMIT=${FINISH_LIMIT:-180}
 finish() {
   rm -f "$T/watchdog"
   (
-    trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    s=''
+    trap '[[ -z $s ]] || kill "$s" 2>/dev/null; exit 0' TERM
     sleep "$FINISH_LIMIT" &
     s=$!
     wait "$s"

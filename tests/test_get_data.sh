@@ -65,7 +65,8 @@ expect_err "interrupted download" "download of http://127.0.0.1:"
 check "interrupted download leaves nothing" clean "$T/d4"
 
 # A stalled download: the server answers, sends 3 bytes of the promised million, then nothing
-# (the connection held open); --stall 1 ends each of curl's 3 attempts after 1 s of that.
+# (the connection held open); with --stall 1 curl gives each of its 3 attempts up a few seconds
+# in (it averages the speed over a window of a few seconds).
 cat >"$T/stall.py" <<'PY'
 import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)

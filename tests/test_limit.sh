@@ -29,16 +29,26 @@ check "a hang: stopped at its limit, not SIGKILL's 30 s later ($took s)" test "$
 for _ in $(seq 50); do (($(left) == 0)) && break; sleep 0.1; done
 check "a hang: nothing left running ($(left) left)" test "$(left)" = 0
 
-# SIGTERM to limit.sh reaches the command at once.
-"$L" 60 sleep 296 >"$T/out" 2>"$T/err" &
-pid=$!
-sleep 0.5
-t0=$SECONDS
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-check "SIGTERM passed on: a non-zero exit ($rc)" test "$rc" != 0
-check "SIGTERM passed on: ended at once ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -lt 5
-check "SIGTERM passed on: the command gone" bash -c '! pgrep -f "sleep 29[6]" >/dev/null'
+# SIGTERM to limit.sh reaches the command at once, and limit.sh dies of it, so that its caller
+# stops too; SIGINT (Ctrl-C) likewise, with limit.sh's SIGINT not ignored (as at a terminal).
+cat >"$T/send_signal.py" <<'PY'
+import signal, subprocess, sys, time
+limit, sig, mark = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3]
+p = subprocess.Popen([limit, "60", "sleep", mark], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+for _ in range(100):  # until the command runs
+    if subprocess.run(["pgrep", "-fx", "sleep " + mark], capture_output=True).returncode == 0:
+        break
+    time.sleep(0.05)
+t0 = time.time()
+p.send_signal(sig)
+rc = p.wait()
+print(rc, round(time.time() - t0, 1))
+PY
+for s in TERM:296 INT:295; do
+  read -r rc took < <(python3 "$T/send_signal.py" "$L" "SIG${s%:*}" "${s#*:}")
+  check "SIG${s%:*} passed on: limit.sh died of it (return code $rc)" test "$rc" = "-$(kill -l "${s%:*}")"
+  check "SIG${s%:*} passed on: ended at once ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 5) }'
+  check "SIG${s%:*} passed on: the command gone" bash -c "! pgrep -fx 'sleep ${s#*:}' >/dev/null"
+done
 
 summary test_limit
