@@ -77,12 +77,15 @@ else
     if command -v curl >/dev/null; then
       progress=(-sS)
       if [[ -t 2 ]]; then progress=(--progress-bar); fi
-      # Below 1 byte/s for STALL s after the server answered: a stalled transfer (curl's exit 28,
-      # as for a connect timeout, which leaves no HTTP status), retried like the others.
-      code=$(curl -fL "${progress[@]}" --retry 2 --connect-timeout 20 --speed-limit 1 --speed-time "$STALL" \
-        -w '%{http_code}' -o "$tarball" "$URL") || {
+      # Below 1 byte/s for STALL s once connected: a stalled transfer (curl's exit 28, as for a
+      # connect timeout, told apart by the connect time, 0 without a connection), retried like
+      # the others.
+      got=$(curl -fL "${progress[@]}" --retry 2 --connect-timeout 20 --speed-limit 1 --speed-time "$STALL" \
+        -w '%{time_connect}' -o "$tarball" "$URL") || {
         rc=$?
-        [[ $rc != 28 || $code == 000 ]] || die "download of $URL stalled: nothing received for $STALL s (--stall)"
+        if ((rc == 28)) && awk -v t="${got:-0}" 'BEGIN { exit !(t > 0) }'; then
+          die "download of $URL stalled: nothing received for $STALL s (--stall)"
+        fi
         die "download of $URL failed (offline? pass a local copy with --from FILE)"
       }
     elif command -v wget >/dev/null; then

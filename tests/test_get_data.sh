@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/get-data.sh with local files only: a local tarball with --md5, a file:// "download",
 # idempotence, a checksum mismatch, an interrupted HTTP download (a loopback server that
-# promises more bytes than it sends), a stalled one (--stall), an unreachable server, a
-# directory source. A failure
-# must leave no DIR/cifar-10-batches-bin and no temporary files behind.
+# promises more bytes than it sends), stalled ones (--stall), an unreachable server, a
+# directory source. A failure must leave no DIR/cifar-10-batches-bin and no temporary files
+# behind.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 GET=$(cd "$(dirname "$0")/.." && pwd)/scripts/get-data.sh
@@ -64,11 +64,12 @@ expect_rc 1 "interrupted download ($size bytes promised, half sent)"
 expect_err "interrupted download" "download of http://127.0.0.1:"
 check "interrupted download leaves nothing" clean "$T/d4"
 
-# A stalled download: the server answers, sends 3 bytes of the promised million, then nothing
-# (the connection held open); with --stall 1 curl gives each of its 3 attempts up a few seconds
-# in (it averages the speed over a window of a few seconds).
+# Stalled downloads, side by side: a server that answers, sends 3 bytes of the promised
+# million, then nothing, and one that accepts and never answers (connections held open). With
+# --stall 1 curl gives each of its 3 attempts up a few seconds in (it averages the speed over a
+# window of a few seconds).
 cat >"$T/stall.py" <<'PY'
-import socket
+import socket, sys
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
 print(s.getsockname()[1], flush=True)
 s.settimeout(60)
@@ -79,23 +80,36 @@ for _ in range(4):
     except OSError:
         break
     c.recv(65536)
-    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nabc")
+    if sys.argv[1] == "answer":
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nabc")
     held.append(c)
 PY
-: >"$T/port"
-python3 "$T/stall.py" >"$T/port" &
-server=$!
-for _ in $(seq 100); do [[ -s $T/port ]] && break; sleep 0.05; done
+servers=() gets=()
 t0=$SECONDS
-run "$GET" --stall 1 --url "http://127.0.0.1:$(cat "$T/port")/cifar-10-binary.tar.gz" --md5 "$MD5" "$T/d8"
+for mode in answer silent; do
+  python3 "$T/stall.py" $mode >"$T/port.$mode" &
+  servers+=($!)
+  for _ in $(seq 100); do [[ -s $T/port.$mode ]] && break; sleep 0.05; done
+  "$GET" --stall 1 --url "http://127.0.0.1:$(cat "$T/port.$mode")/cifar-10-binary.tar.gz" --md5 "$MD5" \
+    "$T/stall-$mode" >"$T/out.$mode" 2>"$T/err.$mode" &
+  gets+=($!)
+done
+for i in 0 1; do
+  wait "${gets[$i]}"
+  echo $? >"$T/rc.$i"
+done
 took=$((SECONDS - t0))
-kill "$server" 2>/dev/null
-wait "$server" 2>/dev/null
-expect_rc 1 "stalled download"
-expect_err "stalled download" "stalled: nothing received for 1 s (--stall)"
-echo "test_get_data: stalled download: exit $rc after $took s"
-check "stalled download: given up after 3 attempts, not hanging ($took s)" test "$took" -lt 30
-check "stalled download leaves nothing" clean "$T/d8"
+kill "${servers[@]}" 2>/dev/null
+wait "${servers[@]}" 2>/dev/null
+echo "test_get_data: stalled downloads: exit $(cat "$T/rc.0") and $(cat "$T/rc.1") after $took s"
+for i in 0 1; do
+  mode=$([[ $i == 0 ]] && echo answer || echo silent)
+  check "stalled download ($mode): exit 1" test "$(cat "$T/rc.$i")" = 1
+  check "stalled download ($mode): the stall line: $(head -c 300 "$T/err.$mode")" \
+    grep -qx "get-data.sh: download of http://127.0.0.1:[0-9]*/cifar-10-binary.tar.gz stalled: nothing received for 1 s (--stall)" "$T/err.$mode"
+  check "stalled download ($mode) leaves nothing" clean "$T/stall-$mode"
+done
+check "stalled downloads: given up after 3 attempts, not hanging ($took s)" test "$took" -lt 40
 run "$GET" --stall 0 "$T/d9"
 expect_rc 2 "--stall 0"
 expect_err "--stall 0" "--stall takes whole seconds (1 or more), not '0'"
