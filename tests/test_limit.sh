@@ -35,19 +35,22 @@ cat >"$T/send_signal.py" <<'PY'
 import signal, subprocess, sys, time
 limit, sig, mark = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3]
 p = subprocess.Popen([limit, "60", "sleep", mark], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+seen = 0
 for _ in range(100):  # until the command runs
     if subprocess.run(["pgrep", "-fx", "sleep " + mark], capture_output=True).returncode == 0:
+        seen = 1
         break
     time.sleep(0.05)
 t0 = time.time()
 p.send_signal(sig)
 rc = p.wait()
-print(rc, round(time.time() - t0, 1))
+print(rc, round(time.time() - t0, 1), seen)
 PY
 for s in TERM:296 INT:295; do
-  read -r rc took < <(python3 "$T/send_signal.py" "$L" "SIG${s%:*}" "${s#*:}")
+  read -r rc took seen < <(python3 "$T/send_signal.py" "$L" "SIG${s%:*}" "${s#*:}")
+  check "SIG${s%:*}: the command ran before the signal" test "$seen" = 1
   check "SIG${s%:*} passed on: limit.sh died of it (return code $rc)" test "$rc" = "-$(kill -l "${s%:*}")"
-  check "SIG${s%:*} passed on: ended at once ($took s)" awk -v t="$took" 'BEGIN { exit !(t < 5) }'
+  check "SIG${s%:*} passed on: ended at once ($took s)" awk -v t="$took" 'BEGIN { exit !(t != "" && t < 5) }'
   check "SIG${s%:*} passed on: the command gone" bash -c "! pgrep -fx 'sleep ${s#*:}' >/dev/null"
 done
 
