@@ -34,12 +34,15 @@ $(error libpng or libjpeg not found (Debian: apt-get install libpng-dev libjpeg-
 endif
 $(info libpng, libjpeg: found)
 
-# SANITIZE=1: AddressSanitizer and UndefinedBehaviorSanitizer, every report fatal, CPU backend
-# only (`make sanitize` builds so into build-sanitize and runs tests/sanitize.sh).
+# SANITIZE=1: AddressSanitizer and UndefinedBehaviorSanitizer, every report fatal; the CPU
+# backend only, or with CUDA=emu the CUDA backend's sources and their emulation too (`make
+# sanitize` builds so into build-sanitize and runs tests/sanitize.sh).
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+ifneq ($(CUDA),emu)
 override CUDA := 0
+endif
 # winograd.c's unrolled transforms under ASan take 6 times longer to compile at -O3 than at -O2
 # (about 100 of the build's 145 CPU-seconds) and run no faster in tests/sanitize.sh.
 $(BUILD)/kernels/cpu/winograd.%.o: OPT := -O2
@@ -185,6 +188,13 @@ CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.emu.o) $(BUILD)/tests/cudaemu/cudaemu.o
 CUDA_HDR  := $(wildcard kernels/cuda/*.h)
 EMU_CXXFLAGS := -O2 -g -std=c++17 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Wno-maybe-uninitialized -Wno-unknown-pragmas \
                 -I tests/cudaemu/include -DCUDA_SYNC=$(CUDA_SYNC) -MMD -MP
+# With SANITIZE=1 the backend's sources and the emulation are under ASan and UBSan too: a
+# kernel's access outside its buffers (device memory is exact heap blocks here) or a misaligned
+# vector access stops the run, naming the kernel and line.
+ifeq ($(SANITIZE),1)
+EMU_CXXFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+CUDA_LIBS    += -fsanitize=address,undefined
+endif
 else
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 endif
@@ -238,6 +248,11 @@ $(BUILD)/tests/cudaemu/cudaemu.o: tests/cudaemu/cudaemu.cc tests/cudaemu/cudaemu
 	@mkdir -p $(@D)
 	@echo "  CXX   $<"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -O3 -c $< -o $@
+
+# The emulation's own test: when its streams run their work (tests/cudaemu/test_streams.cc).
+$(BUILD)/tests/cudaemu/test_streams: tests/cudaemu/test_streams.cc $(BUILD)/tests/cudaemu/cudaemu.o
+	@echo "  CXX   $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -I tests/cudaemu $^ -o $@ -lpthread -ldl
 
 $(CUDA_PLUGIN): $(CUDA_OBJ)
 	@echo "  LINK  $@"
@@ -296,20 +311,22 @@ test:
 
 # The CUDA backend on its CPU emulation (tests/cudaemu.sh), built with CUDA=emu into build-emu.
 EMU_BINS := cifar10-train cifar10-test cifar10-bench tests/make_synthetic tests/test_ops tests/test_cuda tests/test_dist \
-            lib/cifar10-dp/libcifar10-cuda.so
+            tests/cudaemu/test_streams lib/cifar10-dp/libcifar10-cuda.so
 emu: emu-build
 	BUILD=build-emu tests/limit.sh 1800 tests/cudaemu.sh
 emu-build:
 	$(MAKE) -j$(NPROC) BUILD=build-emu CUDA=emu $(EMU_BINS:%=build-emu/%)
 
 # The C tests and a 2-rank training run under ASan + UBSan (tests/sanitize.sh), in their own
-# build directory; only what tests/sanitize.sh runs is built.
+# build directory, with the CUDA backend on its emulation; only what tests/sanitize.sh runs is
+# built.
 SANITIZE_BINS := cifar10-train cifar10-test cifar10-bench tests/make_synthetic tests/test_model tests/test_data \
-                 tests/test_checkpoint tests/test_whiten tests/test_ops tests/test_staged tests/test_dist
+                 tests/test_checkpoint tests/test_whiten tests/test_ops tests/test_staged tests/test_dist \
+                 lib/cifar10-dp/libcifar10-cuda.so
 sanitize: sanitize-build
 	BUILD=build-sanitize tests/limit.sh 1800 tests/sanitize.sh
 sanitize-build:
-	$(MAKE) -j$(NPROC) BUILD=build-sanitize SANITIZE=1 $(SANITIZE_BINS:%=build-sanitize/%)
+	$(MAKE) -j$(NPROC) BUILD=build-sanitize SANITIZE=1 CUDA=emu $(SANITIZE_BINS:%=build-sanitize/%)
 
 # libFuzzer targets (tests/fuzz/), built by clang with ASan and UBSan into build-fuzz; tests/fuzz.sh
 # runs each from its seed corpus (FUZZ_SECONDS each, default 20).

@@ -4,8 +4,11 @@
 # the training steps as CUDA graphs (test_cuda --graphs), gradients reduced through dist_grads
 # with the steps as graphs split at the buckets (test_dist, 1 and 2 ranks), and airbench94
 # trained for 24 steps on the emulated GPU with 1 and 2 ranks against the same runs on the CPU
-# backend (losses within 2 %). Ends with "cudaemu: N passed, M failed"; exit status 0 only
-# when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and runs this).
+# backend (losses within 2 %). The streams' work runs lazily (CUDAEMU_STREAMS, cudaemu.h);
+# test_dist runs again with it in a random order, and each training run's model is the same bit
+# for bit with it run at issue and in a random order. Ends with "cudaemu: N passed, M failed";
+# exit status 0 only when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and
+# runs this).
 cd "$(dirname "$0")/.." || exit 1
 export BUILD=${BUILD:-build-emu}
 # shellcheck source=lib.sh
@@ -36,10 +39,19 @@ close_losses() {
   [[ -n $a && -n $b ]] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d * d <= (0.02 * b) ^ 2) }'
 }
 
+# Every stream's work waits until something needs it (CUDAEMU_STREAMS=lazy, cudaemu.h), so a
+# missing wait between streams, or host memory reused while a copy of it is pending, shows.
+export CUDAEMU_STREAMS=lazy
+for order in lazy eager random:1; do
+  suite "the emulation's streams, $order" env "CUDAEMU_STREAMS=$order" "$B/tests/cudaemu/test_streams"
+done
 suite "ops on the emulated GPU" "$B/tests/test_ops"
 suite "graphs on the emulated GPU" "$B/tests/test_cuda" --graphs
-suite "dist on the emulated GPU, 1 process" "$B/tests/test_dist" --device cuda
-suite "dist on the emulated GPU, mpirun -np 2" mpirun -np 2 "$B/tests/test_dist" --device cuda
+for order in lazy random:1; do
+  suite "dist on the emulated GPU, 1 process, $order" env "CUDAEMU_STREAMS=$order" "$B/tests/test_dist" --device cuda
+  suite "dist on the emulated GPU, mpirun -np 2, $order" \
+    mpirun -np 2 -x "CUDAEMU_STREAMS=$order" "$B/tests/test_dist" --device cuda
+done
 
 echo "== airbench94, 24 steps, emulated GPU against CPU, 1 and 2 ranks"
 check "make_synthetic failed" "$B/tests/make_synthetic" "$T/data" 1000 200 >/dev/null
@@ -54,6 +66,17 @@ for ranks in 1 2; do
   grep -E '^\[1, +20\]|^final' "$T/cpu$ranks.log" "$T/cuda$ranks.log"
   check "$ranks rank(s): the emulated GPU's loss of step 20 is not within 2 % of the CPU's" \
     close_losses "$T/cuda$ranks.log" "$T/cpu$ranks.log"
+  # The same run with the streams' work in other orders: the same model, bit for bit.
+  # (each its own model file: a run resumes from the checkpoint beside it)
+  for order in eager random:$ranks; do
+    f=$T/$order-$ranks
+    mpirun -np $ranks -x "CUDAEMU_STREAMS=$order" "$B/cifar10-train" --device cuda "${TRAIN[@]}" \
+      --model-file "$f.safetensors" "$T/data" >"$f.log" 2>&1
+    rc=$?
+    check "$ranks rank(s), CUDAEMU_STREAMS=$order: cifar10-train exit $rc ($(tail -n 1 "$f.log"))" test $rc = 0
+    check "$ranks rank(s): the model trained with CUDAEMU_STREAMS=$order differs from the lazy run's" \
+      cmp -s <(st_data "$f.safetensors") <(st_data "$T/cuda$ranks.safetensors")
+  done
 done
 check "1 rank: the steps did not run as one CUDA graph each" \
   grep -q 'training steps as CUDA graphs (' "$T/cuda1.log"

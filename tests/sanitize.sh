@@ -7,7 +7,11 @@
 #    process and mpirun -np 2);
 #  - airbench94's recipe on synthetic data with mpirun -np 2: stopped by SIGUSR1 mid-epoch
 #    (mid-epoch checkpoint), resumed to the end (TTA, model file); cifar10-test on the model;
-#    cifar10-bench, 2 steps.
+#    cifar10-bench, 2 steps;
+#  - the CUDA backend on its emulation (make sanitize builds with CUDA=emu: its kernels, its
+#    host code and the emulation instrumented, device memory exact heap blocks): test_ops' CUDA
+#    columns, airbench94 trained on the emulated GPU with 1 rank and with 2 (steps as CUDA
+#    graphs, gradients staged through the host), cifar10-test on it.
 # Leaks: only Open MPI's own allocations are suppressed (tests/lsan.supp, each entry explained);
 # test_model runs without the leak check, since its bad-definition cases fork a process with
 # OpenMP threads, where LeakSanitizer cannot stop the threads and says so on stderr, which
@@ -69,6 +73,13 @@ clean "training resumed mid-epoch to the end (TTA, model file)" "${TRAIN[@]}"
 check "the resumed run started mid-epoch" grep -q "steps of epoch 2 done" "$T/log.$((passed + failed - 1))"
 clean "cifar10-test" "$BIN/cifar10-test" --model-file "$T/m.safetensors" "$D"
 clean "cifar10-bench, 2 steps" "$BIN/cifar10-bench" --model airbench94 --batch-size 32 --threads 1 --warmup 1 --steps 1 --runs 2
+if [[ -e $BIN/lib/cifar10-dp/libcifar10-cuda.so ]]; then
+  GPU=(--model airbench94 --batch-size 32 --epochs 0.5 --whiten-images 300 --threads 1 --device cuda "$D")
+  clean "cifar10-train on the emulated GPU, 1 rank" "$BIN/cifar10-train" "${GPU[@]}" --model-file "$T/g1.safetensors"
+  clean "cifar10-train on the emulated GPU, mpirun -np 2" \
+    mpirun -np 2 "$BIN/cifar10-train" "${GPU[@]}" --model-file "$T/g2.safetensors"
+  clean "cifar10-test on the emulated GPU" "$BIN/cifar10-test" --device cuda --model-file "$T/g2.safetensors" "$D"
+fi
 wait "$lane_pid"
 for i in "${!LANE[@]}"; do
   verdict "${LANE[$i]}" "$T/lane.$i" "$(cat "$T/lane.$i.rc" 2>/dev/null || echo "none (the lane ended early)")"

@@ -1,6 +1,6 @@
 /* cudaemu (cudaemu.h): the runtime, the launches, cuDNN's convolutions and cuBLAS's GEMMs on the
- * CPU. One process, one emulated device; every stream's work runs when it is issued, except a
- * capturing stream's, which is recorded for its graph. */
+ * CPU. One process, one emulated device; each stream's work runs when CUDAEMU_STREAMS says,
+ * except a capturing stream's, which is recorded for its graph. */
 #include "cudaemu.h"
 
 extern "C" {
@@ -10,6 +10,9 @@ extern "C" {
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdio.h>
@@ -223,12 +226,28 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared, void (*f
 /* ---- streams and graphs ---- */
 } // namespace cudaemu
 
+/* A stream's queue of issued work not run yet (CUDAEMU_STREAMS lazy or random): items in issue
+ * order, each a piece of work or a wait for another queue to have run `upto` items. */
+struct cudaemu_queue {
+    struct item {
+        std::shared_ptr<cudaemu::work> w;    /* (null for a wait) */
+        std::shared_ptr<cudaemu_queue> wait; /* (null for work) */
+        uint64_t upto;
+    };
+    std::deque<item> items;
+    uint64_t issued = 0, done = 0; /* items issued and run so far */
+    bool running = false;
+};
 struct cudaemu_stream {
     unsigned flags;
+    std::shared_ptr<cudaemu_queue> q;
 };
 struct cudaemu_event {
-    double t; /* when it was recorded, in seconds */
+    double t; /* when its last record ran, in seconds */
     unsigned flags;
+    /* Its last record outside a capture: the queue and the record's place in it (lazy, random). */
+    std::shared_ptr<cudaemu_queue> q;
+    uint64_t seq;
 };
 struct cudaemu_graph {
     std::vector<std::shared_ptr<cudaemu::work>> works;
@@ -247,6 +266,88 @@ static bool this_thread_captures() {
     return capture_stream && capture_thread == std::this_thread::get_id();
 }
 
+/* ---- when issued work runs (CUDAEMU_STREAMS, cudaemu.h) ---- */
+enum order { EAGER, LAZY, RANDOM };
+static std::recursive_mutex qlock; /* the queues, and running what they hold */
+static cudaemu_stream default_stream{0, std::make_shared<cudaemu_queue>()};
+/* every stream, in the order of creation (so a seed gives the same order in every run) */
+static std::vector<cudaemu_stream *> streams = {&default_stream};
+static uint64_t rng;
+
+static order streams_order() {
+    static const order o = []() {
+        const char *v = getenv("CUDAEMU_STREAMS");
+        if (!v || !*v || !strcmp(v, "lazy")) return LAZY;
+        if (!strcmp(v, "eager")) return EAGER;
+        unsigned long long seed = 1;
+        char end;
+        if (!strcmp(v, "random") || sscanf(v, "random:%llu%c", &seed, &end) == 1) {
+            rng = seed * 0x9e3779b97f4a7c15ull + 1;
+            return RANDOM;
+        }
+        die("CUDAEMU_STREAMS: not eager, lazy, random or random:SEED");
+    }();
+    return o;
+}
+static bool streams_deferred() { return streams_order() != EAGER; }
+
+static cudaemu_stream *stream_of(cudaStream_t s) { return s ? s : &default_stream; }
+
+/* Whether this thread is capturing s (its work then goes to the graph, never to a queue). */
+static bool captures(cudaStream_t s) {
+    std::lock_guard<std::mutex> g(lock);
+    return s && s == capture_stream && capture_thread == std::this_thread::get_id();
+}
+
+/* Runs q's items until `upto` of them have run, each wait first running what it waits for. */
+static void run_until(const std::shared_ptr<cudaemu_queue> &q, uint64_t upto) {
+    std::lock_guard<std::recursive_mutex> g(qlock);
+    if (q->done >= upto) return;
+    if (q->running) die("a stream's work ran inside its own work");
+    while (q->done < upto) {
+        cudaemu_queue::item it = q->items.front();
+        q->items.pop_front();
+        q->running = true;
+        if (it.wait) run_until(it.wait, it.upto);
+        if (it.w) it.w->run();
+        q->running = false;
+        q->done++;
+    }
+}
+static void run_stream(cudaStream_t s) {
+    std::lock_guard<std::recursive_mutex> g(qlock);
+    cudaemu_stream *st = stream_of(s);
+    run_until(st->q, st->q->issued);
+}
+static void run_all() {
+    std::lock_guard<std::recursive_mutex> g(qlock);
+    for (cudaemu_stream *st : streams) run_until(st->q, st->q->issued);
+}
+
+/* random: some of the time, the work waiting in a stream picked at random runs now, its older
+ * neighbours in the other streams left waiting (a missing wait between streams then shows). */
+static void run_some() {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
+    if (rng % 4) return;
+    std::vector<cudaemu_stream *> pending;
+    for (cudaemu_stream *st : streams)
+        if (st->q->done < st->q->issued) pending.push_back(st);
+    if (pending.empty()) return;
+    cudaemu_stream *st = pending[(rng >> 8) % pending.size()];
+    run_until(st->q, st->q->done + 1 + (rng >> 24) % (st->q->issued - st->q->done));
+}
+
+/* Appends an item to s's queue; returns its place (the count of items issued on s with it). */
+static uint64_t enqueue(cudaStream_t s, std::shared_ptr<work> w, std::shared_ptr<cudaemu_queue> wait,
+                        uint64_t upto) {
+    std::lock_guard<std::recursive_mutex> g(qlock);
+    cudaemu_stream *st = stream_of(s);
+    st->q->items.push_back(cudaemu_queue::item{std::move(w), std::move(wait), upto});
+    uint64_t seq = ++st->q->issued;
+    if (streams_order() == RANDOM) run_some();
+    return seq;
+}
+
 void submit(cudaStream_t s, work *w) {
     {
         std::lock_guard<std::mutex> g(lock);
@@ -256,6 +357,10 @@ void submit(cudaStream_t s, work *w) {
             capture_graph->works.push_back(std::shared_ptr<work>(w));
             return;
         }
+    }
+    if (streams_deferred()) {
+        enqueue(s, std::shared_ptr<work>(w), nullptr, 0);
+        return;
     }
     w->run();
     delete w;
@@ -296,9 +401,13 @@ const char *cudaGetErrorString(cudaError_t e) {
 cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { return *v = CUDART_VERSION, cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
-cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+cudaError_t cudaDeviceReset(void) {
+    cudaemu::run_all();
+    return cudaSuccess;
+}
 cudaError_t cudaDeviceSynchronize(void) {
     UNSAFE_IN_CAPTURE();
+    cudaemu::run_all();
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
@@ -326,31 +435,67 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
 
 /* Device memory is uninitialised on a GPU: here it starts as NaNs (all bits set), so a kernel that
  * reads what nothing wrote sees them. */
+/* Blocks of exactly the bytes asked for (aligned as CUDA's), so that under ASan (EMU_SANITIZE=1)
+ * an access past the end stops the run, as compute-sanitizer's memcheck reports it on a GPU. */
+static void *block_alloc(size_t bytes) {
+    void *p = nullptr;
+    return posix_memalign(&p, 256, bytes ? bytes : 1) == 0 ? p : nullptr;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     UNSAFE_IN_CAPTURE();
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    *p = block_alloc(bytes);
     if (!*p) return cudaErrorMemoryAllocation;
     memset(*p, 0xff, bytes);
     return cudaSuccess;
 }
+/* (cudaFree and cudaFreeHost wait for the device, as CUDA's do) */
 cudaError_t cudaFree(void *p) {
     UNSAFE_IN_CAPTURE();
+    cudaemu::run_all();
     free(p);
     return cudaSuccess;
+}
+
+/* Page-locked host memory: its start and end, to tell it from pageable memory in copies. */
+static std::mutex pinned_lock;
+static std::map<uintptr_t, uintptr_t> pinned;
+static bool is_pinned(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> g(pinned_lock);
+    auto it = pinned.upper_bound((uintptr_t)p);
+    return it != pinned.begin() && (uintptr_t)p + bytes <= (--it)->second;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
     UNSAFE_IN_CAPTURE();
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    *p = block_alloc(bytes);
+    if (!*p) return cudaErrorMemoryAllocation;
+    std::lock_guard<std::mutex> g(pinned_lock);
+    pinned[(uintptr_t)*p] = (uintptr_t)*p + bytes;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
     UNSAFE_IN_CAPTURE();
+    cudaemu::run_all();
+    {
+        std::lock_guard<std::mutex> g(pinned_lock);
+        pinned.erase((uintptr_t)p);
+    }
     free(p);
     return cudaSuccess;
 }
+
+/* Deferred streams (lazy, random) keep CUDA's rules for pageable host memory: a copy from it
+ * reads it before the call returns (here: a snapshot, copied when the copy runs), and a copy
+ * into it has finished when the call returns (its stream runs up to it). Page-locked memory is
+ * read and written when the copy runs. */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
-    (void)kind;
+    bool deferred = cudaemu::streams_deferred() && !cudaemu::captures(s);
+    if (deferred && kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
+        auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
+        issue(s, [=]() { memcpy(dst, copy->data(), bytes); });
+        return cudaSuccess;
+    }
     issue(s, [=]() { memmove(dst, src, bytes); });
+    if (deferred && kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) cudaemu::run_stream(s);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) {
@@ -358,47 +503,74 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) 
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    *s = new cudaemu_stream{flags};
+    *s = new cudaemu_stream{flags, std::make_shared<cudaemu_queue>()};
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    cudaemu::streams.push_back(*s);
     return cudaSuccess;
 }
+/* (Its work still runs, as in CUDA: here before the call returns.) */
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    cudaemu::run_stream(s);
+    cudaemu::streams.erase(std::find(cudaemu::streams.begin(), cudaemu::streams.end(), s));
     delete s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    (void)s;
     UNSAFE_IN_CAPTURE();
+    cudaemu::run_stream(s);
     return cudaSuccess;
 }
+/* The wait is for the event's last record before this call (none: no wait), as in CUDA. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-    (void)s, (void)e, (void)flags;
+    (void)flags;
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    if (cudaemu::streams_deferred() && e->q && !cudaemu::captures(s))
+        cudaemu::enqueue(s, nullptr, e->q, e->seq);
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
-    *e = new cudaemu_event{0.0, flags};
+    *e = new cudaemu_event{0.0, flags, nullptr, 0};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    if (e->q) cudaemu::run_until(e->q, e->seq); /* (a record still queued refers to it) */
     delete e;
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    issue(s, [e]() { e->t = cudaemu::now(); });
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    if (!cudaemu::streams_deferred() || cudaemu::captures(s)) {
+        issue(s, [e]() { e->t = cudaemu::now(); });
+        return cudaSuccess;
+    }
+    auto w = std::make_shared<cudaemu::work_of<std::function<void()>>>([e]() { e->t = cudaemu::now(); });
+    e->q = cudaemu::stream_of(s)->q;
+    e->seq = cudaemu::enqueue(s, w, nullptr, 0);
     return cudaSuccess;
 }
+/* Deferred streams: an event whose work has not run is not ready; that work then runs, so a
+ * caller that polls sees it ready next time. */
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-    (void)e;
     UNSAFE_IN_CAPTURE();
-    return cudaSuccess;
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    if (!e->q || e->q->done >= e->seq) return cudaSuccess;
+    cudaemu::run_until(e->q, e->seq);
+    return cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    (void)e;
     UNSAFE_IN_CAPTURE();
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    if (e->q) cudaemu::run_until(e->q, e->seq);
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t from, cudaEvent_t to) {
     if ((from->flags | to->flags) & cudaEventDisableTiming) return cudaErrorInvalidValue;
+    std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
+    for (cudaEvent_t e : {from, to})
+        if (e->q && e->q->done < e->seq) return cudaErrorNotReady;
     *ms = (float)(1e3 * (to->t - from->t));
     return cudaSuccess;
 }

@@ -7,13 +7,32 @@
  * threads as fibers that meet at __syncthreads (every thread must reach each one); dynamic
  * shared memory and device memory start as NaNs; bf16 rounds as the GPU does; a stream capture
  * records the stream's work, a graph launch replays it, and what the capturing thread may not
- * do (allocate, synchronise, time cuDNN) fails. What it is not: every stream runs its work at
- * once, in the order the host issues it (a missing wait between streams goes unseen); device
- * memory is host memory (a host access to it, or a kernel's to host memory, goes unseen), and
- * nothing checks bounds or races (compute-sanitizer does, on a GPU); static __shared__ arrays
- * are function-local statics (zero at first, then what the last block left); floats are not
- * contracted into FMAs as nvcc does; cuDNN's convolutions run on the program's CPU backend in
- * float and cuBLAS's GEMMs in double, with no TF32, every algorithm deterministic.
+ * do (allocate, synchronise, time cuDNN) fails.
+ *
+ * When issued work runs, CUDAEMU_STREAMS:
+ *   lazy (the default): each stream's work waits in its queue until something needs it: a
+ *     synchronisation of its stream, of an event after it or of the device (cudaFree,
+ *     cudaFreeHost and cudaStreamDestroy too), a query of such an event (answered "not ready"
+ *     once, as the work then runs), work on another stream that waited for such an event, or a
+ *     copy into pageable host memory on its stream. So work another stream did not wait for
+ *     has not run, and page-locked host memory is read and written only when the copy runs: a
+ *     missing wait, or host memory reused while a copy of it is pending, gives wrong numbers.
+ *   eager: work runs when issued, in the host's order (such bugs go unseen).
+ *   random[:SEED]: as lazy, and after each issue, one time in four, a stream picked at random
+ *     runs some of its queue, ahead of older work on the others (seed 1 unless given).
+ * In every order a copy from pageable host memory reads it during the call, as CUDA's does.
+ *
+ * Bounds: device memory is heap blocks of exactly the bytes asked for, so in a build with
+ * SANITIZE=1 (make sanitize's) ASan stops a kernel's access outside its blocks, and UBSan a
+ * misaligned vector access, naming the kernel and line.
+ *
+ * What it is not: one stream's work never overlaps another's (a race between kernels that
+ * run at once on a GPU goes unseen, as does one between a block's threads: compute-sanitizer's
+ * racecheck, on a GPU); device memory is host memory (a host access to it, or a kernel's to host
+ * memory, goes unseen); static __shared__ arrays are function-local statics (zero at first,
+ * then what the last block left); floats are not contracted into FMAs as nvcc does; cuDNN's
+ * convolutions run on the program's CPU backend in float and cuBLAS's GEMMs in double, with no
+ * TF32, every algorithm deterministic.
  *
  * CUDAEMU_TRACE=FILE writes a line to FILE for each kernel, cuDNN convolution and cuBLAS GEMM
  * as it runs (tests/cudaemu/trace.sh names the kernels): what a step launches, without a GPU.
