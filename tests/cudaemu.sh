@@ -6,7 +6,8 @@
 # trained for 24 steps on the emulated GPU with 1 and 2 ranks against the same runs on the CPU
 # backend (losses within 2 %). The streams' work runs lazily (CUDAEMU_STREAMS, cudaemu.h);
 # test_dist runs again with it in a random order, and each training run's model is the same bit
-# for bit with it run at issue and in a random order. Ends with "cudaemu: N passed, M failed";
+# for bit with it run at issue and in a random order. From test_dist on, device memory is closed
+# to host code (CUDAEMU_DEVICE_MEMORY=guarded). Ends with "cudaemu: N passed, M failed";
 # exit status 0 only when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and
 # runs this).
 cd "$(dirname "$0")/.." || exit 1
@@ -45,8 +46,14 @@ export CUDAEMU_STREAMS=lazy
 for order in lazy eager random:1; do
   suite "the emulation's streams, $order" env "CUDAEMU_STREAMS=$order" "$B/tests/cudaemu/test_streams"
 done
+suite "the emulation's streams, lazy, device memory guarded" \
+  env CUDAEMU_DEVICE_MEMORY=guarded "$B/tests/cudaemu/test_streams"
 suite "ops on the emulated GPU" "$B/tests/test_ops"
 suite "graphs on the emulated GPU" "$B/tests/test_cuda" --graphs
+# From here on, device memory is closed to host code (CUDAEMU_DEVICE_MEMORY=guarded, cudaemu.h):
+# the programs' own paths (trainer, evaluator, gradients) touching it would fault. (test_ops and
+# test_cuda above, with their many small synchronisations, would take 3 times as long.)
+export CUDAEMU_DEVICE_MEMORY=guarded
 for order in lazy random:1; do
   suite "dist on the emulated GPU, 1 process, $order" env "CUDAEMU_STREAMS=$order" "$B/tests/test_dist" --device cuda
   suite "dist on the emulated GPU, mpirun -np 2, $order" \

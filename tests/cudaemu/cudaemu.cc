@@ -15,10 +15,12 @@ extern "C" {
 #include <map>
 #include <memory>
 #include <mutex>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <thread>
+#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 
@@ -299,11 +301,100 @@ static bool captures(cudaStream_t s) {
     return s && s == capture_stream && capture_thread == std::this_thread::get_id();
 }
 
+/* Heap blocks of exactly the bytes asked for, aligned as CUDA's. */
+static void *block_alloc(size_t bytes) {
+    void *p = nullptr;
+    return posix_memalign(&p, 256, bytes ? bytes : 1) == 0 ? p : nullptr;
+}
+
+/* ---- device memory (cudaemu.h: bounds, and the line between host and device) ----
+ * Exact heap blocks by default (under ASan an access past the end is reported). With
+ * CUDAEMU_DEVICE_MEMORY=guarded (not under ASan), each block is a mapping of its own, readable
+ * and writable only while device work runs (device_open: an mprotect per block, so it costs
+ * time in proportion to the blocks and the synchronisations), so host code touching it faults,
+ * and the fault is named before the program dies of it. */
+static bool guarded() {
+#ifdef __SANITIZE_ADDRESS__
+    return false;
+#else
+    static const bool g = []() {
+        const char *v = getenv("CUDAEMU_DEVICE_MEMORY");
+        if (!v || !*v || !strcmp(v, "heap")) return false;
+        if (!strcmp(v, "guarded")) return true;
+        die("CUDAEMU_DEVICE_MEMORY: not heap or guarded");
+    }();
+    return g;
+#endif
+}
+static std::map<uintptr_t, size_t> device_blocks; /* start -> bytes mapped, while live (guarded) */
+static int device_depth;                          /* device_open()s not closed yet */
+static struct sigaction old_segv;
+
+static void device_protect(int prot) {
+    for (auto &blk : device_blocks)
+        if (mprotect((void *)blk.first, blk.second, prot) != 0) die("mprotect of device memory failed");
+}
+/* While one lives, device memory is open to the thread's work (under qlock). */
+struct device_open {
+    std::lock_guard<std::recursive_mutex> g{qlock};
+    device_open() {
+        if (guarded() && device_depth++ == 0) device_protect(PROT_READ | PROT_WRITE);
+    }
+    ~device_open() {
+        if (guarded() && --device_depth == 0) device_protect(PROT_NONE);
+    }
+};
+
+/* A fault in closed device memory: says so, then lets the fault happen again under the handler
+ * that was there before (by default: the program dies of SIGSEGV). */
+static void on_segv(int sig, siginfo_t *si, void *ctx) {
+    (void)sig, (void)ctx;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    auto it = device_blocks.upper_bound(a);
+    if (device_depth == 0 && it != device_blocks.begin() && a < (--it)->first + it->second) {
+        char msg[160];
+        int n = snprintf(msg, sizeof msg,
+                         "cudaemu: the host touched device memory at %p (a block of %zu bytes at %p)\n",
+                         (void *)a, it->second, (void *)it->first);
+        if (write(2, msg, (size_t)n) < 0) { /* nothing more to do */
+        }
+    }
+    sigaction(SIGSEGV, &old_segv, nullptr);
+}
+
+static void *device_alloc(size_t bytes) {
+    if (!guarded()) return block_alloc(bytes);
+    static std::once_flag handler;
+    std::call_once(handler, []() {
+        struct sigaction sa = {};
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGSEGV, &sa, &old_segv) != 0) die("sigaction failed");
+    });
+    std::lock_guard<std::recursive_mutex> g(qlock);
+    size_t len = bytes ? bytes : 1;
+    void *p = mmap(nullptr, len, device_depth ? PROT_READ | PROT_WRITE : PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    device_blocks[(uintptr_t)p] = len;
+    return p;
+}
+static void device_free(void *p) {
+    if (!guarded()) return free(p);
+    std::lock_guard<std::recursive_mutex> g(qlock);
+    auto it = device_blocks.find((uintptr_t)p);
+    if (it == device_blocks.end()) die("cudaFree of a pointer cudaMalloc did not return");
+    munmap(p, it->second);
+    device_blocks.erase(it);
+}
+
 /* Runs q's items until `upto` of them have run, each wait first running what it waits for. */
 static void run_until(const std::shared_ptr<cudaemu_queue> &q, uint64_t upto) {
     std::lock_guard<std::recursive_mutex> g(qlock);
     if (q->done >= upto) return;
     if (q->running) die("a stream's work ran inside its own work");
+    device_open open; /* (once for all the work that runs now) */
     while (q->done < upto) {
         cudaemu_queue::item it = q->items.front();
         q->items.pop_front();
@@ -362,7 +453,10 @@ void submit(cudaStream_t s, work *w) {
         enqueue(s, std::shared_ptr<work>(w), nullptr, 0);
         return;
     }
-    w->run();
+    {
+        device_open open;
+        w->run();
+    }
     delete w;
 }
 
@@ -435,16 +529,11 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
 
 /* Device memory is uninitialised on a GPU: here it starts as NaNs (all bits set), so a kernel that
  * reads what nothing wrote sees them. */
-/* Blocks of exactly the bytes asked for (aligned as CUDA's), so that under ASan (EMU_SANITIZE=1)
- * an access past the end stops the run, as compute-sanitizer's memcheck reports it on a GPU. */
-static void *block_alloc(size_t bytes) {
-    void *p = nullptr;
-    return posix_memalign(&p, 256, bytes ? bytes : 1) == 0 ? p : nullptr;
-}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     UNSAFE_IN_CAPTURE();
-    *p = block_alloc(bytes);
+    *p = cudaemu::device_alloc(bytes);
     if (!*p) return cudaErrorMemoryAllocation;
+    cudaemu::device_open open;
     memset(*p, 0xff, bytes);
     return cudaSuccess;
 }
@@ -452,7 +541,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 cudaError_t cudaFree(void *p) {
     UNSAFE_IN_CAPTURE();
     cudaemu::run_all();
-    free(p);
+    if (p) cudaemu::device_free(p);
     return cudaSuccess;
 }
 
@@ -466,7 +555,7 @@ static bool is_pinned(const void *p, size_t bytes) {
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
     UNSAFE_IN_CAPTURE();
-    *p = block_alloc(bytes);
+    *p = cudaemu::block_alloc(bytes);
     if (!*p) return cudaErrorMemoryAllocation;
     std::lock_guard<std::mutex> g(pinned_lock);
     pinned[(uintptr_t)*p] = (uintptr_t)*p + bytes;

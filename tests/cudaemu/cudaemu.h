@@ -22,14 +22,19 @@
  *     runs some of its queue, ahead of older work on the others (seed 1 unless given).
  * In every order a copy from pageable host memory reads it during the call, as CUDA's does.
  *
- * Bounds: device memory is heap blocks of exactly the bytes asked for, so in a build with
- * SANITIZE=1 (make sanitize's) ASan stops a kernel's access outside its blocks, and UBSan a
- * misaligned vector access, naming the kernel and line.
+ * Device memory, CUDAEMU_DEVICE_MEMORY:
+ *   heap (the default): heap blocks of exactly the bytes asked for, so in a build with
+ *     SANITIZE=1 (make sanitize's) ASan stops a kernel's access outside its blocks, and UBSan a
+ *     misaligned vector access, naming the kernel and line;
+ *   guarded (not under ASan): each block a mapping of its own, readable and writable only while
+ *     device work runs, so host code that touches it faults, after a line naming the address
+ *     and its block ("cudaemu: the host touched device memory at ..."). Each synchronisation
+ *     then costs an mprotect per block.
  *
  * What it is not: one stream's work never overlaps another's (a race between kernels that
  * run at once on a GPU goes unseen, as does one between a block's threads: compute-sanitizer's
- * racecheck, on a GPU); device memory is host memory (a host access to it, or a kernel's to host
- * memory, goes unseen); static __shared__ arrays are function-local statics (zero at first,
+ * racecheck, on a GPU); a kernel's access to host memory goes unseen, and the host's to device
+ * memory unless guarded; static __shared__ arrays are function-local statics (zero at first,
  * then what the last block left); floats are not contracted into FMAs as nvcc does; cuDNN's
  * convolutions run on the program's CPU backend in float and cuBLAS's GEMMs in double, with no
  * TF32, every algorithm deterministic.

@@ -2,12 +2,17 @@
  * Every order keeps CUDA's guarantees (a wait on an event, a synchronisation, pageable host
  * memory read at the call and written by its return); lazy and random also show what CUDA does
  * not guarantee (work on another stream not waited for has not run; a queried event not ready
- * yet); eager runs all at issue. Ends with "test_streams (ORDER): N passed, M failed". */
+ * yet); eager runs all at issue. With CUDAEMU_DEVICE_MEMORY=guarded, device memory faults when
+ * the host touches it, and the fault is named. Ends with "test_streams (ORDER): N passed, M
+ * failed". */
 #include "cudaemu.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -24,10 +29,35 @@ static void check(bool ok, const char *what) {
 
 static unsigned char first_byte(const void *p) { return *(const unsigned char *)p; }
 
+/* Whether a child process reading dev dies of SIGSEGV after cudaemu's line naming it. */
+static bool host_touch_dies(const void *dev) {
+    int fd[2];
+    if (pipe(fd) != 0) return false;
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        volatile unsigned char v = *(const volatile unsigned char *)dev;
+        (void)v;
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[512] = {0};
+    size_t got = 0;
+    for (ssize_t n; got < sizeof buf - 1 && (n = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0;) got += n;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV &&
+           strstr(buf, "cudaemu: the host touched device memory at") != nullptr;
+}
+
 int main() {
     const char *env = getenv("CUDAEMU_STREAMS");
     std::string order = env && *env ? env : "lazy";
     bool lazy = order == "lazy", random = order.rfind("random", 0) == 0;
+    const char *memory = getenv("CUDAEMU_DEVICE_MEMORY");
+    bool guarded = memory && !strcmp(memory, "guarded");
     enum { BYTES = 4096 };
     void *dev, *pinned;
     cudaStream_t s1, s2;
@@ -118,9 +148,21 @@ int main() {
     check(first_byte(pinned) == 2, "cudaFree did not wait for the device");
     CU(cudaFree(dev2));
 
+    /* Device memory is the device's: work reaches it; guarded, the host faults on it, and the
+     * fault is named (never under ASan, whose exact heap blocks the host can reach). */
+    CU(cudaMalloc(&dev, BYTES));
+    cudaemu::issue(s1, [dev]() { ((unsigned char *)dev)[1] = 42; });
+    CU(cudaMemcpyAsync(pageable.data(), dev, BYTES, cudaMemcpyDeviceToHost, s1));
+    check(pageable[1] == 42, "work issued on a stream did not reach device memory");
+#ifndef __SANITIZE_ADDRESS__
+    if (guarded) check(host_touch_dies(dev), "guarded: the host read device memory without a fault named");
+#endif
+    CU(cudaFree(dev));
+
     CU(cudaEventDestroy(e));
     CU(cudaStreamDestroy(s1));
     CU(cudaFreeHost(pinned));
-    printf("test_streams (%s): %d passed, %d failed\n", order.c_str(), passed, failed);
+    printf("test_streams (%s%s): %d passed, %d failed\n", order.c_str(), guarded ? ", guarded" : "", passed,
+           failed);
     return failed != 0;
 }
