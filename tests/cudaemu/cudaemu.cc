@@ -346,7 +346,8 @@ struct device_open {
 };
 
 /* A fault in closed device memory: says so, then lets the fault happen again under the handler
- * that was there before (by default: the program dies of SIGSEGV). */
+ * that was there before (by default: the program dies of SIGSEGV). The lookup and snprintf are
+ * not async-signal-safe; a fault here ends the program either way. */
 static void on_segv(int sig, siginfo_t *si, void *ctx) {
     (void)sig, (void)ctx;
     uintptr_t a = (uintptr_t)si->si_addr;
