@@ -6,7 +6,9 @@
 # trained for 24 steps on the emulated GPU with 1 and 2 ranks against the same runs on the CPU
 # backend (losses within 2 %). The streams' work runs lazily (CUDAEMU_STREAMS, cudaemu.h);
 # test_dist runs again with it in a random order, and each training run's model is the same bit
-# for bit with it run at issue and in a random order. From test_dist on, device memory is closed
+# for bit with it run at issue and in a random order, with the kernels' blocks and threads run
+# in reverse and in shuffled order (CUDAEMU_THREADS: a race between them would change the
+# bits); test_ops runs again in reverse order. From test_dist on, device memory is closed
 # to host code (CUDAEMU_DEVICE_MEMORY=guarded). Ends with "cudaemu: N passed, M failed";
 # exit status 0 only when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and
 # runs this).
@@ -48,7 +50,13 @@ for order in lazy eager random:1; do
 done
 suite "the emulation's streams, lazy, device memory guarded" \
   env CUDAEMU_DEVICE_MEMORY=guarded "$B/tests/cudaemu/test_streams"
+for threads in reverse shuffle:1; do
+  suite "the emulation's threads, $threads" env "CUDAEMU_THREADS=$threads" "$B/tests/cudaemu/test_streams"
+done
 suite "ops on the emulated GPU" "$B/tests/test_ops"
+# Each kernel's blocks, and its threads between barriers, in the reverse order: a thread or block
+# reading what a later one writes, with no barrier between, gives wrong values.
+suite "ops on the emulated GPU, threads in reverse order" env CUDAEMU_THREADS=reverse "$B/tests/test_ops"
 suite "graphs on the emulated GPU" "$B/tests/test_cuda" --graphs
 # From here on, device memory is closed to host code (CUDAEMU_DEVICE_MEMORY=guarded, cudaemu.h):
 # the programs' own paths (trainer, evaluator, gradients) touching it would fault. (test_ops above,
@@ -74,15 +82,18 @@ for ranks in 1 2; do
   grep -E '^\[1, +20\]|^final' "$T/cpu$ranks.log" "$T/cuda$ranks.log"
   check "$ranks rank(s): the emulated GPU's loss of step 20 is not within 2 % of the CPU's" \
     close_losses "$T/cuda$ranks.log" "$T/cpu$ranks.log"
-  # The same run with the streams' work in other orders: the same model, bit for bit.
-  # (each its own model file: a run resumes from the checkpoint beside it)
-  for order in eager random:$ranks; do
+  # The same run with the streams' work in other orders, and the kernels' blocks and threads in
+  # others: the same model, bit for bit. (each its own model file: a run resumes from the
+  # checkpoint beside it)
+  for orders in "eager reverse" "random:$ranks shuffle:$ranks"; do
+    read -r order threads <<<"$orders"
     f=$T/$order-$ranks
-    mpirun -np $ranks -x "CUDAEMU_STREAMS=$order" "$B/cifar10-train" --device cuda "${TRAIN[@]}" \
-      --model-file "$f.safetensors" "$T/data" >"$f.log" 2>&1
+    mpirun -np $ranks -x "CUDAEMU_STREAMS=$order" -x "CUDAEMU_THREADS=$threads" "$B/cifar10-train" --device cuda \
+      "${TRAIN[@]}" --model-file "$f.safetensors" "$T/data" >"$f.log" 2>&1
     rc=$?
-    check "$ranks rank(s), CUDAEMU_STREAMS=$order: cifar10-train exit $rc ($(tail -n 1 "$f.log"))" test $rc = 0
-    check "$ranks rank(s): the model trained with CUDAEMU_STREAMS=$order differs from the lazy run's" \
+    check "$ranks rank(s), CUDAEMU_STREAMS=$order CUDAEMU_THREADS=$threads: cifar10-train exit $rc ($(tail -n 1 "$f.log"))" \
+      test $rc = 0
+    check "$ranks rank(s): the model trained with CUDAEMU_STREAMS=$order CUDAEMU_THREADS=$threads differs from the lazy run's" \
       cmp -s <(st_data "$f.safetensors") <(st_data "$T/cuda$ranks.safetensors")
   done
 done

@@ -105,6 +105,40 @@ void stacks_for(size_t n) {
     nstacks = n;
 }
 
+/* CUDAEMU_THREADS (cudaemu.h): the order of a grid's blocks, and of a block's threads between
+ * two barriers. A kernel whose result depends on it has a race (CUDA promises neither). */
+enum thread_order { THREADS_FORWARD, THREADS_REVERSE, THREADS_SHUFFLE };
+uint64_t order_rng;
+thread_order threads_order() {
+    static const thread_order o = []() {
+        const char *v = getenv("CUDAEMU_THREADS");
+        if (!v || !*v || !strcmp(v, "forward")) return THREADS_FORWARD;
+        if (!strcmp(v, "reverse")) return THREADS_REVERSE;
+        unsigned long long seed = 1;
+        char end;
+        if (!strcmp(v, "shuffle") || sscanf(v, "shuffle:%llu%c", &seed, &end) == 1) {
+            order_rng = seed * 0x9e3779b97f4a7c15ull + 1;
+            return THREADS_SHUFFLE;
+        }
+        die("CUDAEMU_THREADS: not forward, reverse, shuffle or shuffle:SEED");
+    }();
+    return o;
+}
+
+/* 0 .. n-1 in this run's order (a new shuffle each call). */
+const std::vector<uint32_t> &in_order(size_t n) {
+    static std::vector<uint32_t> at;
+    at.resize(n);
+    for (size_t i = 0; i < n; i++) at[i] = (uint32_t)i;
+    if (threads_order() == THREADS_REVERSE) std::reverse(at.begin(), at.end());
+    else if (threads_order() == THREADS_SHUFFLE)
+        for (size_t i = n; i > 1; i--) { /* Fisher-Yates, xorshift64 */
+            order_rng ^= order_rng << 13, order_rng ^= order_rng >> 7, order_rng ^= order_rng << 17;
+            std::swap(at[i - 1], at[(order_rng >> 11) % i]);
+        }
+    return at;
+}
+
 /* One block: every thread runs until it finishes or waits at __syncthreads; when all that have
  * not finished wait, they go on together. */
 void run_block(block_run *r, dim3 block, dim3 grid, dim3 at) {
@@ -119,7 +153,7 @@ void run_block(block_run *r, dim3 block, dim3 grid, dim3 at) {
     }
     for (;;) {
         int waiting = 0;
-        for (size_t t = 0; t < n; t++) {
+        for (uint32_t t : in_order(n)) {
             fiber *f = &fibers[t];
             if (f->done) continue;
             f->waiting = 0;
@@ -173,12 +207,10 @@ static void run_block_direct(block_run *r, dim3 block, dim3 grid, dim3 at) {
     f->ctx.block = at, f->ctx.block_dim = block, f->ctx.grid_dim = grid;
     r->running = f;
     cur = &f->ctx;
-    for (unsigned z = 0; z < block.z; z++)
-        for (unsigned y = 0; y < block.y; y++)
-            for (unsigned x = 0; x < block.x; x++) {
-                f->ctx.thread = dim3(x, y, z);
-                r->fn(r->arg);
-            }
+    for (uint32_t t : in_order((size_t)block.x * block.y * block.z)) {
+        f->ctx.thread = dim3(t % block.x, t / block.x % block.y, t / block.x / block.y);
+        r->fn(r->arg);
+    }
     cur = nullptr;
 }
 
@@ -213,14 +245,15 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared, void (*f
     block_now = &r;
     fiberless = sync_free.count(kernel) != 0;
     synced = false;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                /* Shared memory starts as garbage on a GPU: NaNs here, so a read before a write shows. */
-                if (shared) memset(shared_mem, 0xff, shared);
-                if (fiberless) run_block_direct(&r, block, grid, dim3(x, y, z));
-                else run_block(&r, block, grid, dim3(x, y, z));
-            }
+    /* (a copy: in_order's vector is reused by the blocks) */
+    std::vector<uint32_t> blocks = in_order((size_t)grid.x * grid.y * grid.z);
+    for (uint32_t b : blocks) {
+        dim3 at(b % grid.x, b / grid.x % grid.y, b / grid.x / grid.y);
+        /* Shared memory starts as garbage on a GPU: NaNs here, so a read before a write shows. */
+        if (shared) memset(shared_mem, 0xff, shared);
+        if (fiberless) run_block_direct(&r, block, grid, at);
+        else run_block(&r, block, grid, at);
+    }
     if (!synced) sync_free.insert(kernel);
     block_now = nullptr;
 }

@@ -22,6 +22,13 @@
  *     runs some of its queue, ahead of older work on the others (seed 1 unless given).
  * In every order a copy from pageable host memory reads it during the call, as CUDA's does.
  *
+ * The order of a grid's blocks, and of a block's threads from one barrier to the next,
+ * CUDAEMU_THREADS: forward (the default: index order, x fastest), reverse, or shuffle[:SEED]
+ * (a new random order for each grid and each stretch between barriers; seed 1 unless given).
+ * CUDA promises no order, so a kernel whose results change with it has a race: forward hides
+ * a thread or block that reads what a later one writes (reverse shows it), reverse the
+ * opposite.
+ *
  * Device memory, CUDAEMU_DEVICE_MEMORY:
  *   heap (the default): heap blocks of exactly the bytes asked for, so in a build with
  *     SANITIZE=1 (make sanitize's) ASan stops a kernel's access outside its blocks, and UBSan a
@@ -32,12 +39,13 @@
  *     then costs an mprotect per block.
  *
  * What it is not: one stream's work never overlaps another's (a race between kernels that
- * run at once on a GPU goes unseen, as does one between a block's threads: compute-sanitizer's
- * racecheck, on a GPU); a kernel's access to host memory goes unseen, and the host's to device
- * memory unless guarded; static __shared__ arrays are function-local statics (zero at first,
- * then what the last block left); floats are not contracted into FMAs as nvcc does; cuDNN's
- * convolutions run on the program's CPU backend in float and cuBLAS's GEMMs in double, with no
- * TF32, every algorithm deterministic.
+ * run at once on a GPU goes unseen), and a block's threads never interleave between two of
+ * their accesses (a race that needs them to, and one whose outcome no order of whole stretches
+ * changes, goes unseen: compute-sanitizer's racecheck, on a GPU); a kernel's access to host
+ * memory goes unseen, and the host's to device memory unless guarded; static __shared__ arrays
+ * are function-local statics (zero at first, then what the last block left); floats are not
+ * contracted into FMAs as nvcc does; cuDNN's convolutions run on the program's CPU backend in
+ * float and cuBLAS's GEMMs in double, with no TF32, every algorithm deterministic.
  *
  * CUDAEMU_TRACE=FILE writes a line to FILE for each kernel, cuDNN convolution and cuBLAS GEMM
  * as it runs (tests/cudaemu/trace.sh names the kernels): what a step launches, without a GPU.

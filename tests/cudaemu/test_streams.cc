@@ -52,6 +52,40 @@ static bool host_touch_dies(const void *dev) {
            strstr(buf, "cudaemu: the host touched device memory at") != nullptr;
 }
 
+/* Each thread's turn, counted as the emulation runs them: before and after a barrier. */
+static int turn;
+enum { BLOCKS = 16, THREADS = 64, SLOTS = BLOCKS * THREADS };
+static void turns_kernel(int *before, int *after) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    before[i] = turn++;
+    __syncthreads();
+    after[i] = turn++;
+}
+
+/* a[i] = a[i + 1] in place: a race (thread i reads what thread i + 1 writes), which running the
+ * threads in index order hides. */
+static void shift_kernel(int *a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i + 1 < n) a[i] = a[i + 1];
+}
+
+/* Whether one phase's turns t[SLOTS] (block b's place in the grid's order times THREADS plus
+ * the thread's place in its block's order) follow CUDAEMU_THREADS: forward, blocks and their
+ * threads in index order; reverse, both the other way round; shuffle, neither. */
+static bool turns_follow(const std::vector<int> &t, const std::string &order) {
+    bool forward = true, reverse = true;
+    std::vector<int> seen(SLOTS, 0);
+    for (int i = 0; i < SLOTS; i++) {
+        int b = i / THREADS, j = i % THREADS;
+        forward = forward && t[i] == i;
+        reverse = reverse && t[i] == (BLOCKS - 1 - b) * THREADS + THREADS - 1 - j;
+        if (t[i] < 0 || t[i] >= SLOTS || seen[t[i]]++) return false;
+    }
+    if (order == "forward") return forward;
+    if (order == "reverse") return reverse;
+    return !forward && !reverse;
+}
+
 int main() {
     const char *env = getenv("CUDAEMU_STREAMS");
     std::string order = env && *env ? env : "lazy";
@@ -159,10 +193,50 @@ int main() {
 #endif
     CU(cudaFree(dev));
 
+    /* CUDAEMU_THREADS: the order of a grid's blocks, and of a block's threads between barriers. */
+    const char *threads_env = getenv("CUDAEMU_THREADS");
+    std::string threads = threads_env && *threads_env ? threads_env : "forward";
+    int *before, *after;
+    CU(cudaMalloc((void **)&before, SLOTS * sizeof(int)));
+    CU(cudaMalloc((void **)&after, SLOTS * sizeof(int)));
+    cudaemu::operator*(turns_kernel, cudaemu::config(dim3(BLOCKS), dim3(THREADS), 0, s1)(before, after));
+    std::vector<int> t1(SLOTS), t2(SLOTS);
+    CU(cudaMemcpyAsync(t1.data(), before, SLOTS * sizeof(int), cudaMemcpyDeviceToHost, s1));
+    CU(cudaMemcpyAsync(t2.data(), after, SLOTS * sizeof(int), cudaMemcpyDeviceToHost, s1));
+    /* A block's threads all take their turn before the barrier, then all after it: block p of
+     * the grid's order takes turns 2 p THREADS .. 2 p THREADS + THREADS - 1, then the next THREADS. */
+    std::vector<int> ph1(SLOTS), ph2(SLOTS);
+    bool barrier = true;
+    for (int i = 0; i < SLOTS; i++) {
+        int p1 = t1[i] / (2 * THREADS), r1 = t1[i] % (2 * THREADS);
+        int p2 = t2[i] / (2 * THREADS), r2 = t2[i] % (2 * THREADS);
+        barrier = barrier && p1 == p2 && r1 < THREADS && r2 >= THREADS;
+        ph1[i] = p1 * THREADS + r1, ph2[i] = p2 * THREADS + r2 - THREADS;
+    }
+    check(barrier, "a thread went past __syncthreads before its block's others reached it");
+    std::string kind = threads.rfind("shuffle", 0) == 0 ? "shuffle" : threads;
+    check(turns_follow(ph1, kind),
+          ("CUDAEMU_THREADS=" + threads + ": not its order before the barrier").c_str());
+    check(turns_follow(ph2, kind),
+          ("CUDAEMU_THREADS=" + threads + ": not its order after the barrier").c_str());
+    check(ph1 != ph2 || kind != "shuffle",
+          "CUDAEMU_THREADS=shuffle: the same order on both sides of a barrier");
+    /* The race above: unseen in forward order, shown by the others. */
+    for (int i = 0; i < SLOTS; i++) t1[i] = i;
+    CU(cudaMemcpyAsync(before, t1.data(), SLOTS * sizeof(int), cudaMemcpyHostToDevice, s1));
+    cudaemu::operator*(shift_kernel, cudaemu::config(dim3(BLOCKS), dim3(THREADS), 0, s1)(before, (int)SLOTS));
+    CU(cudaMemcpyAsync(t2.data(), before, SLOTS * sizeof(int), cudaMemcpyDeviceToHost, s1));
+    bool shifted = true;
+    for (int i = 0; i + 1 < SLOTS; i++) shifted = shifted && t2[i] == i + 1;
+    if (kind == "forward") check(shifted, "CUDAEMU_THREADS=forward: the in-place shift did not run in order");
+    else check(!shifted, ("CUDAEMU_THREADS=" + threads + ": the in-place shift's race went unseen").c_str());
+    CU(cudaFree(before));
+    CU(cudaFree(after));
+
     CU(cudaEventDestroy(e));
     CU(cudaStreamDestroy(s1));
     CU(cudaFreeHost(pinned));
-    printf("test_streams (%s%s): %d passed, %d failed\n", order.c_str(), guarded ? ", guarded" : "", passed,
-           failed);
+    printf("test_streams (%s%s, threads %s): %d passed, %d failed\n", order.c_str(),
+           guarded ? ", guarded" : "", threads.c_str(), passed, failed);
     return failed != 0;
 }
