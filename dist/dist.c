@@ -607,6 +607,9 @@ void dist_grads_finish(struct dist_grads *g, float stats[MODEL_STATS]) {
 void dist_grads_free(struct dist_grads *g) {
     const struct kernels *k = g->m->k;
     progress_stop(g);
+    /* The last copies back from page-locked memory finished before it goes (kernels.h promises
+     * no wait in host_free; an event never marked is complete). */
+    for (int i = 0; i < MAX_BUCKETS && g->mode == DIST_GRADS_STAGED; i++) k->event_wait(g->b[i].back);
     if (g->mode != DIST_GRADS_LOCAL) {
         for (int i = 0; i < MAX_BUCKETS; i++) {
             k->event_destroy(g->b[i].ready);

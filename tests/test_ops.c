@@ -614,18 +614,19 @@ static int input_source(int i, int reflect) {
     return i;
 }
 
+/* The pixel that element i of the prepared batch ([n][c][y][x]) reads, 0 for zero padding. */
+static double input_pixel(const unsigned char *img, const int *geom, size_t i, int reflect) {
+    size_t n = i / 3072;
+    int c = (int)(i / 1024 % 3), y = (int)(i / 32 % 32), px = (int)(i % 32);
+    const int *g = geom + 3 * n;
+    int sx = input_source((g[2] ? 31 - px : px) + g[0] - 4, reflect); /* crop, then flip */
+    int sy = input_source(y + g[1] - 4, reflect);
+    return sx >= 0 && sy >= 0 ? img[(n * 3 + c) * 1024 + sy * 32 + sx] : 0.0;
+}
+
 static void input_reference(const unsigned char *img, const int *geom, double *x, int N, int reflect) {
-    for (int n = 0; n < N; n++)
-        for (int c = 0; c < 3; c++)
-            for (int y = 0; y < 32; y++)
-                for (int px = 0; px < 32; px++) {
-                    const int *g = geom + 3 * n;
-                    int sx = input_source((g[2] ? 31 - px : px) + g[0] - 4, reflect); /* crop, then flip */
-                    int sy = input_source(y + g[1] - 4, reflect);
-                    int in = sx >= 0 && sy >= 0;
-                    double v = in ? img[((size_t)n * 3 + c) * 1024 + sy * 32 + sx] : 0.0;
-                    x[((size_t)n * 3 + c) * 1024 + y * 32 + px] = v * in_scale[c] + in_shift[c];
-                }
+    for (size_t i = 0; i < (size_t)N * 3072; i++)
+        x[i] = input_pixel(img, geom, i, reflect) * in_scale[i / 1024 % 3] + in_shift[i / 1024 % 3];
 }
 
 static void run_input(const struct op_case *c) {
@@ -643,7 +644,19 @@ static void run_input(const struct op_case *c) {
     B->input_prepare(dev_copy(img, n), dev_copy(geom, (size_t)N * 3 * sizeof(int)), x, N, in_scale, in_shift,
                      c->input.reflect);
     /* bf16 activations: and half a unit in bf16's last place, at most 2^-8 of the value */
-    expect_near("x", host_act(x, N, 3, 1024), ref, n, TOL_INPUT, B->act_size == sizeof(float) ? 0.0 : 0x1p-8);
+    float *h = host_act(x, N, 3, 1024);
+    expect_near("x", h, ref, n, TOL_INPUT, B->act_size == sizeof(float) ? 0.0 : 0x1p-8);
+    /* Float activations bit for bit: each value's product with the scale rounded, then the sum
+     * (no FMA, which a GPU compiler would make of it): every backend's input is the CPU's. */
+    size_t off = 0, first = 0;
+    for (size_t i = 0; i < n && B->act_size == sizeof(float); i++) {
+        int ch = (int)(i / 1024 % 3);
+        volatile float product = (float)input_pixel(img, geom, i, c->input.reflect) * in_scale[ch];
+        float want = product + in_shift[ch];
+        if (memcmp(&h[i], &want, sizeof want) != 0 && off++ == 0) first = i;
+    }
+    EXPECT(off == 0, "%s: %s: x: %zu of %zu values not the product rounded, then the sum; first [%zu] %.9g",
+           where, what, off, n, first, off ? h[first] : 0.0);
 }
 
 /* ---- conv ---- */

@@ -181,7 +181,9 @@ __global__ static void input_kernel(const unsigned char *img, const int *geom, T
         int sx = input_source(cx + g[0] - 4, reflect);
         int inside = sy >= 0 && sx >= 0;
         float v = inside ? (float)img[n * 3072 + (size_t)(c * 32 + sy) * 32 + sx] : 0.0f;
-        act_store(x, i, v * nm.scale[c] + nm.shift[c]);
+        /* the product rounded, then the sum (no FMA): cpu/input.c's bits, which the whitening
+         * statistics (covariance.cu) also start from */
+        act_store(x, i, __fadd_rn(__fmul_rn(v, nm.scale[c]), nm.shift[c]));
     }
 }
 
