@@ -151,6 +151,9 @@ static struct kernels_graph *cuda_capture_end(void) {
 static void cuda_graph_launch(struct kernels_graph *g) {
     CHECK(!capturing);
     if (g->exec) CUDA_CHECK(cudaGraphLaunch(g->exec, compute_stream));
+    /* CUDA_SYNC=1 (cuda.h): a kernel that faults inside the graph is reported here, not at a
+     * later, unrelated call (LAUNCH_CHECK cannot synchronise while the graph is captured) */
+    if (CUDA_SYNC && g->exec) CUDA_CHECK(cudaStreamSynchronize(compute_stream));
 }
 
 static void cuda_graph_destroy(struct kernels_graph *g) {
