@@ -48,6 +48,32 @@ const thread_ctx *cur;
     abort();
 }
 
+/* The order environment variable var names (cudaemu.h): 0 for choice[0] (also when unset or
+ * empty), 1 for choice[1], 2 for choice[2] alone or as choice[2]:SEED, which seeds *rng (seed 1
+ * unless given); anything else stops the program. */
+static int env_order(const char *var, const char *const choice[3], uint64_t *rng) {
+    const char *v = getenv(var);
+    if (!v || !*v || !strcmp(v, choice[0])) return 0;
+    if (!strcmp(v, choice[1])) return 1;
+    size_t n = strlen(choice[2]);
+    unsigned long long seed = 1;
+    char end;
+    if (!strncmp(v, choice[2], n) &&
+        (!v[n] || (v[n] == ':' && sscanf(v + n + 1, "%llu%c", &seed, &end) == 1))) {
+        *rng = seed * 0x9e3779b97f4a7c15ull + 1;
+        return 2;
+    }
+    fprintf(stderr, "cudaemu: %s: not %s, %s, %s or %s:SEED\n", var, choice[0], choice[1], choice[2],
+            choice[2]);
+    abort();
+}
+
+/* The next value of the xorshift64 generator *rng. */
+static uint64_t next_random(uint64_t *rng) {
+    *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
+    return *rng;
+}
+
 namespace {
 enum { STACK = 32 << 10, MAX_BLOCK = 1024, MAX_SHARED = 48 << 10 };
 
@@ -107,21 +133,11 @@ void stacks_for(size_t n) {
 
 /* CUDAEMU_THREADS (cudaemu.h): the order of a grid's blocks, and of a block's threads between
  * two barriers. A kernel whose result depends on it has a race (CUDA promises neither). */
-enum thread_order { THREADS_FORWARD, THREADS_REVERSE, THREADS_SHUFFLE };
+enum thread_order { THREADS_FORWARD, THREADS_REVERSE, THREADS_SHUFFLE }; /* (env_order's indices) */
 uint64_t order_rng;
 thread_order threads_order() {
-    static const thread_order o = []() {
-        const char *v = getenv("CUDAEMU_THREADS");
-        if (!v || !*v || !strcmp(v, "forward")) return THREADS_FORWARD;
-        if (!strcmp(v, "reverse")) return THREADS_REVERSE;
-        unsigned long long seed = 1;
-        char end;
-        if (!strcmp(v, "shuffle") || sscanf(v, "shuffle:%llu%c", &seed, &end) == 1) {
-            order_rng = seed * 0x9e3779b97f4a7c15ull + 1;
-            return THREADS_SHUFFLE;
-        }
-        die("CUDAEMU_THREADS: not forward, reverse, shuffle or shuffle:SEED");
-    }();
+    static const char *const choice[3] = {"forward", "reverse", "shuffle"};
+    static const thread_order o = (thread_order)env_order("CUDAEMU_THREADS", choice, &order_rng);
     return o;
 }
 
@@ -132,10 +148,8 @@ const std::vector<uint32_t> &in_order(size_t n) {
     for (size_t i = 0; i < n; i++) at[i] = (uint32_t)i;
     if (threads_order() == THREADS_REVERSE) std::reverse(at.begin(), at.end());
     else if (threads_order() == THREADS_SHUFFLE)
-        for (size_t i = n; i > 1; i--) { /* Fisher-Yates, xorshift64 */
-            order_rng ^= order_rng << 13, order_rng ^= order_rng >> 7, order_rng ^= order_rng << 17;
-            std::swap(at[i - 1], at[(order_rng >> 11) % i]);
-        }
+        for (size_t i = n; i > 1; i--) /* Fisher-Yates */
+            std::swap(at[i - 1], at[(next_random(&order_rng) >> 11) % i]);
     return at;
 }
 
@@ -302,26 +316,16 @@ static bool this_thread_captures() {
 }
 
 /* ---- when issued work runs (CUDAEMU_STREAMS, cudaemu.h) ---- */
-enum order { EAGER, LAZY, RANDOM };
-static std::recursive_mutex qlock; /* the queues, and running what they hold */
+enum order { LAZY, EAGER, RANDOM }; /* (env_order's indices) */
+static std::recursive_mutex qlock;  /* the queues, and running what they hold */
 static cudaemu_stream default_stream{0, std::make_shared<cudaemu_queue>()};
 /* every stream, in the order of creation (so a seed gives the same order in every run) */
 static std::vector<cudaemu_stream *> streams = {&default_stream};
 static uint64_t rng;
 
 static order streams_order() {
-    static const order o = []() {
-        const char *v = getenv("CUDAEMU_STREAMS");
-        if (!v || !*v || !strcmp(v, "lazy")) return LAZY;
-        if (!strcmp(v, "eager")) return EAGER;
-        unsigned long long seed = 1;
-        char end;
-        if (!strcmp(v, "random") || sscanf(v, "random:%llu%c", &seed, &end) == 1) {
-            rng = seed * 0x9e3779b97f4a7c15ull + 1;
-            return RANDOM;
-        }
-        die("CUDAEMU_STREAMS: not eager, lazy, random or random:SEED");
-    }();
+    static const char *const choice[3] = {"lazy", "eager", "random"};
+    static const order o = (order)env_order("CUDAEMU_STREAMS", choice, &rng);
     return o;
 }
 static bool streams_deferred() { return streams_order() != EAGER; }
@@ -452,8 +456,7 @@ static void run_all() {
 /* random: some of the time, the work waiting in a stream picked at random runs now, its older
  * neighbours in the other streams left waiting (a missing wait between streams then shows). */
 static void run_some() {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
-    if (rng % 4) return;
+    if (next_random(&rng) % 4) return;
     std::vector<cudaemu_stream *> pending;
     for (cudaemu_stream *st : streams)
         if (st->q->done < st->q->issued) pending.push_back(st);
