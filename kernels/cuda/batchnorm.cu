@@ -1,5 +1,7 @@
-/* Batch norm over N and HW of x[N][C][HW]: channel statistics from deterministic double
- * partial sums (reduce.cu), a per-channel finishing kernel, then one element-wise kernel. In
+/* Batch norm over N and HW of x[N][C][HW]: channel statistics from deterministic partial sums
+ * (reduce.cu; the forward's of d = x - x[0][c][0] and d^2, as the CPU's, so that E[d^2] - E[d]^2
+ * does not cancel while a channel's first value lies within a few thousand standard deviations
+ * of its mean), a per-channel finishing kernel in double, then one element-wise kernel. In
  * NHWC the same kernels see x as [N * HW][C][1] (cuda_act_rows). A fused GELU is applied in the
  * element-wise kernel of the forward, and its backward recomputes z = x * scale + shift (as the
  * forward computed it) in the partial sums and in the dx kernel, so z is never stored. */
@@ -25,16 +27,19 @@ __global__ static void normalize_kernel(const T *x, const float *gamma, const fl
     }
 }
 
-/* Batch statistics and the running-statistics update (a block per channel); inv_count is
- * 1 / count, made on the host (the GPU's double divide is a software routine). */
-__global__ static void stats_kernel(const double *part, int S, int C, double count, double inv_count,
-                                    float momentum, float eps, float *save_mean, float *save_invstd,
-                                    float *running_mean, float *running_var) {
+/* Batch statistics and the running-statistics update (a block per channel) from the sums of
+ * d = x - x[c * HW] and d^2 (x as [N][C][HW], HW 1 for rows); inv_count is 1 / count, made on
+ * the host (the GPU's double divide is a software routine). */
+template <typename T>
+__global__ static void stats_kernel(const double *part, const T *x, int HW, int S, int C, double count,
+                                    double inv_count, float momentum, float eps, float *save_mean,
+                                    float *save_invstd, float *running_mean, float *running_var) {
     int c = blockIdx.x;
     double sum, sq;
     channel_totals(part, S, C, c, 1, &sum, &sq);
     if (threadIdx.x != 0) return;
-    double mean = sum * inv_count, var = sq * inv_count - mean * mean;
+    double dmean = sum * inv_count, var = sq * inv_count - dmean * dmean;
+    double mean = (double)act_load(x, (size_t)c * HW) + dmean;
     if (var < 0.0) var = 0.0;
     save_mean[c] = (float)mean;
     save_invstd[c] = (float)(1.0 / sqrt(var + eps));
@@ -106,8 +111,9 @@ static void batchnorm_forward_train(const void *x, const float *gamma, const flo
     cuda_act_rows(cuda_nhwc(), &N, &HW);
     double *part = (double *)cuda_scratch(2 * (size_t)cuda_channel_splits(N, C, HW) * C * sizeof(double));
     int S = cuda_channel_partials(CHANNEL_SUM_SQUARE, (const T *)x, channel_inputs{}, part, N, C, HW);
-    stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, C, count, 1.0 / count, momentum, eps,
-                                                         save_mean, save_invstd, running_mean, running_var);
+    stats_kernel<T><<<C, TOTAL_THREADS, 0, cuda_stream()>>>(part, (const T *)x, HW, S, C, count, 1.0 / count,
+                                                            momentum, eps, save_mean, save_invstd,
+                                                            running_mean, running_var);
     LAUNCH_CHECK();
     normalize((const T *)x, gamma, beta, save_mean, save_invstd, (T *)y, N, C, HW, gelu);
 }

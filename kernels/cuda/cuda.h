@@ -136,12 +136,13 @@ __device__ static inline float cuda_activate(float v, int act) {
 
 /* Per-channel partial sums for bias gradients and batch norm over a[N][C][HW] (and b, same
  * shape; both of activation type T, float or bf16, summed as floats): each channel is split
- * into S fixed runs of images (rows when HW is 1) and every (run, channel) sum is taken in
- * double, so the result is deterministic and does not depend on the GPU. With
+ * into S fixed runs of images (rows when HW is 1) and every (run, channel) sum is taken in a
+ * fixed order, each thread's terms in float 16 at a time and those sums in double (reduce.cu),
+ * so the result is deterministic and does not depend on the GPU. With
  * xhat = (b - mean[c]) * invstd[c], writes part[0][S][C] = the sum of the first quantity and
  * part[1][S][C] = the sum of the second:
  *   CHANNEL_SUM:           a, nothing (part[1] untouched)
- *   CHANNEL_SUM_SQUARE:    a, a * a
+ *   CHANNEL_SUM_SQUARE:    d, d * d with d = a - a[0][c][0] (the channel's first element)
  *   CHANNEL_SUM_XHAT:      a, a * xhat   (batch norm backward: a = dy, b = x)
  *   CHANNEL_SUM_XHAT_GELU: g, g * xhat with g = a * GELU'(xhat * gamma[c] + beta[c]) (batch
  *                          norm backward through a fused GELU)

@@ -1,4 +1,4 @@
-/* Per-channel partial sums (see cuda.h), double accumulators, reduced in a fixed order:
+/* Per-channel partial sums (see cuda.h), reduced in a fixed order:
  *   HW > 1 (NCHW maps): grid (S, C), one block per (run of images, channel), the block's
  *     threads along the run's elements, then a shared-memory tree;
  *   HW == 1 (rows: NHWC maps as [N*HW][C], linear outputs): grid (S, C / 32), a block of 32
@@ -6,19 +6,29 @@
  *     channels (16 bytes where the buffers allow); each thread sums every ROW_LANES-th row
  *     of the run, then the lanes are added in order. The lanes do not depend on the pack,
  *     so the sums' order, and their bits, do not depend on the buffers' alignment.
- * Either way about 1024 blocks, enough to fill any GPU. */
+ * Either way about 1024 blocks, enough to fill any GPU. Each thread adds its terms in float,
+ * FLUSH_TERMS at a time, and carries each such sum into a double (struct thread_sums): the
+ * error stays that of short float sums under a double total, and nearly every addition is a
+ * float one. On GPUs whose double arithmetic runs at 1/64 of float (A10G, L4, L40S) a double
+ * addition per term would take longer than reading the term. */
 #include "cuda.h"
 
-#define ROW_LANES 32 /* a block: 32 / V packs of V channels x ROW_LANES (at most 1024 threads) */
+#define ROW_LANES   32 /* a block: 32 / V packs of V channels x ROW_LANES (at most 1024 threads) */
+#define FLUSH_TERMS 16 /* terms a thread adds in float before carrying their sum into double */
 
-/* A channel's constants for the sums: its mean and invstd, and the batch norm's scale and shift
- * (z = x * scale + shift, as its forward computes z). */
+/* A channel's constants for the sums: its first element (CHANNEL_SUM_SQUARE's shift), its
+ * mean and invstd, and the batch norm's scale and shift (z = x * scale + shift, as its forward
+ * computes z). */
 struct channel_consts {
-    float mean, invstd, scale, shift;
+    float first, mean, invstd, scale, shift;
 };
 
-__device__ static struct channel_consts consts_of(enum channel_sum what, struct channel_inputs in, int c) {
-    struct channel_consts k = {0.0f, 0.0f, 0.0f, 0.0f};
+/* Channel c's constants; a is [N][C][HW] (HW 1 for rows), so its first element is a[c * HW]. */
+template <typename T>
+__device__ static struct channel_consts consts_of(enum channel_sum what, const T *a, struct channel_inputs in,
+                                                  int c, uint32_t HW) {
+    struct channel_consts k = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (what == CHANNEL_SUM_SQUARE) k.first = act_load(a, (size_t)c * HW);
     if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU)
         k.mean = in.mean[c], k.invstd = in.invstd[c];
     if (what == CHANNEL_SUM_XHAT_GELU)
@@ -36,11 +46,33 @@ template <int V> __device__ static void passing_load(const unsigned char *w, uin
     for (int e = 0; e < V; e++) pass[e] = (bytes >> (8 * e)) & MAXPOOL_PASSES;
 }
 
-/* The V elements at a + at (a pack: cuda.h; channels k[0..V-1]) added to their sums s1[e] and
- * s2[e] (cuda.h's quantities); b is of a's type, or bytes (CHANNEL_SUM_PASSING). */
+/* A thread's two sums of each of V channels: up to FLUSH_TERMS terms in f, then carried into
+ * d[0][0..V-1] and d[1][0..V-1], doubles the caller keeps (shared memory in row_partials_kernel,
+ * so that they hold no registers). */
+template <int V> struct thread_sums {
+    float f[2][V];
+    double *d[2];
+    int terms;
+};
+
+/* Starts sums carried into d0[0..V-1] and d1[0..V-1], which it zeroes. */
+template <int V> __device__ static void sums_init(struct thread_sums<V> *t, double *d0, double *d1) {
+    for (int e = 0; e < V; e++) t->f[0][e] = t->f[1][e] = 0.0f, d0[e] = d1[e] = 0.0;
+    t->d[0] = d0, t->d[1] = d1, t->terms = 0;
+}
+
+/* The float sums carried into the double ones (at the end, and every FLUSH_TERMS terms). */
+template <int V> __device__ static void sums_flush(struct thread_sums<V> *t) {
+    for (int q = 0; q < 2; q++)
+        for (int e = 0; e < V; e++) t->d[q][e] += t->f[q][e], t->f[q][e] = 0.0f;
+    t->terms = 0;
+}
+
+/* The V elements at a + at (a pack: cuda.h; channels k[0..V-1]) added to their sums (cuda.h's
+ * quantities); b is of a's type, or bytes (CHANNEL_SUM_PASSING). */
 template <int V, typename T>
 __device__ static void add_terms(enum channel_sum what, const T *a, const void *b, uint32_t at,
-                                 const struct channel_consts *k, double *s1, double *s2) {
+                                 const struct channel_consts *k, struct thread_sums<V> *t) {
     float va[V], vb[V];
     bool pass[V];
     pack_load<V>(a, at, va);
@@ -50,11 +82,13 @@ __device__ static void add_terms(enum channel_sum what, const T *a, const void *
         float v = va[e];
         if (what == CHANNEL_SUM_PASSING && !pass[e]) v = 0.0f;
         if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(vb[e] * k[e].scale + k[e].shift);
-        s1[e] += v;
-        if (what == CHANNEL_SUM_SQUARE) s2[e] += (double)v * v;
+        if (what == CHANNEL_SUM_SQUARE) v -= k[e].first;
+        t->f[0][e] += v;
+        if (what == CHANNEL_SUM_SQUARE) t->f[1][e] += v * v;
         else if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU)
-            s2[e] += (double)v * ((vb[e] - k[e].mean) * k[e].invstd);
+            t->f[1][e] += v * ((vb[e] - k[e].mean) * k[e].invstd);
     }
+    if (++t->terms == FLUSH_TERMS) sums_flush(t);
 }
 
 /* Where run s of `run` images (rows) starts, or N past the end: runs of equal length, the last
@@ -78,13 +112,16 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
     uint32_t HW = hw.d;
     uint32_t n0 = run_start(s, run, N), n1 = run_start(s + 1, run, N);
     uint32_t count = (n1 - n0) * HW;
-    double s1 = 0.0, s2 = 0.0;
-    struct channel_consts k = consts_of(what, in, c);
-    for (uint32_t t = threadIdx.x; t < count; t += blockDim.x) {
-        uint32_t image = fastdiv_div(t, hw);
-        uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (t - image * HW);
-        add_terms<1>(what, a, in.b, at, &k, &s1, &s2);
+    double s1, s2;
+    struct thread_sums<1> t;
+    sums_init(&t, &s1, &s2);
+    struct channel_consts k = consts_of(what, a, in, c, HW);
+    for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) {
+        uint32_t image = fastdiv_div(i, hw);
+        uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (i - image * HW);
+        add_terms<1>(what, a, in.b, at, &k, &t);
     }
+    sums_flush(&t);
     block_sum2(&s1, &s2);
     if (threadIdx.x == 0) {
         part[(size_t)s * C + c] = s1;
@@ -95,7 +132,7 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
 /* a[N][C] (rows): a block covers 32 channels as 32 / V packs of V channels (cuda.h; V = 1: a
  * warp reads 32 adjacent channels of one row) times ROW_LANES lanes; each thread sums every
  * ROW_LANES-th row of the run, then each channel's lanes are added in order. The sum is a template parameter
- * so that each instance holds only the registers its sum needs (a pack of 8 keeps 16 double sums, and 8
+ * so that each instance holds only the registers its sum needs (a pack of 8 keeps 16 float sums, and 8
  * channels' constants for the xhat sums). */
 template <typename T, int V, enum channel_sum what>
 __global__ static void __launch_bounds__(32 / V * ROW_LANES)
@@ -104,16 +141,16 @@ __global__ static void __launch_bounds__(32 / V * ROW_LANES)
     int s = blockIdx.x, S = gridDim.x, pack = threadIdx.x % P, lane = threadIdx.x / P;
     int c0 = blockIdx.y * 32 + pack * V; /* the pack's first channel (C is a multiple of V) */
     uint32_t n0 = run_start(s, run, N), n1 = run_start(s + 1, run, N);
-    double s1[V], s2[V];
-    for (int e = 0; e < V; e++) s1[e] = 0.0, s2[e] = 0.0;
+    __shared__ double r[2][L][32];
+    struct thread_sums<V> t;
+    sums_init(&t, &r[0][lane][pack * V], &r[1][lane][pack * V]);
     if (c0 < C) {
         struct channel_consts k[V];
-        for (int e = 0; e < V; e++) k[e] = consts_of(what, in, c0 + e);
+        for (int e = 0; e < V; e++) k[e] = consts_of(what, a, in, c0 + e, 1);
         for (uint32_t n = n0 + lane; n < n1; n += L)
-            add_terms<V>(what, a, in.b, n * (uint32_t)C + (uint32_t)c0, k, s1, s2);
+            add_terms<V>(what, a, in.b, n * (uint32_t)C + (uint32_t)c0, k, &t);
+        sums_flush(&t);
     }
-    __shared__ double r[2][L][32];
-    for (int e = 0; e < V; e++) r[0][lane][pack * V + e] = s1[e], r[1][lane][pack * V + e] = s2[e];
     __syncthreads();
     int q = threadIdx.x / 32, cc = threadIdx.x % 32, c = blockIdx.y * 32 + cc; /* a thread per sum */
     if (q < 2 && c < C && (q == 0 || (what != CHANNEL_SUM && what != CHANNEL_SUM_PASSING))) {
