@@ -1,14 +1,20 @@
-/* Softmax cross-entropy: one block; each thread takes whole rows (10 classes), in double as
- * cpu/softmax_xent.c (the same target, smoothing term and divisor, see there), and the loss and
- * correct count are reduced in a fixed order. And the TTA sum of logits, fmaf as on the CPU. */
+/* Softmax cross-entropy: a thread per row (10 classes), in double as cpu/softmax_xent.c (the
+ * same target, smoothing term and divisor, see there), in blocks of XENT_ROWS rows so that the
+ * rows' double arithmetic spreads over many SMs (GPUs such as the A10G and L4 run double at
+ * 1/64 of float); each block's loss and correct count are summed in a fixed order, then the
+ * blocks' (xent_total_kernel). And the TTA sum of logits, fmaf as on the CPU. */
 #include "cuda.h"
 
-/* Logits and their gradient of type T (cuda.h). */
+#define XENT_ROWS 64 /* rows (threads) a block: a power of two, at most CUDA_THREADS */
+
+/* Logits and their gradient of type T (cuda.h); part[0][S] and part[1][S] the blocks' sums. */
 template <typename T>
-__global__ static void softmax_xent_kernel(const T *logits, const int *labels, T *dlogits, float *out, int N,
-                                           int classes, float smoothing, double on, double off, double div) {
+__global__ static void __launch_bounds__(XENT_ROWS)
+    softmax_xent_kernel(const T *logits, const int *labels, T *dlogits, double *part, int N, int classes,
+                        float smoothing, double on, double off, double div) {
+    int n = blockIdx.x * XENT_ROWS + threadIdx.x;
     double loss = 0.0, correct = 0.0;
-    for (int n = threadIdx.x; n < N; n += blockDim.x) {
+    if (n < N) {
         size_t row0 = (size_t)n * classes;
         int arg = 0;
         for (int j = 1; j < classes; j++)
@@ -17,32 +23,28 @@ __global__ static void softmax_xent_kernel(const T *logits, const int *labels, T
         for (int j = 0; j < classes; j++) sum += exp((double)act_load(logits, row0 + j) - m);
         double lse = m + log(sum);
         int label = labels[n];
-        double row = lse - act_load(logits, row0 + label);
+        loss = lse - act_load(logits, row0 + label);
         if (smoothing != 0.0f) {
             double zsum = 0.0;
             for (int j = 0; j < classes; j++) zsum += act_load(logits, row0 + j);
-            row = (1.0 - smoothing) * row + smoothing * (lse - zsum / classes);
+            loss = (1.0 - smoothing) * loss + smoothing * (lse - zsum / classes);
         }
-        loss += row;
-        correct += arg == label;
+        correct = arg == label;
         if (dlogits)
             for (int j = 0; j < classes; j++)
                 act_store(
                     dlogits, row0 + j,
                     (float)((exp((double)act_load(logits, row0 + j) - lse) - (j == label ? on : off)) / div));
     }
-    __shared__ double r1[CUDA_THREADS], r2[CUDA_THREADS];
-    r1[threadIdx.x] = loss, r2[threadIdx.x] = correct;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half)
-            r1[threadIdx.x] += r1[threadIdx.x + half], r2[threadIdx.x] += r2[threadIdx.x + half];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        out[0] = (float)(r1[0] / div);
-        out[1] = (float)r2[0];
-    }
+    block_sum2(&loss, &correct);
+    if (threadIdx.x == 0) part[blockIdx.x] = loss, part[gridDim.x + blockIdx.x] = correct;
+}
+
+/* out[0] = the loss over all S blocks divided by div, out[1] = the correct count (one block). */
+__global__ static void xent_total_kernel(const double *part, int S, double div, float *out) {
+    double loss, correct;
+    channel_totals(part, S, 1, 0, 1, &loss, &correct);
+    if (threadIdx.x == 0) out[0] = (float)(loss / div), out[1] = (float)correct;
 }
 
 template <typename T>
@@ -50,8 +52,13 @@ static void softmax_xent(const void *logits, const int *labels, void *dlogits, f
                          float smoothing, enum xent_reduction reduction) {
     double off = (double)smoothing / classes, on = 1.0 - smoothing + off;
     double div = reduction == XENT_MEAN ? N : 1.0;
-    softmax_xent_kernel<T><<<1, CUDA_THREADS, 0, cuda_stream()>>>((const T *)logits, labels, (T *)dlogits,
-                                                                  out, N, classes, smoothing, on, off, div);
+    CHECK(N >= 1);
+    int S = (N + XENT_ROWS - 1) / XENT_ROWS;
+    double *part = (double *)cuda_scratch(2 * (size_t)S * sizeof(double));
+    softmax_xent_kernel<T><<<S, XENT_ROWS, 0, cuda_stream()>>>((const T *)logits, labels, (T *)dlogits, part,
+                                                               N, classes, smoothing, on, off, div);
+    LAUNCH_CHECK();
+    xent_total_kernel<<<1, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, div, out);
     LAUNCH_CHECK();
 }
 
