@@ -123,6 +123,7 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     dist_agree(k ? 0 : 1, e.msg);
     int graphs = device_graphs_wanted(&e);
     dist_agree(graphs < 0 ? 1 : 0, e.msg);
+    dist_agree(dist_cuda_aware_wanted(&e) < 0 ? 1 : 0, e.msg);
     t->warm_up = warm_up_steps(k, &e);
     dist_agree(t->warm_up < 0 ? 1 : 0, e.msg);
     if (t->d.rank == 0) {
@@ -157,6 +158,7 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     t->m.graphs = graphs > 0 && !k->host;
     if (t->d.rank == 0) {
         printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
+        if (dist_grads_refusal(t->grads)) printf(" (%s)", dist_grads_refusal(t->grads));
         if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
             if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
             else printf(", one allreduce after backward");

@@ -277,6 +277,7 @@ struct dist_grads {
     struct model *m;
     struct progress p;
     enum dist_grads_mode mode;
+    const char *refusal;         /* dist_grads_refusal */
     size_t bucket_floats, total; /* total = P + MODEL_STATS */
     float signals[2];            /* set by dist_grads_signal, for the next reduction */
     float *host;                 /* STAGED: [total] page-locked */
@@ -494,16 +495,30 @@ enum dist_grads_mode dist_grads_choose(int world, int gpu_memory, int device_opt
     return device_opt_in && cuda_aware ? DIST_GRADS_DEVICE : DIST_GRADS_STAGED;
 }
 
+int dist_cuda_aware_wanted(struct err *e) {
+    const char *v = getenv(DEVICE_OPT_IN);
+    if (!v || !*v || strcmp(v, "0") == 0) return 0;
+    if (strcmp(v, "1") == 0) return 1;
+    return err_set(e, DEVICE_OPT_IN "=%s: expected 0 or 1", v), -1;
+}
+
 struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int gpu_memory) {
-    const char *opt_in = getenv(DEVICE_OPT_IN);
-    int device_opt_in = opt_in && strcmp(opt_in, "1") == 0;
+    struct err e;
+    int device_opt_in = dist_cuda_aware_wanted(&e);
+    CHECK(device_opt_in >= 0); /* the programs refuse other values first */
     enum dist_grads_mode mode = dist_grads_choose(self.world, gpu_memory, device_opt_in, dist_cuda_aware());
     if (self.world > 1) {
         int device = mode == DIST_GRADS_DEVICE, all_device;
         MPI_CHECK(MPI_Allreduce(&device, &all_device, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
         if (device && !all_device) mode = DIST_GRADS_STAGED;
     }
-    return dist_grads_attach_mode(m, bucket_bytes, mode);
+    struct dist_grads *g = dist_grads_attach_mode(m, bucket_bytes, mode);
+    if (device_opt_in && self.world > 1 && mode != DIST_GRADS_DEVICE)
+        g->refusal = !gpu_memory          ? DEVICE_OPT_IN "=1 ignored: the gradients are in host memory"
+                     : !dist_cuda_aware() ? DEVICE_OPT_IN "=1 ignored: this MPI library has no CUDA support"
+                                          : DEVICE_OPT_IN
+                         "=1 ignored: not every rank has it and a CUDA-aware MPI";
+    return g;
 }
 
 struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, enum dist_grads_mode mode) {
@@ -530,6 +545,8 @@ struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, 
 }
 
 enum dist_grads_mode dist_grads_mode(const struct dist_grads *g) { return g->mode; }
+
+const char *dist_grads_refusal(const struct dist_grads *g) { return g->refusal; }
 
 const char *dist_grads_mode_name(enum dist_grads_mode mode) {
     static const char *names[] = {"none (1 rank)", "MPI_Iallreduce on host memory",

@@ -111,11 +111,15 @@ int dist_cuda_aware(void);
  *          GPU memory faster than the staging does (GPUDirect RDMA through UCX, say).
  * bucket_bytes 0: one bucket after the whole backward. */
 enum dist_grads_mode { DIST_GRADS_LOCAL, DIST_GRADS_HOST, DIST_GRADS_DEVICE, DIST_GRADS_STAGED };
+struct err;
 struct model;
 struct dist_grads;
 /* The mode for `world` ranks with gradients in GPU memory or not, whether DEVICE was asked for
  * (device_opt_in) and whether the MPI is CUDA-aware. */
 enum dist_grads_mode dist_grads_choose(int world, int gpu_memory, int device_opt_in, int cuda_aware);
+/* CIFAR10_CUDA_AWARE_MPI: 1 asks for DEVICE; unset, empty or 0 not; -1 with one line in e for
+ * anything else (the programs check it before dist_grads_attach, which CHECKs it). */
+int dist_cuda_aware_wanted(struct err *e);
 /* Collective (every rank calls it): dist_grads_choose with this job's answers; DEVICE only when
  * every rank chose it (blocking and nonblocking collectives never match one another). */
 struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int gpu_memory);
@@ -123,6 +127,9 @@ struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int g
 struct dist_grads *dist_grads_attach_mode(struct model *m, size_t bucket_bytes, enum dist_grads_mode mode);
 enum dist_grads_mode dist_grads_mode(const struct dist_grads *g);
 const char *dist_grads_mode_name(enum dist_grads_mode mode);
+/* Why DEVICE was asked for (CIFAR10_CUDA_AWARE_MPI=1) with several ranks and not taken, for the
+ * log: host memory, an MPI without CUDA support, or a rank that could not; NULL otherwise. */
+const char *dist_grads_refusal(const struct dist_grads *g);
 int dist_grads_buckets(const struct dist_grads *g); /* buckets of the last step */
 /* Tests: how many of this step's reductions, in order, the progress thread last found complete
  * (0 without the thread). Once it counts a bucket, that bucket's sums may be read. */

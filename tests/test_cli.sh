@@ -66,6 +66,12 @@ expect_err "train missing data" "$T/nope: No such file or directory"
 run env CIFAR10_CUDA_GRAPHS=maybe "$BIN/cifar10-train" --device cpu --model-file "$T/syn.safetensors" "$T/syn"
 expect_rc 1 "train CIFAR10_CUDA_GRAPHS=maybe"
 expect_err "train CIFAR10_CUDA_GRAPHS=maybe" "CIFAR10_CUDA_GRAPHS=maybe: expected on or off"
+run env CIFAR10_CUDA_AWARE_MPI=yes "$BIN/cifar10-train" --device cpu --model-file "$T/syn.safetensors" "$T/syn"
+expect_rc 1 "train CIFAR10_CUDA_AWARE_MPI=yes"
+expect_err "train CIFAR10_CUDA_AWARE_MPI=yes" "CIFAR10_CUDA_AWARE_MPI=yes: expected 0 or 1"
+run env CIFAR10_CUDA_AWARE_MPI=true "$BIN/cifar10-bench" --device cpu --steps 1 --runs 1 --warmup 0
+expect_rc 1 "bench CIFAR10_CUDA_AWARE_MPI=true"
+expect_err "bench CIFAR10_CUDA_AWARE_MPI=true" "CIFAR10_CUDA_AWARE_MPI=true: expected 0 or 1"
 # Under mpirun: one line for the whole job, same exit code.
 run mpirun -np 2 "$BIN/cifar10-train" --epochs=-5 "$T/data"
 expect_rc 2 "mpirun train bad flag"

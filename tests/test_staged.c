@@ -328,8 +328,27 @@ static void test_choose(void) {
                                                                   : DIST_GRADS_STAGED;
         EXPECT(dist_grads_mode(g) == want, "opt-in %d: mode %s, want %s", opt_in,
                dist_grads_mode_name(dist_grads_mode(g)), dist_grads_mode_name(want));
+        /* Asked for and refused: the log says why (here the MPI's CUDA support is the reason). */
+        const char *why = dist_grads_refusal(g), *want_why = "this MPI library has no CUDA support";
+        if (want == DIST_GRADS_STAGED && opt_in)
+            EXPECT(why && strstr(why, want_why), "opt-in 1, staged: refusal \"%s\", want \"...%s...\"",
+                   why ? why : "(none)", want_why);
+        else
+            EXPECT(!why, "opt-in %d, mode %s: refusal \"%s\", want none", opt_in, dist_grads_mode_name(want),
+                   why);
         dist_grads_free(g);
     }
+    /* Other values are refused before any rank attaches (the programs exit with this line). */
+    struct err e;
+    static const char *const values[][2] = {{"", "0"}, {"0", "0"}, {"1", "1"}, {"yes", "-1"}, {"10", "-1"}};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        setenv("CIFAR10_CUDA_AWARE_MPI", values[i][0], 1);
+        int got = dist_cuda_aware_wanted(&e);
+        EXPECT(got == atoi(values[i][1]), "CIFAR10_CUDA_AWARE_MPI=%s: %d, want %s", values[i][0], got,
+               values[i][1]);
+    }
+    EXPECT(strcmp(e.msg, "CIFAR10_CUDA_AWARE_MPI=10: expected 0 or 1") == 0, "the line for 10: \"%s\"",
+           e.msg);
     unsetenv("CIFAR10_CUDA_AWARE_MPI");
     model_free(&m);
 }
