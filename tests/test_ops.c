@@ -129,11 +129,12 @@ enum {
     F_POOL = 1 << 14,      /* conv: also conv_pool_forward and conv_pool_backward with a 2x2 max pool */
     F_POOL3 = 1 << 15,     /* conv: ... with a 3x3 one */
     F_ORDER = 1 << 16,     /* batchnorm: again on buffers off alignment, dy with cancelling terms */
-    F_FAR = 1 << 17        /* batchnorm: the training forward's statistics only (see run_batchnorm) */
+    F_FAR = 1 << 17,       /* batchnorm: the training forward's statistics only (see run_batchnorm) */
+    F_SPARSE = 1 << 18     /* batchnorm: x 0 but for each channel's first element (see bn_inputs) */
 };
-static const char *const flag_names[] = {"bias",    "relu",     "mask", "-dx",      "-dw",       "-db",
-                                         "-dgamma", "-dlogits", "ties", "in-place", "confident", "gelu",
-                                         "nan",     "groups",   "pool", "pool3",    "order",     "far"};
+static const char *const flag_names[] = {
+    "bias",      "relu", "mask", "-dx",    "-dw",  "-db",   "-dgamma", "-dlogits", "ties",  "in-place",
+    "confident", "gelu", "nan",  "groups", "pool", "pool3", "order",   "far",      "sparse"};
 
 struct op_case {
     enum op op;
@@ -408,6 +409,9 @@ static const struct op_case cases[] = {
     /* batch norm of values 1000 from 0, 5 wide: E[x^2] is 2e5 times the variance */
     BN(16, 32, 49, 1e-5f, 0.1f, 1000.0f, F_FAR),
     BN(3, 40, 200, 1e-5f, 0.1f, 1000.0f, F_FAR),
+    /* a ReLU's output: channels of zeros but for their first element */
+    BN(16, 32, 49, 1e-12f, 0.1f, 0, F_SPARSE),
+    BN(32, 64, 225, 1e-12f, 0.1f, 0, F_SPARSE | F_GELU),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -1002,6 +1006,11 @@ static void bn_reference(const struct op_case *c, struct bn_data *d) {
 static void bn_inputs(const struct op_case *c, struct bn_data *d) {
     size_t n = (size_t)c->bn.N * c->bn.C * c->bn.HW, C = (size_t)c->bn.C;
     d->x = hfill(n, -2 + c->bn.offset, 3 + c->bn.offset), d->dy = hfill(n, -1, 1);
+    /* F_SPARSE: each channel 0 but for x[0][c][0] = 4097.3, whose square rounds in float: summed
+     * about it, each zero adds the same rounded square, and the variance (about 4097^2 / n) is
+     * lost to cancellation unless the sums shift away from it. */
+    if (c->flags & F_SPARSE)
+        for (size_t k = 0; k < n; k++) d->x[k] = k % c->bn.HW == 0 && k / c->bn.HW < C ? 4097.3f : 0.0f;
     act_round(d->x, n), act_round(d->dy, n);
     d->gamma = hfill(C, 0.5f, 1.5f), d->beta = hfill(C, -1, 1);
     d->rm = hfill(C, -0.2f, 0.2f), d->rv = hfill(C, 0.5f, 2);

@@ -1,7 +1,7 @@
 /* Batch norm over N and HW of x[N][C][HW]: channel statistics from deterministic partial sums
  * (reduce.cu; the forward's of d = x - x[0][c][0] and d^2, as the CPU's, so that E[d^2] - E[d]^2
- * does not cancel while a channel's first value lies within a few thousand standard deviations
- * of its mean), a per-channel finishing kernel in double, then one element-wise kernel. In
+ * in double does not cancel; their float parts are taken about each chunk's own first value),
+ * a per-channel finishing kernel in double, then one element-wise kernel. In
  * NHWC the same kernels see x as [N * HW][C][1] (cuda_act_rows). A fused GELU is applied in the
  * element-wise kernel of the forward, and its backward recomputes z = x * scale + shift (as the
  * forward computed it) in the partial sums and in the dx kernel, so z is never stored. */

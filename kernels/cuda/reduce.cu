@@ -48,23 +48,40 @@ template <int V> __device__ static void passing_load(const unsigned char *w, uin
 
 /* A thread's two sums of each of V channels: up to FLUSH_TERMS terms in f, then carried into
  * d[0][0..V-1] and d[1][0..V-1], doubles the caller keeps (shared memory in row_partials_kernel,
- * so that they hold no registers). */
+ * so that they hold no registers). CHANNEL_SUM_SQUARE's float terms are x - shift[e], the
+ * chunk's own first x, carried over to the channel's shift in double (sums_flush), so that
+ * rounding in float never meets a difference larger than the chunk's spread: a channel of
+ * zeros whose first element is large (a ReLU's output) would otherwise add the same rounded
+ * square n times and lose the variance to cancellation. */
 template <int V> struct thread_sums {
-    float f[2][V];
+    float f[2][V], shift[V];
     double *d[2];
     int terms;
 };
 
 /* Starts sums carried into d0[0..V-1] and d1[0..V-1], which it zeroes. */
 template <int V> __device__ static void sums_init(struct thread_sums<V> *t, double *d0, double *d1) {
-    for (int e = 0; e < V; e++) t->f[0][e] = t->f[1][e] = 0.0f, d0[e] = d1[e] = 0.0;
+    for (int e = 0; e < V; e++) t->f[0][e] = t->f[1][e] = t->shift[e] = 0.0f, d0[e] = d1[e] = 0.0;
     t->d[0] = d0, t->d[1] = d1, t->terms = 0;
 }
 
-/* The float sums carried into the double ones (at the end, and every FLUSH_TERMS terms). */
-template <int V> __device__ static void sums_flush(struct thread_sums<V> *t) {
-    for (int q = 0; q < 2; q++)
-        for (int e = 0; e < V; e++) t->d[q][e] += t->f[q][e], t->f[q][e] = 0.0f;
+/* The float sums carried into the double ones (at the end, and every FLUSH_TERMS terms). For
+ * CHANNEL_SUM_SQUARE, with o = shift - k.first and n terms: sum (x - k.first) = s + n o and
+ * sum (x - k.first)^2 = q + 2 o s + n o^2, s and q the chunk's sums about its shift. */
+template <int V>
+__device__ static void sums_flush(enum channel_sum what, const struct channel_consts *k,
+                                  struct thread_sums<V> *t) {
+    if (t->terms == 0) return;
+    for (int e = 0; e < V; e++) {
+        double s = t->f[0][e], q = t->f[1][e];
+        if (what == CHANNEL_SUM_SQUARE) {
+            double o = (double)t->shift[e] - k[e].first, n = t->terms;
+            q += o * (2.0 * s + n * o);
+            s += n * o;
+        }
+        t->d[0][e] += s, t->d[1][e] += q;
+        t->f[0][e] = t->f[1][e] = 0.0f;
+    }
     t->terms = 0;
 }
 
@@ -82,13 +99,16 @@ __device__ static void add_terms(enum channel_sum what, const T *a, const void *
         float v = va[e];
         if (what == CHANNEL_SUM_PASSING && !pass[e]) v = 0.0f;
         if (what == CHANNEL_SUM_XHAT_GELU) v *= cuda_gelu_slope(vb[e] * k[e].scale + k[e].shift);
-        if (what == CHANNEL_SUM_SQUARE) v -= k[e].first;
+        if (what == CHANNEL_SUM_SQUARE) {
+            if (t->terms == 0) t->shift[e] = v;
+            v -= t->shift[e];
+        }
         t->f[0][e] += v;
         if (what == CHANNEL_SUM_SQUARE) t->f[1][e] += v * v;
         else if (what == CHANNEL_SUM_XHAT || what == CHANNEL_SUM_XHAT_GELU)
             t->f[1][e] += v * ((vb[e] - k[e].mean) * k[e].invstd);
     }
-    if (++t->terms == FLUSH_TERMS) sums_flush(t);
+    if (++t->terms == FLUSH_TERMS) sums_flush(what, k, t);
 }
 
 /* Where run s of `run` images (rows) starts, or N past the end: runs of equal length, the last
@@ -121,7 +141,7 @@ __global__ static void partials_kernel(enum channel_sum what, const T *a, struct
         uint32_t at = ((n0 + image) * (uint32_t)C + (uint32_t)c) * HW + (i - image * HW);
         add_terms<1>(what, a, in.b, at, &k, &t);
     }
-    sums_flush(&t);
+    sums_flush(what, &k, &t);
     block_sum2(&s1, &s2);
     if (threadIdx.x == 0) {
         part[(size_t)s * C + c] = s1;
@@ -149,7 +169,7 @@ __global__ static void __launch_bounds__(32 / V * ROW_LANES)
         for (int e = 0; e < V; e++) k[e] = consts_of(what, a, in, c0 + e, 1);
         for (uint32_t n = n0 + lane; n < n1; n += L)
             add_terms<V>(what, a, in.b, n * (uint32_t)C + (uint32_t)c0, k, &t);
-        sums_flush(&t);
+        sums_flush(what, k, &t);
     }
     __syncthreads();
     int q = threadIdx.x / 32, cc = threadIdx.x % 32, c = blockIdx.y * 32 + cc; /* a thread per sum */
