@@ -517,7 +517,7 @@ struct dist_grads *dist_grads_attach(struct model *m, size_t bucket_bytes, int g
         g->refusal = !gpu_memory          ? DEVICE_OPT_IN "=1 ignored: the gradients are in host memory"
                      : !dist_cuda_aware() ? DEVICE_OPT_IN "=1 ignored: this MPI library has no CUDA support"
                                           : DEVICE_OPT_IN
-                         "=1 ignored: not every rank has it and a CUDA-aware MPI";
+                         "=1 ignored: not every rank set it or has a CUDA-aware MPI";
     return g;
 }
 

@@ -338,6 +338,15 @@ static void test_choose(void) {
                    why);
         dist_grads_free(g);
     }
+    /* Gradients in host memory (the CPU) with the opt-in: several ranks say it is ignored. */
+    setenv("CIFAR10_CUDA_AWARE_MPI", "1", 1);
+    struct dist_grads *h = dist_grads_attach(&m, 0, 0);
+    const char *hwhy = dist_grads_refusal(h);
+    if (d.world > 1)
+        EXPECT(hwhy && strstr(hwhy, "host memory"), "host memory, opt-in 1: refusal \"%s\"",
+               hwhy ? hwhy : "(none)");
+    else EXPECT(!hwhy, "1 rank, host memory, opt-in 1: refusal \"%s\", want none", hwhy);
+    dist_grads_free(h);
     /* Other values are refused before any rank attaches (the programs exit with this line). */
     struct err e;
     static const char *const values[][2] = {{"", "0"}, {"0", "0"}, {"1", "1"}, {"yes", "-1"}, {"10", "-1"}};

@@ -52,12 +52,13 @@ static void softmax_xent(const void *logits, const int *labels, void *dlogits, f
                          float smoothing, enum xent_reduction reduction) {
     double off = (double)smoothing / classes, on = 1.0 - smoothing + off;
     double div = reduction == XENT_MEAN ? N : 1.0;
-    CHECK(N >= 1);
-    int S = (N + XENT_ROWS - 1) / XENT_ROWS;
-    double *part = (double *)cuda_scratch(2 * (size_t)S * sizeof(double));
-    softmax_xent_kernel<T><<<S, XENT_ROWS, 0, cuda_stream()>>>((const T *)logits, labels, (T *)dlogits, part,
-                                                               N, classes, smoothing, on, off, div);
-    LAUNCH_CHECK();
+    int S = (N + XENT_ROWS - 1) / XENT_ROWS; /* N 0: no block; the total is the CPU's 0 / 0, or 0 */
+    double *part = (double *)cuda_scratch(2 * (size_t)(S > 0 ? S : 1) * sizeof(double));
+    if (S > 0) {
+        softmax_xent_kernel<T><<<S, XENT_ROWS, 0, cuda_stream()>>>((const T *)logits, labels, (T *)dlogits,
+                                                                   part, N, classes, smoothing, on, off, div);
+        LAUNCH_CHECK();
+    }
     xent_total_kernel<<<1, TOTAL_THREADS, 0, cuda_stream()>>>(part, S, div, out);
     LAUNCH_CHECK();
 }
