@@ -383,9 +383,9 @@ static void report(const struct bench *b, double rss_max) {
     double gflops = flops * world / step * 1e-9, images_per_s = images / b->median;
     printf("cifar10-bench %s: %s, %d rank(s) x %d thread(s), batch %d per rank, device %s, vector path %s\n",
            CIFAR10_DP_VERSION, c->model, world, b->threads, c->batch, b->k->name, b->isa);
-    const char *refusal = dist_grads_refusal(b->grads);
-    printf("gradients: %s%s%s%s, %d bucket(s) per step\n", dist_grads_mode_name(dist_grads_mode(b->grads)),
-           refusal ? " (" : "", refusal ? refusal : "", refusal ? ")" : "", dist_grads_buckets(b->grads));
+    printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(b->grads)));
+    if (dist_grads_refusal(b->grads)) printf(" (%s)", dist_grads_refusal(b->grads));
+    printf(", %d bucket(s) per step\n", dist_grads_buckets(b->grads));
     if (b->on_cpu) print_peaks(b);
     print_layers(b, step);
     printf("\nthroughput: %.1f images/s (median of %d runs; min %.1f, max %.1f)\n", images_per_s, c->runs,
