@@ -143,6 +143,9 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
         rc = err_set(e, "--isa: '%s' is not a vector path this CPU supports", c->isa);
     if (rc == 0 && c->bf16_isa && kernels_cpu_select_bf16(c->bf16_isa) != 0)
         rc = err_set(e, "--bf16-isa: '%s' is not a bf16 path this CPU supports", c->bf16_isa);
+    struct err why;
+    if (rc == 0 && model_batch_check(net_find(c->model), c->batch, &why))
+        rc = err_set(e, "--batch-size %d: %s", c->batch, why.msg);
     return rc ? 2 : 0;
 }
 

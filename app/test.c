@@ -196,6 +196,8 @@ int main(int argc, char **argv) {
     const struct net_def *net = checkpoint_net(model_file, &e); /* the file names its network */
     if (!net) err_die(1, "%s", e.msg);
     CHECK(net->classes == CIFAR_CLASSES);
+    struct err why;
+    if (model_batch_check(net, batch, &why)) err_die(2, "--batch-size %d: %s", batch, why.msg);
     struct model m;
     model_init(&m, net, k, batch, 0);
     struct model_state st = checkpoint_state_alloc(&m, 0);

@@ -55,7 +55,7 @@ static char *beside_model(const char *model_file, const char *tag, const char *e
  * agree) when they do not fit. */
 static void plan_steps(struct trainer *t) {
     const struct train_config *c = &t->c;
-    struct err e = {""};
+    struct err e = {""}, why;
     int bad = 0;
     t->batch = c->batch_scope == BATCH_GLOBAL ? c->batch_size / t->d.world : c->batch_size;
     if (c->batch_scope == BATCH_GLOBAL && c->batch_size % t->d.world != 0)
@@ -64,6 +64,8 @@ static void plan_steps(struct trainer *t) {
     else if (c->units == UNITS_AIRBENCH && c->momentum >= 1.0)
         bad = 2,
         err_set(&e, "--momentum %g: %s's learning-rate units need a momentum below 1", c->momentum, c->model);
+    else if (model_batch_check(net_find(c->model), t->batch, &why))
+        bad = 2, err_set(&e, "--batch-size %d: %s", c->batch_size, why.msg);
     dist_agree(bad, e.msg);
     t->global_batch = t->d.world * t->batch;
     t->steps = shard_steps(t->data.train.n, t->d.world, t->batch);

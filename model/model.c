@@ -71,6 +71,37 @@ static void plan_shapes(struct model *m) {
         bad_net(net, m->nlayers - 1, "output %dx%dx%d, not %d logits", c, h, w, net->classes);
 }
 
+/* The largest activation's values per image (the input's 3 x 32 x 32 included), and which. */
+static size_t largest_activation(const struct model *m, int *layer) {
+    size_t most = 3 * 32 * 32;
+    *layer = -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        const struct model_layer *L = &m->layers[i];
+        size_t out = (size_t)L->out_c * L->out_h * L->out_w;
+        if (out > most) most = out, *layer = i;
+    }
+    return most;
+}
+
+int model_batch_check(const struct net_def *net, int batch, struct err *e) {
+    struct model m = {.net = net, .nlayers = net->nlayers};
+    m.layers = XALLOC((size_t)m.nlayers * sizeof *m.layers);
+    plan_shapes(&m);
+    int i;
+    size_t most = largest_activation(&m, &i);
+    int limit = (int)((((size_t)1 << 31) - 1) / most); /* at most 2^31 - 1: an int */
+    int rc = 0;
+    if (batch > limit) {
+        const struct model_layer *L = i < 0 ? NULL : &m.layers[i];
+        rc = err_set(
+            e, "%d images per batch: %s takes at most %d (its %dx%dx%d %s would hold 2^31 values or more)",
+            batch, net->name, limit, L ? L->out_c : 3, L ? L->out_h : 32, L ? L->out_w : 32,
+            L ? "activation" : "input");
+    }
+    free(m.layers);
+    return rc;
+}
+
 static enum tensor_home home_of(const struct tensor_spec *ts, const struct layer_def *d) {
     return ts->frozen_by & d->flags ? HOME_BUFFERS : ts->home;
 }

@@ -180,6 +180,11 @@ struct sgd_settings {
 void model_init(struct model *m, const struct net_def *net, const struct kernels *k, int max_batch,
                 uint64_t seed);
 void model_free(struct model *m);
+/* 0 where `net` takes batches of `batch` images; else -1 with one line in e ("N images per
+ * batch: ..."): every activation of a batch must hold fewer than 2^31 values, as the GPU kernels
+ * index tensors with 32-bit counts. */
+int model_batch_check(const struct net_def *net, int batch, struct err *e);
+
 /* Plans the forward of every convolution at batch n (1 <= n <= max_batch) now: the CUDA backend
  * times cuDNN's algorithms for a shape on first sight, so a batch size met later (an
  * evaluation's last, smaller chunk) would time them in the middle of a run. */

@@ -72,6 +72,16 @@ expect_err "train CIFAR10_CUDA_AWARE_MPI=yes" "CIFAR10_CUDA_AWARE_MPI=yes: expec
 run env CIFAR10_CUDA_AWARE_MPI=true "$BIN/cifar10-bench" --device cpu --steps 1 --runs 1 --warmup 0
 expect_rc 1 "bench CIFAR10_CUDA_AWARE_MPI=true"
 expect_err "bench CIFAR10_CUDA_AWARE_MPI=true" "CIFAR10_CUDA_AWARE_MPI=true: expected 0 or 1"
+# A batch whose largest activation would hold 2^31 values (the GPU kernels' 32-bit counts):
+# refused before anything is allocated, naming the limit and the activation.
+run "$BIN/cifar10-train" --device cpu --batch-size 34917 --model-file "$T/syn.safetensors" "$T/syn"
+expect_rc 2 "train batch past airbench94's limit"
+expect_err "train batch past airbench94's limit" \
+  "--batch-size 34917: 34917 images per batch: airbench94 takes at most 34916 (its 64x31x31 activation would hold 2^31 values or more)"
+run "$BIN/cifar10-bench" --device cpu --model workshop-cnn --batch-size 32768
+expect_rc 2 "bench batch past the workshop CNN's limit"
+expect_err "bench batch past the workshop CNN's limit" \
+  "--batch-size 32768: 32768 images per batch: workshop-cnn takes at most 32767 (its 64x32x32 activation would hold 2^31 values or more)"
 # Under mpirun: one line for the whole job, same exit code.
 run mpirun -np 2 "$BIN/cifar10-train" --epochs=-5 "$T/data"
 expect_rc 2 "mpirun train bad flag"
