@@ -419,6 +419,7 @@ static void report(const struct bench *b, double rss_max) {
 static int bench_start(struct bench *b, int argc, char **argv) {
     struct cpus cpus;
     cpus_detect(&cpus);
+    device_before_mpi(); /* a CUDA-aware MPI sets up on the GPU current when it starts */
     dist_init(&argc, &argv, cpus.mask_id, &b->d);
     struct err e = {0};
     int rc = parse(argc, argv, &b->c, b->d.rank, &e);

@@ -20,6 +20,33 @@ int device_graphs_wanted(struct err *e) {
     return err_set(e, "CIFAR10_CUDA_GRAPHS=%s: expected on or off", v), -1;
 }
 
+/* The node-local rank the launcher gives this process, or -1 where none says. */
+static int launcher_local_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && r >= 0 && r <= 1 << 20) return (int)r;
+    }
+    return -1;
+}
+
+int device_before_mpi(void) {
+    const char *v = getenv("CIFAR10_CUDA_AWARE_MPI"); /* other values: dist_cuda_aware_wanted's */
+    int local = launcher_local_rank();
+    if (!v || strcmp(v, "1") != 0 || local < 0) return -1;
+#if CIFAR10_CUDA
+    struct err why;
+    int gpus = kernels_cuda_devices(&why);
+    if (gpus > 0) {
+        kernels_cuda_make_current(local % gpus);
+        return local % gpus;
+    }
+#endif
+    return -1;
+}
+
 int precision_parse(const char *s, enum precision *out) {
     if (strcmp(s, "auto") == 0) *out = PRECISION_AUTO;
     else if (strcmp(s, "fp32") == 0) *out = PRECISION_FP32;

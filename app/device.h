@@ -31,6 +31,15 @@ const char *precision_name(enum precision p);
 const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
                                     int local_rank, char *desc, size_t size, struct err *e);
 
+/* Before MPI starts (dist_init), where CIFAR10_CUDA_AWARE_MPI=1 asks for gradients reduced in
+ * GPU memory: makes the GPU that device_select will give this rank current, from the
+ * launcher's node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID), as
+ * a CUDA-aware MPI sets up its CUDA resources (and picks its network adapter) on the current GPU
+ * when it starts; otherwise every rank's would sit on GPU 0. (The flags are read later, so
+ * this happens under --device cpu too.) Returns that GPU, or -1 where nothing was done (not
+ * asked for, no local rank, no GPU, a CPU-only build). */
+int device_before_mpi(void);
+
 /* CIFAR10_CUDA_GRAPHS: unset, empty or "on" records training steps as CUDA graphs where the
  * backend can and one rank owns the GPU (struct model's graphs); "off" runs them op by op.
  * 1 by default, 2 when "on" was asked for (a run that cannot honour it says so), 0 for "off";

@@ -99,6 +99,7 @@ static int warm_up_steps(const struct kernels *k, struct err *e) {
 void trainer_init(struct trainer *t, int argc, char **argv) {
     memset(t, 0, sizeof *t);
     cpus_detect(&t->cpus);
+    device_before_mpi(); /* a CUDA-aware MPI sets up on the GPU current when it starts */
     dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
     catch_stop_signals();
     dist_stop_flag(&stop_signal);

@@ -83,3 +83,8 @@ void kernels_cuda_describe(char *buf, size_t size) {
     CHECK(api);
     api->describe(buf, size);
 }
+
+void kernels_cuda_make_current(int device) {
+    CHECK(api);
+    api->make_current(device);
+}

@@ -434,5 +434,9 @@ const struct kernels *kernels_cuda(int device);
 int kernels_cuda_bf16_native(void);
 const struct kernels *kernels_cuda_bf16(int device);
 void kernels_cuda_describe(char *buf, size_t size);
+/* After kernels_cuda_devices: makes that GPU this process's current one (cudaSetDevice) and
+ * nothing more, so a CUDA-aware MPI started next sets itself up there (app/device.h,
+ * device_before_mpi); kernels_cuda(device) then builds the backend on it. */
+void kernels_cuda_make_current(int device);
 
 #endif

@@ -142,4 +142,30 @@ traced_step "$T/step2.txt" CIFAR10_CUDA_FILTERS=per-call
 check "CIFAR10_CUDA_FILTERS=per-call: not 12 filter conversions and no set packed in the step" \
   test "$(count '^kernel filter_pack_kernel' "$T/step2.txt")" = 12 -a "$(count '^kernel filters_pack_kernel' "$T/step2.txt")" = 0
 
+# CIFAR10_CUDA_AWARE_MPI=1 under mpirun: the rank's GPU is made current before MPI starts (a
+# CUDA-aware MPI sets up on it), then again as the backend is built; without it, only then.
+for opt_in in 1 0; do
+  mpirun -np 1 -x CIFAR10_CUDA_AWARE_MPI=$opt_in -x CUDAEMU_TRACE="$T/devices$opt_in" "$B/cifar10-bench" \
+    --device cuda --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 >"$T/devices.log" 2>&1
+  rc=$?
+  check "CIFAR10_CUDA_AWARE_MPI=$opt_in: cifar10-bench exit $rc ($(tail -n 1 "$T/devices.log"))" test $rc = 0
+done
+# before_work FILE: the cudaSetDevice lines of trace FILE before its first kernel or library call
+before_work() { sed '/^set device/!q' "$1" | grep -c '^set device 0$'; }
+check "CIFAR10_CUDA_AWARE_MPI=1: GPU 0 not made current twice before any work" test "$(before_work "$T/devices1")" = 2
+check "CIFAR10_CUDA_AWARE_MPI=0: GPU 0 not made current once before any work" test "$(before_work "$T/devices0")" = 1
+
+# A capture that a library call broke on a GPU (CUDAEMU_CAPTURE=invalidated: every graph's end
+# fails as CUDA's does) stops the run with one line that names the way round it.
+run env CUDAEMU_CAPTURE=invalidated "$B/cifar10-bench" --device cuda --model workshop-cnn --batch-size 2 \
+  --warmup 2 --steps 1 --runs 1
+expect_rc 1 "a broken capture"
+expect_err "a broken capture" \
+  "cudaStreamEndCapture(compute_stream, &graph): operation failed due to a previous error during capture at "
+expect_err "a broken capture names the switch" \
+  "(while recording a CUDA graph: CIFAR10_CUDA_GRAPHS=off runs the steps without graphs)"
+run env CUDAEMU_CAPTURE=invalidated CIFAR10_CUDA_GRAPHS=off "$B/cifar10-bench" --device cuda \
+  --model workshop-cnn --batch-size 2 --warmup 2 --steps 1 --runs 1
+expect_rc 0 "the same without graphs"
+
 summary cudaemu

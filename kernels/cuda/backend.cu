@@ -38,8 +38,13 @@ static int deterministic = 1; /* cuDNN's algorithms: deterministic ones only, li
 static int small_conv = 1;    /* the forward of convolutions on few input channels: ours, likewise */
 static int filters_ready = 1; /* filter sets made ready per update (filters.cu), likewise */
 
+/* A failure while a step is recorded says how to run without graphs: a library call that
+ * refuses a capture on some GPU or driver, not our code, may be the cause. */
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
-    fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d\n", err_progname(), api, expr, what, file, line);
+    fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d%s\n", err_progname(), api, expr, what, file, line,
+            capturing
+                ? " (while recording a CUDA graph: CIFAR10_CUDA_GRAPHS=off runs the steps without graphs)"
+                : "");
     exit(1);
 }
 
@@ -475,9 +480,11 @@ static void describe(char *buf, size_t size) {
 }
 
 /* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */
+static void make_current(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+
 __attribute__((visibility("default"))) const struct cuda_plugin_api *cuda_plugin_api(void) {
     static const struct cuda_plugin_api api = {
-        CUDA_PLUGIN_VERSION, sizeof(struct kernels), devices, cuda_table,
-        bf16_native,         cuda_bf16_table,        describe};
+        CUDA_PLUGIN_VERSION, sizeof(struct kernels), devices,  cuda_table,
+        bf16_native,         cuda_bf16_table,        describe, make_current};
     return &api;
 }

@@ -7,8 +7,8 @@
  * The plugin exports cuda_plugin_api() only. It takes err_set, err_die, err_progname,
  * err_check_failed (common/err.h), kernels_check and kernels_conv_out (kernels/kernels.h) from
  * the program that opens it (the Makefile exports those six from every program), so its
- * messages carry the program's name. The five functions behind the API are those of
- * kernels/kernels.h (kernels_cuda_devices ... kernels_cuda_describe), with the same contracts;
+ * messages carry the program's name. The six functions behind the API are those of
+ * kernels/kernels.h (kernels_cuda_devices ... kernels_cuda_make_current), with the same contracts;
  * devices() may assume that libcuda.so.1 loads. */
 #ifndef KERNELS_CUDA_PLUGIN_H
 #define KERNELS_CUDA_PLUGIN_H
@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 /* Raised whenever struct cuda_plugin_api or the contract of one of its functions changes. */
-#define CUDA_PLUGIN_VERSION 3
+#define CUDA_PLUGIN_VERSION 4
 #define CUDA_PLUGIN_FILE    "libcifar10-cuda.so"
 
 struct cuda_plugin_api {
@@ -30,6 +30,7 @@ struct cuda_plugin_api {
     int (*bf16_native)(void);
     const struct kernels *(*bf16_table)(int device);
     void (*describe)(char *buf, size_t size);
+    void (*make_current)(int device);
 };
 
 /* (backend.cu includes this inside extern "C".) */

@@ -229,8 +229,8 @@ static void run_block_direct(block_run *r, dim3 block, dim3 grid, dim3 at) {
 }
 
 /* CUDAEMU_TRACE=FILE: a line in FILE for each kernel and cuDNN or cuBLAS call as it runs (a
- * graph's at each launch), the kernel as its object file and offset (tests/cudaemu/trace.sh
- * names them); NULL when not asked for. */
+ * graph's at each launch) and each cudaSetDevice, the kernel as its object file and offset
+ * (tests/cudaemu/trace.sh names them); NULL when not asked for. */
 #define CHECK_TRACE(c) ((c) ? (void)0 : die("CUDAEMU_TRACE: " #c " failed"))
 FILE *trace_file() {
     static FILE *f = []() -> FILE * {
@@ -531,7 +531,10 @@ const char *cudaGetErrorString(cudaError_t e) {
 
 cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { return *v = CUDART_VERSION, cudaSuccess; }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaSetDevice(int d) {
+    if (FILE *t = cudaemu::trace_file()) fprintf(t, "set device %d\n", d);
+    return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaDeviceReset(void) {
     cudaemu::run_all();
     return cudaSuccess;
@@ -716,6 +719,16 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
         return cudaErrorIllegalState;
     *g = cudaemu::capture_graph;
     cudaemu::capture_stream = nullptr, cudaemu::capture_graph = nullptr;
+    const char *fail = getenv("CUDAEMU_CAPTURE");
+    if (fail && !strcmp(fail, "invalidated")) { /* as CUDA after a call the capture refused */
+        delete *g;
+        *g = nullptr;
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    if (fail && *fail) {
+        fprintf(stderr, "cudaemu: CUDAEMU_CAPTURE=%s: expected invalidated or nothing\n", fail);
+        exit(1);
+    }
     return cudaSuccess;
 }
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count) {

@@ -47,8 +47,13 @@
  * contracted into FMAs as nvcc does; cuDNN's convolutions run on the program's CPU backend in
  * float and cuBLAS's GEMMs in double, with no TF32, every algorithm deterministic.
  *
+ * CUDAEMU_CAPTURE=invalidated: every cudaStreamEndCapture fails as CUDA's does when a call in
+ * the capture was refused (cudaErrorStreamCaptureInvalidated, no graph), so the program's answer
+ * to a capture that a library broke on a GPU is tested.
+ *
  * CUDAEMU_TRACE=FILE writes a line to FILE for each kernel, cuDNN convolution and cuBLAS GEMM
- * as it runs (tests/cudaemu/trace.sh names the kernels): what a step launches, without a GPU.
+ * as it runs, and for each cudaSetDevice (tests/cudaemu/trace.sh names the kernels): what a
+ * step launches, without a GPU.
  *
  * The sources reach it through the Makefile: `kernel<<<grid, block, shared, stream>>>(args)` is
  * rewritten to `kernel * cudaemu::config(grid, block, shared, stream)(args)` and `extern
