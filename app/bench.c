@@ -419,7 +419,8 @@ static void report(const struct bench *b, double rss_max) {
 static int bench_start(struct bench *b, int argc, char **argv) {
     struct cpus cpus;
     cpus_detect(&cpus);
-    device_before_mpi(); /* a CUDA-aware MPI sets up on the GPU current when it starts */
+    struct device_early early; /* a CUDA-aware MPI sets up on the GPU current when it starts */
+    device_before_mpi(argc, argv, &early);
     dist_init(&argc, &argv, cpus.mask_id, &b->d);
     struct err e = {0};
     int rc = parse(argc, argv, &b->c, b->d.rank, &e);
@@ -432,6 +433,7 @@ static int bench_start(struct bench *b, int argc, char **argv) {
     char device[768];
     b->k = device_select(b->c.device, b->c.precision, 1, b->d.local_rank, device, sizeof device, &e);
     dist_agree(b->k ? 0 : 1, e.msg);
+    if (!b->k->host) device_after_mpi(&early, b->d.local_rank);
     b->graphs = device_graphs_wanted(&e);
     dist_agree(b->graphs < 0 ? 1 : 0, e.msg);
     dist_agree(dist_cuda_aware_wanted(&e) < 0 ? 1 : 0, e.msg);

@@ -20,31 +20,52 @@ int device_graphs_wanted(struct err *e) {
     return err_set(e, "CIFAR10_CUDA_GRAPHS=%s: expected on or off", v), -1;
 }
 
-/* The node-local rank the launcher gives this process, or -1 where none says. */
-static int launcher_local_rank(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+/* The node-local rank the launcher gives this process, and the variable that says it; -1 where
+ * none does. */
+static int launcher_local_rank(const char **var) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                       "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
+        if (!v || !*v) continue;
         char *end;
-        long r = v && *v ? strtol(v, &end, 10) : -1;
-        if (v && *v && !*end && r >= 0 && r <= 1 << 20) return (int)r;
+        long r = strtol(v, &end, 10);
+        if (*end || r < 0 || r > 1 << 20) continue;
+        *var = vars[i];
+        return (int)r;
     }
     return -1;
 }
 
-int device_before_mpi(void) {
+/* Whether the command line asks for --device cpu (before the flags are parsed). */
+static int wants_cpu(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--device=cpu") == 0 ||
+            (strcmp(argv[i], "--device") == 0 && i + 1 < argc && strcmp(argv[i + 1], "cpu") == 0))
+            return 1;
+    return 0;
+}
+
+void device_before_mpi(int argc, char **argv, struct device_early *early) {
+    *early = (struct device_early){.gpu = -1};
     const char *v = getenv("CIFAR10_CUDA_AWARE_MPI"); /* other values: dist_cuda_aware_wanted's */
-    int local = launcher_local_rank();
-    if (!v || strcmp(v, "1") != 0 || local < 0) return -1;
+    if (!v || strcmp(v, "1") != 0 || wants_cpu(argc, argv)) return;
+    early->local_rank = launcher_local_rank(&early->var);
+    if (early->local_rank < 0) return;
 #if CIFAR10_CUDA
     struct err why;
-    int gpus = kernels_cuda_devices(&why);
-    if (gpus > 0) {
-        kernels_cuda_make_current(local % gpus);
-        return local % gpus;
-    }
+    early->gpus = kernels_cuda_devices(&why);
+    int gpu = early->gpus > 0 ? early->local_rank % early->gpus : -1;
+    if (gpu >= 0 && kernels_cuda_make_current(gpu) == 0) early->gpu = gpu;
 #endif
-    return -1;
+}
+
+void device_after_mpi(const struct device_early *early, int local_rank) {
+    if (early->gpu < 0 || local_rank % early->gpus == early->gpu) return;
+    fprintf(stderr,
+            "%s: warning: CIFAR10_CUDA_AWARE_MPI=1: GPU %d was current when MPI started (%s=%d), but this "
+            "rank trains on GPU %d (MPI's local rank %d): the MPI library may have set up on the other GPU\n",
+            err_progname(), early->gpu, early->var, early->local_rank, local_rank % early->gpus, local_rank);
 }
 
 int precision_parse(const char *s, enum precision *out) {

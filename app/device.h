@@ -32,13 +32,23 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
                                     int local_rank, char *desc, size_t size, struct err *e);
 
 /* Before MPI starts (dist_init), where CIFAR10_CUDA_AWARE_MPI=1 asks for gradients reduced in
- * GPU memory: makes the GPU that device_select will give this rank current, from the
- * launcher's node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID), as
- * a CUDA-aware MPI sets up its CUDA resources (and picks its network adapter) on the current GPU
- * when it starts; otherwise every rank's would sit on GPU 0. (The flags are read later, so
- * this happens under --device cpu too.) Returns that GPU, or -1 where nothing was done (not
- * asked for, no local rank, no GPU, a CPU-only build). */
-int device_before_mpi(void);
+ * GPU memory and the command line does not say --device cpu: makes current the GPU that
+ * device_select will give this rank, from the launcher's node-local rank
+ * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK, PALS_LOCAL_RANKID or
+ * SLURM_LOCALID, the first set), as a CUDA-aware MPI sets up its CUDA resources (and picks its
+ * network adapter) on the current GPU when it starts; otherwise every rank's would sit on GPU
+ * 0. Notes in *early what it did (gpu -1: nothing: not asked for, no local rank, no GPU, CUDA
+ * refused, a CPU-only build). */
+struct device_early {
+    int gpu, gpus;   /* the GPU made current, of the GPUs visible */
+    const char *var; /* the variable that gave the local rank, and its value */
+    int local_rank;
+};
+void device_before_mpi(int argc, char **argv, struct device_early *early);
+/* Once MPI runs, with its node-local rank (device_select's): a warning line on stderr where
+ * that picks another GPU than the one made current before MPI started (the launcher's local
+ * rank and MPI's disagree), since the MPI library may then have set up on the other one. */
+void device_after_mpi(const struct device_early *early, int local_rank);
 
 /* CIFAR10_CUDA_GRAPHS: unset, empty or "on" records training steps as CUDA graphs where the
  * backend can and one rank owns the GPU (struct model's graphs); "off" runs them op by op.

@@ -51,11 +51,22 @@ static char *beside_model(const char *model_file, const char *tag, const char *e
     return p;
 }
 
+/* Exits (all ranks agree) where a rank's batch is more than the network takes: before the GPU
+ * and the data are opened. */
+static void check_rank_batch(const struct trainer *t) {
+    const struct train_config *c = &t->c;
+    struct err why, e = {""};
+    int rank_batch = c->batch_scope == BATCH_GLOBAL ? c->batch_size / t->d.world : c->batch_size;
+    int bad = model_batch_check(net_find(c->model), rank_batch, &why) ? 2 : 0;
+    if (bad) err_set(&e, "--batch-size %d: %s", c->batch_size, why.msg);
+    dist_agree(bad, e.msg);
+}
+
 /* The per-rank batch and the run's length from the data and the rank count; exits (all ranks
  * agree) when they do not fit. */
 static void plan_steps(struct trainer *t) {
     const struct train_config *c = &t->c;
-    struct err e = {""}, why;
+    struct err e = {""};
     int bad = 0;
     t->batch = c->batch_scope == BATCH_GLOBAL ? c->batch_size / t->d.world : c->batch_size;
     if (c->batch_scope == BATCH_GLOBAL && c->batch_size % t->d.world != 0)
@@ -64,8 +75,6 @@ static void plan_steps(struct trainer *t) {
     else if (c->units == UNITS_AIRBENCH && c->momentum >= 1.0)
         bad = 2,
         err_set(&e, "--momentum %g: %s's learning-rate units need a momentum below 1", c->momentum, c->model);
-    else if (model_batch_check(net_find(c->model), t->batch, &why))
-        bad = 2, err_set(&e, "--batch-size %d: %s", c->batch_size, why.msg);
     dist_agree(bad, e.msg);
     t->global_batch = t->d.world * t->batch;
     t->steps = shard_steps(t->data.train.n, t->d.world, t->batch);
@@ -99,7 +108,8 @@ static int warm_up_steps(const struct kernels *k, struct err *e) {
 void trainer_init(struct trainer *t, int argc, char **argv) {
     memset(t, 0, sizeof *t);
     cpus_detect(&t->cpus);
-    device_before_mpi(); /* a CUDA-aware MPI sets up on the GPU current when it starts */
+    struct device_early early; /* a CUDA-aware MPI sets up on the GPU current when it starts */
+    device_before_mpi(argc, argv, &early);
     dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
     catch_stop_signals();
     dist_stop_flag(&stop_signal);
@@ -112,6 +122,7 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
     dist_agree(status, e.msg);
     const struct train_config *c = &t->c;
+    check_rank_batch(t);
     if (c->collective_timeout > 0) dist_timeout_fixed(c->collective_timeout);
     t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file)
                                             : beside_model(c->model_file, ".checkpoint", ".safetensors");
@@ -124,6 +135,7 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank,
                                             t->device, sizeof t->device, &e);
     dist_agree(k ? 0 : 1, e.msg);
+    if (!k->host) device_after_mpi(&early, t->d.local_rank);
     int graphs = device_graphs_wanted(&e);
     dist_agree(graphs < 0 ? 1 : 0, e.msg);
     dist_agree(dist_cuda_aware_wanted(&e) < 0 ? 1 : 0, e.msg);

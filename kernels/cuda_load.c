@@ -84,7 +84,7 @@ void kernels_cuda_describe(char *buf, size_t size) {
     api->describe(buf, size);
 }
 
-void kernels_cuda_make_current(int device) {
+int kernels_cuda_make_current(int device) {
     CHECK(api);
-    api->make_current(device);
+    return api->make_current(device);
 }

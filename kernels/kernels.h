@@ -436,7 +436,8 @@ const struct kernels *kernels_cuda_bf16(int device);
 void kernels_cuda_describe(char *buf, size_t size);
 /* After kernels_cuda_devices: makes that GPU this process's current one (cudaSetDevice) and
  * nothing more, so a CUDA-aware MPI started next sets itself up there (app/device.h,
- * device_before_mpi); kernels_cuda(device) then builds the backend on it. */
-void kernels_cuda_make_current(int device);
+ * device_before_mpi); kernels_cuda(device) then builds the backend on it. 0, or -1 where CUDA
+ * refused (the error cleared; nothing exits). */
+int kernels_cuda_make_current(int device);
 
 #endif

@@ -142,18 +142,39 @@ traced_step "$T/step2.txt" CIFAR10_CUDA_FILTERS=per-call
 check "CIFAR10_CUDA_FILTERS=per-call: not 12 filter conversions and no set packed in the step" \
   test "$(count '^kernel filter_pack_kernel' "$T/step2.txt")" = 12 -a "$(count '^kernel filters_pack_kernel' "$T/step2.txt")" = 0
 
-# CIFAR10_CUDA_AWARE_MPI=1 under mpirun: the rank's GPU is made current before MPI starts (a
-# CUDA-aware MPI sets up on it), then again as the backend is built; without it, only then.
+# CIFAR10_CUDA_AWARE_MPI=1: each rank's GPU is made current before MPI starts (a CUDA-aware MPI
+# sets up on it), from the launcher's local rank; two emulated GPUs, a trace per rank
+# (CUDAEMU_TRACE's "set device" lines say whether MPI had started).
+aware_bench() { # aware_bench LOG NP TRACE [VAR=VALUE...] -- BENCH-FLAGS...: mpirun, one trace per rank
+  local log=$1 np=$2 trace=$3 env=()
+  shift 3
+  while [[ $1 != -- ]]; do env+=(-x "$1") && shift; done
+  shift
+  # shellcheck disable=SC2016 # (expanded by each rank's shell)
+  mpirun -np "$np" -x CUDAEMU_GPUS=2 "${env[@]}" sh -c 'exec env CUDAEMU_TRACE="$0.$OMPI_COMM_WORLD_RANK" "$@"' \
+    "$trace" "$B/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 "$@" >"$log" 2>&1
+}
+first_device() { grep -m1 '^set device' "$1"; } # first_device TRACE: its first cudaSetDevice
 for opt_in in 1 0; do
-  mpirun -np 1 -x CIFAR10_CUDA_AWARE_MPI=$opt_in -x CUDAEMU_TRACE="$T/devices$opt_in" "$B/cifar10-bench" \
-    --device cuda --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 >"$T/devices.log" 2>&1
+  aware_bench "$T/aware$opt_in.log" 2 "$T/aware$opt_in" CIFAR10_CUDA_AWARE_MPI=$opt_in -- --device cuda
   rc=$?
-  check "CIFAR10_CUDA_AWARE_MPI=$opt_in: cifar10-bench exit $rc ($(tail -n 1 "$T/devices.log"))" test $rc = 0
+  check "CIFAR10_CUDA_AWARE_MPI=$opt_in, 2 ranks: cifar10-bench exit $rc ($(tail -n 1 "$T/aware$opt_in.log"))" test $rc = 0
 done
-# before_work FILE: the cudaSetDevice lines of trace FILE before its first kernel or library call
-before_work() { sed '/^set device/!q' "$1" | grep -c '^set device 0$'; }
-check "CIFAR10_CUDA_AWARE_MPI=1: GPU 0 not made current twice before any work" test "$(before_work "$T/devices1")" = 2
-check "CIFAR10_CUDA_AWARE_MPI=0: GPU 0 not made current once before any work" test "$(before_work "$T/devices0")" = 1
+for r in 0 1; do
+  check "CIFAR10_CUDA_AWARE_MPI=1: rank $r's GPU $r not made current before MPI started" \
+    test "$(first_device "$T/aware1.$r")" = "set device $r (before MPI)"
+  check "CIFAR10_CUDA_AWARE_MPI=0: rank $r's GPU made current before MPI started" \
+    test "$(first_device "$T/aware0.$r")" = "set device $r (MPI started)"
+done
+aware_bench "$T/aware-cpu.log" 1 "$T/aware-cpu" CIFAR10_CUDA_AWARE_MPI=1 -- --device cpu
+check "CIFAR10_CUDA_AWARE_MPI=1 --device cpu: exit 0 and no GPU made current" \
+  bash -c "grep -q '^result: ' '$T/aware-cpu.log' && ! grep -qs '^set device' '$T/aware-cpu.0'"
+# A launcher's local rank that MPI's does not match (here a singleton's 0): a warning line.
+run env MPI_LOCALRANKID=1 CUDAEMU_GPUS=2 CIFAR10_CUDA_AWARE_MPI=1 "$B/cifar10-bench" --device cuda \
+  --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1
+expect_rc 0 "local ranks that disagree"
+expect_err "local ranks that disagree" "cifar10-bench: warning: CIFAR10_CUDA_AWARE_MPI=1: GPU 1 was current when MPI \
+started (MPI_LOCALRANKID=1), but this rank trains on GPU 0 (MPI's local rank 0): the MPI library may have set up on the other GPU"
 
 # A capture that a library call broke on a GPU (CUDAEMU_CAPTURE=invalidated: every graph's end
 # fails as CUDA's does) stops the run with one line that names the way round it.
@@ -163,7 +184,7 @@ expect_rc 1 "a broken capture"
 expect_err "a broken capture" \
   "cudaStreamEndCapture(compute_stream, &graph): operation failed due to a previous error during capture at "
 expect_err "a broken capture names the switch" \
-  "(while recording a CUDA graph: CIFAR10_CUDA_GRAPHS=off runs the steps without graphs)"
+  "(recording or launching a CUDA graph: CIFAR10_CUDA_GRAPHS=off runs the steps without graphs)"
 run env CUDAEMU_CAPTURE=invalidated CIFAR10_CUDA_GRAPHS=off "$B/cifar10-bench" --device cuda \
   --model workshop-cnn --batch-size 2 --warmup 2 --steps 1 --runs 1
 expect_rc 0 "the same without graphs"

@@ -396,6 +396,27 @@ static void test_batch_geometry(void) {
                "batches_submit refused geometry {%d, %d, %d}", good[i][0], good[i][1], good[i][2]);
 }
 
+/* The largest batch of each network: the most images whose largest activation (airbench94's
+ * 64x31x31, the workshop CNN's 64x32x32) holds fewer than 2^31 values, and one more refused. */
+static void test_batch_limit(void) {
+    static const struct {
+        const struct net_def *net;
+        int limit;
+    } nets[] = {{&net_airbench94, 34916}, {&net_workshop_cnn, 32767}};
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        struct err e = {""};
+        int n = nets[i].limit;
+        EXPECT((long long)n * 64 * (i ? 32 * 32 : 31 * 31) < (1LL << 31) &&
+                   (long long)(n + 1) * 64 * (i ? 32 * 32 : 31 * 31) >= (1LL << 31),
+               "%s: %d is not the limit", nets[i].net->name, n);
+        EXPECT(model_batch_check(nets[i].net, n, &e) == 0, "%s: batch %d refused: %s", nets[i].net->name, n,
+               e.msg);
+        EXPECT(model_batch_check(nets[i].net, n + 1, &e) == -1 && strstr(e.msg, "takes at most"),
+               "%s: batch %d taken", nets[i].net->name, n + 1);
+        EXPECT(model_batch_check(nets[i].net, 1, &e) == 0, "%s: batch 1 refused", nets[i].net->name);
+    }
+}
+
 /* Graphs asked for on the CPU, which records none (capture_begin refuses): the steps run op by
  * op, graphs is switched off at the first capture, and the results are those without. (The
  * graphs themselves are test_cuda's, on a GPU.) */
@@ -729,5 +750,6 @@ int main(void) {
     test_train_step_refuses_hook();
     test_evaluate();
     test_batch_geometry();
+    test_batch_limit();
     return check_summary("test_model");
 }

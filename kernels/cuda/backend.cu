@@ -28,6 +28,7 @@ static size_t scratch_bytes;
  * allocated until no graph is left), and cuBLAS's workspace (ours, so no capture makes cuBLAS
  * allocate). */
 static int capturing, live_graphs;
+static int graph_work; /* from a capture's start to its graph's instantiation, and a launch */
 enum { MAX_RETIRED = 64 };
 static void *retired[MAX_RETIRED];
 static int nretired;
@@ -38,13 +39,15 @@ static int deterministic = 1; /* cuDNN's algorithms: deterministic ones only, li
 static int small_conv = 1;    /* the forward of convolutions on few input channels: ours, likewise */
 static int filters_ready = 1; /* filter sets made ready per update (filters.cu), likewise */
 
-/* A failure while a step is recorded says how to run without graphs: a library call that
- * refuses a capture on some GPU or driver, not our code, may be the cause. */
+/* A failure while a step is recorded as a graph or its graph launched says how to run without
+ * graphs: a library call that refuses a capture on some GPU or driver, not our code, may be the
+ * cause. */
 void cuda_fail(const char *api, const char *expr, const char *what, const char *file, int line) {
-    fprintf(stderr, "%s: %s call failed: %s: %s at %s:%d%s\n", err_progname(), api, expr, what, file, line,
-            capturing
-                ? " (while recording a CUDA graph: CIFAR10_CUDA_GRAPHS=off runs the steps without graphs)"
-                : "");
+    fprintf(
+        stderr, "%s: %s call failed: %s: %s at %s:%d%s\n", err_progname(), api, expr, what, file, line,
+        graph_work
+            ? " (recording or launching a CUDA graph: CIFAR10_CUDA_GRAPHS=off runs the steps without graphs)"
+            : "");
     exit(1);
 }
 
@@ -130,6 +133,7 @@ struct kernels_graph {
 
 static int cuda_capture_begin(void) {
     CHECK(!capturing);
+    graph_work = 1;
     CUDA_CHECK(cudaStreamBeginCapture(compute_stream, cudaStreamCaptureModeThreadLocal));
     capturing = 1;
     return 0;
@@ -150,12 +154,15 @@ static struct kernels_graph *cuda_capture_end(void) {
     if (nodes) CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
     live_graphs++;
+    graph_work = 0;
     return g;
 }
 
 static void cuda_graph_launch(struct kernels_graph *g) {
     CHECK(!capturing);
+    graph_work = 1;
     if (g->exec) CUDA_CHECK(cudaGraphLaunch(g->exec, compute_stream));
+    graph_work = 0;
     /* CUDA_SYNC=1 (cuda.h): a kernel that faults inside the graph is reported here, not at a
      * later, unrelated call (LAUNCH_CHECK cannot synchronise while the graph is captured) */
     if (CUDA_SYNC && g->exec) CUDA_CHECK(cudaStreamSynchronize(compute_stream));
@@ -480,7 +487,11 @@ static void describe(char *buf, size_t size) {
 }
 
 /* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */
-static void make_current(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+static int make_current(int device) {
+    if (cudaSetDevice(device) == cudaSuccess) return 0;
+    cudaGetLastError(); /* clear it: kernels_cuda(device) reports it, where a GPU run follows */
+    return -1;
+}
 
 __attribute__((visibility("default"))) const struct cuda_plugin_api *cuda_plugin_api(void) {
     static const struct cuda_plugin_api api = {

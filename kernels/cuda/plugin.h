@@ -30,7 +30,7 @@ struct cuda_plugin_api {
     int (*bf16_native)(void);
     const struct kernels *(*bf16_table)(int device);
     void (*describe)(char *buf, size_t size);
-    void (*make_current)(int device);
+    int (*make_current)(int device);
 };
 
 /* (backend.cu includes this inside extern "C".) */

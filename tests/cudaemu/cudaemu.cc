@@ -529,11 +529,40 @@ const char *cudaGetErrorString(cudaError_t e) {
     }
 }
 
-cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
+/* CUDAEMU_GPUS=N (1 to 16; 1 unless set): the GPUs the emulation shows, all of them the same
+ * CPU and memory, so a program's choice among them is seen (CUDAEMU_TRACE's "set device"). */
+static int emulated_gpus() {
+    static const int n = []() {
+        const char *v = getenv("CUDAEMU_GPUS");
+        if (!v || !*v) return 1;
+        char *end;
+        long g = strtol(v, &end, 10);
+        if (*end || g < 1 || g > 16) {
+            fprintf(stderr, "cudaemu: CUDAEMU_GPUS=%s: expected 1 to 16\n", v);
+            exit(1);
+        }
+        return (int)g;
+    }();
+    return n;
+}
+/* Whether the process's MPI library has started (MPI_Initialized, looked up in the program,
+ * which links MPI or not): -1 where it has none. */
+static int mpi_started() {
+    int (*initialized)(int *);
+    *(void **)&initialized = dlsym(RTLD_DEFAULT, "MPI_Initialized");
+    int flag = 0;
+    return initialized && initialized(&flag) == 0 ? flag : -1;
+}
+static bool valid_device(int d) { return d >= 0 && d < emulated_gpus(); }
+
+cudaError_t cudaGetDeviceCount(int *n) { return *n = emulated_gpus(), cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { return *v = CUDART_VERSION, cudaSuccess; }
 cudaError_t cudaSetDevice(int d) {
-    if (FILE *t = cudaemu::trace_file()) fprintf(t, "set device %d\n", d);
-    return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    if (FILE *t = cudaemu::trace_file()) {
+        int mpi = mpi_started();
+        fprintf(t, "set device %d%s\n", d, mpi < 0 ? "" : mpi ? " (MPI started)" : " (before MPI)");
+    }
+    return valid_device(d) ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaDeviceReset(void) {
     cudaemu::run_all();
@@ -545,7 +574,7 @@ cudaError_t cudaDeviceSynchronize(void) {
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
-    if (d != 0) return cudaErrorInvalidValue;
+    if (!valid_device(d)) return cudaErrorInvalidValue;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "cudaemu, the CUDA backend emulated on the CPU");
     p->totalGlobalMem = (size_t)16 << 30;
@@ -553,12 +582,12 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) {
-    if (d != 0) return cudaErrorInvalidValue;
+    if (!valid_device(d)) return cudaErrorInvalidValue;
     *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int d) {
-    if (d != 0) return cudaErrorInvalidValue;
+    if (!valid_device(d)) return cudaErrorInvalidValue;
     snprintf(buf, (size_t)len, "none (emulated)");
     return cudaSuccess;
 }

@@ -52,8 +52,9 @@
  * to a capture that a library broke on a GPU is tested.
  *
  * CUDAEMU_TRACE=FILE writes a line to FILE for each kernel, cuDNN convolution and cuBLAS GEMM
- * as it runs, and for each cudaSetDevice (tests/cudaemu/trace.sh names the kernels): what a
- * step launches, without a GPU.
+ * as it runs, and for each cudaSetDevice, saying whether MPI had started (tests/cudaemu/trace.sh
+ * names the kernels): what a step launches, without a GPU. CUDAEMU_GPUS=N shows N GPUs (1 to
+ * 16; one unless set), all the same CPU and memory.
  *
  * The sources reach it through the Makefile: `kernel<<<grid, block, shared, stream>>>(args)` is
  * rewritten to `kernel * cudaemu::config(grid, block, shared, stream)(args)` and `extern
