@@ -123,9 +123,10 @@ LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c 
            model/net.c model/nets.c model/model.c model/batches.c model/config.c model/evaluate.c \
            model/whiten.c io/json.c io/safetensors.c io/checkpoint.c io/metrics.c io/tensorboard.c \
            app/options.c app/device.c
-# patch_covariance must give the CUDA twin's bits: no product contracted into an FMA, whatever
-# the flags (kernels/cpu/covariance.c).
-$(BUILD)/kernels/cpu/covariance.o: CFLAGS += -ffp-contract=off
+# patch_covariance and the input's scale and shift must give the CUDA twins' bits: no product
+# contracted into an FMA, whatever the target (kernels/cpu/covariance.c, kernels/cpu/input.c;
+# with -march=x86-64-v3 gcc fuses input.c's v * scale + shift otherwise).
+$(BUILD)/kernels/cpu/covariance.o $(BUILD)/kernels/cpu/input.o: CFLAGS += -ffp-contract=off
 # These are compiled once per ISA (see kernels/cpu/isa.h); the path is chosen at run time.
 ISA_SRC := kernels/cpu/gemm.c kernels/cpu/winograd.c kernels/cpu/gelu.c kernels/cpu/small_conv.c
 ISAS    := generic avx2 avx512

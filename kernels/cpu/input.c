@@ -1,5 +1,7 @@
 /* The input pipeline on the CPU: crop/flip of uint8 images, then per-channel scale and shift
- * (see struct kernels input_prepare; the CUDA twin is kernels/cuda/elementwise.cu). */
+ * (see struct kernels input_prepare; the CUDA twin is kernels/cuda/elementwise.cu). The product
+ * is rounded before the sum, as the twin does (the Makefile builds this file without FMA
+ * contraction), so both backends' batches are the same bits. */
 #include "cpu.h"
 
 #define SIDE 32
