@@ -486,12 +486,13 @@ static void describe(char *buf, size_t size) {
                            : "filters converted per call (CIFAR10_CUDA_FILTERS=per-call)");
 }
 
-/* The plugin's one export (plugin.h): the five entry points of kernels/kernels.h. */
 static int make_current(int device) {
     if (cudaSetDevice(device) == cudaSuccess) return 0;
     cudaGetLastError(); /* clear it: kernels_cuda(device) reports it, where a GPU run follows */
     return -1;
 }
+
+/* The plugin's one export (plugin.h): the six entry points of kernels/kernels.h. */
 
 __attribute__((visibility("default"))) const struct cuda_plugin_api *cuda_plugin_api(void) {
     static const struct cuda_plugin_api api = {
