@@ -189,41 +189,37 @@ INLINE vf load_idx(const float *base, const int *idx, int n) {
 #endif
 }
 
-/* Whether the VEC tiles from idx[0] lie side by side in one padded row (offsets idx[0] + l m)
- * and load_tiles_row may read them: only on the AVX2 path for m = 4 (31x31 and 32x32 maps,
- * whose 8 tiles a row fill a vector), where a gather costs more than the shuffles on AMD Zen 2
- * and 3 (bound: up to 27 % of a pass there); elsewhere a gather each. */
-INLINE int tiles_in_row(int m, const int *idx, int n) {
-#if VEC == 8
-    if (m != 4 || n < VEC) return 0;
-    vi v, want = idx[0] + m * (vi){0, 1, 2, 3, 4, 5, 6, 7};
-    memcpy(&v, idx, sizeof v);
-    return _mm256_movemask_ps((__m256)(v == want)) == 0xff;
-#else
-    (void)m, (void)idx, (void)n;
-    return 0;
-#endif
-}
+/* Whether load_tiles may stand in for load_idx: on the AVX2 path, a full vector of tiles and
+ * 4 to 8 slots a row. There a gather costs more than the loads and shuffles (AMD Zen 3: bound
+ * up to 27 % of a pass); elsewhere a gather each. */
+INLINE int tiles_by_rows(int n, int cnt) { return VEC == 8 && n >= VEC && cnt >= 4 && cnt <= 8; }
 
-/* out[i] (i < cnt <= 6), lane l = r[4 l + i]: what load_idx gives for 8 tiles of m = 4 side by
- * side from r (tiles_in_row), read with plain loads: tiles l and l + 4 share a register, a 4x4
- * transpose per 128-bit half gives slots 0-3, and slots 4 and 5 are the next tile's 0 and 1
- * (r[32], r[33] for tile 7). Reads r[0 .. 28 + cnt). The same values, bit for bit. */
-INLINE void load_tiles_row(const float *r, int cnt, vf *out) {
 #if VEC == 8
-    __m256 a0 = _mm256_loadu2_m128(r + 16, r), a1 = _mm256_loadu2_m128(r + 20, r + 4),
-           a2 = _mm256_loadu2_m128(r + 24, r + 8), a3 = _mm256_loadu2_m128(r + 28, r + 12);
-    __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1), t2 = _mm256_unpacklo_ps(a2, a3),
-           t3 = _mm256_unpackhi_ps(a2, a3);
-    __m256 x[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xee),
-                   _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xee)};
-    for (int i = 0; i < cnt && i < 4; i++) out[i] = (vf)x[i];
-    const __m256i next = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
-    for (int i = 4; i < cnt; i++)
-        out[i] = (vf)_mm256_blend_ps(_mm256_permutevar8x32_ps(x[i - 4], next),
-                                     _mm256_broadcast_ss(r + 28 + i), 0x80);
+/* x[k] lane l = base[idx[l] + o + k], k < 4: each tile's 4 floats from o in one 128-bit half
+ * (tiles l and l + 4 share a register), then a 4x4 transpose per half. */
+INLINE void transpose_tiles(const float *base, const int *idx, int o, __m256 x[4]) {
+    __m256 r[4];
+    for (int l = 0; l < 4; l++) r[l] = _mm256_loadu2_m128(base + idx[l + 4] + o, base + idx[l] + o);
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+           t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    x[0] = _mm256_shuffle_ps(t0, t2, 0x44), x[1] = _mm256_shuffle_ps(t0, t2, 0xee);
+    x[2] = _mm256_shuffle_ps(t1, t3, 0x44), x[3] = _mm256_shuffle_ps(t1, t3, 0xee);
+}
+#endif
+
+/* out[i] = load_idx(base + i, idx, VEC), i < cnt (tiles_by_rows), bit for bit, read with plain
+ * loads: slots 0-3 from each tile's first 4 floats, slots 4 to cnt - 1 from its last 4 (so
+ * nothing outside the tiles' cnt floats is read). */
+INLINE void load_tiles(const float *base, const int *idx, int cnt, vf *out) {
+#if VEC == 8
+    __m256 x[4];
+    transpose_tiles(base, idx, 0, x);
+    for (int i = 0; i < 4; i++) out[i] = (vf)x[i];
+    if (cnt == 4) return;
+    transpose_tiles(base, idx, cnt - 4, x);
+    for (int i = 4; i < cnt; i++) out[i] = (vf)x[i - (cnt - 4)];
 #else
-    (void)r, (void)cnt, (void)out;
+    (void)base, (void)idx, (void)cnt, (void)out;
 #endif
 }
 
@@ -574,9 +570,9 @@ INLINE void input_tiles_m(int m, const float *P, int PW, const int *idx, float *
     for (int t = 0; t < end; t += VEC) {
         int l = n - t < VEC ? n - t : VEC; /* <= 0 in the last panel's padding: zeros */
         vf d[AMAX][AMAX], v[AMAX][AMAX];
-        int row = tiles_in_row(m, idx + t, l);
+        int rows = tiles_by_rows(l, a);
         for (int j = 0; j < a; j++)
-            if (row) load_tiles_row(P + j * PW + idx[t], a, d[j]);
+            if (rows) load_tiles(P + j * PW, idx + t, a, d[j]);
             else
                 for (int i = 0; i < a; i++) d[j][i] = load_idx(P + j * PW + i, idx + t, l);
         transform_2d(INPUT, m, a, a, d, v);
@@ -593,9 +589,9 @@ INLINE void grad_output_tiles_m(int m, const float *P, int PW, const int *idx, f
     for (int t = 0; t < n; t += VEC) {
         int l = n - t < VEC ? n - t : VEC;
         vf g[AMAX][AMAX], d[AMAX][AMAX];
-        int row = tiles_in_row(m, idx + t, l);
+        int rows = tiles_by_rows(l, m);
         for (int j = 0; j < m; j++)
-            if (row) load_tiles_row(P + j * PW + idx[t], m, g[j]);
+            if (rows) load_tiles(P + j * PW, idx + t, m, g[j]);
             else
                 for (int i = 0; i < m; i++) g[j][i] = load_idx(P + j * PW + i, idx + t, l);
         transform_2d(GRAD_OUTPUT, m, m, a, g, d);
