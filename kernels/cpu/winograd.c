@@ -411,8 +411,9 @@ INLINE void transform_2d(enum transform k, int m, int nin, int nout, vf x[AMAX][
  * A chunk's tiles are read where they lie: each channel's planes of the chunk are first copied
  * with a zero border (pad_plane), then one flat pass over all the chunk's tiles of that channel
  * transforms them, VEC tiles per vector, each vector of a transform slot loaded with one gather
- * at the tiles' offsets (tile_offsets). Flat over the whole chunk, not per plane, so the vectors
- * are full even for 3x3 maps (one tile each). */
+ * at the tiles' offsets (tile_offsets; on the AVX2 path a full vector's rows by transposes,
+ * load_tiles). Flat over the whole chunk, not per plane, so the vectors are full even for 3x3
+ * maps (one tile each). */
 
 /* pad[py][px] (PH x PW, PW = TW m + 2 off, PH = TH m + 2 off) = src[py - off][px - off], zero
  * outside src[H][W]: every tile window (win = m + 2 off values a side; off 1: the forward's input
