@@ -7,10 +7,12 @@
  * a drifting machine moves them alike. One line per shape, milliseconds, the minimum and the
  * median:
  *   winograd: isa=I threads=T N=.. C=.. K=.. H=.. m=.. fwd_ms=MIN/MED dx_ms=MIN/MED dw_ms=MIN/MED
- * With --pool, the two backward passes from the gradient of a 2x2 max pool after the
- * convolution instead: apart (cpu_maxpool_backward into the full map, then both passes from
- * it) against fused (both passes reading the pooled gradient, struct pool_in), interleaved:
- *   winograd pool: isa=I threads=T N=.. C=.. K=.. H=.. m=.. apart_ms=MIN/MED fused_ms=MIN/MED
+ * With --pool, a 2x2 max pool after the convolution instead, apart against fused, interleaved:
+ * the forward (the full map, then cpu_maxpool_forward; against struct pool_out, the pool read
+ * from the tiles) and the two backward passes (cpu_maxpool_backward into the full map, then
+ * both passes from it; against both reading the pooled gradient, struct pool_in):
+ *   winograd pool: isa=I threads=T N=.. C=.. K=.. H=.. m=.. fwd_apart_ms=MIN/MED
+ *     fwd_fused_ms=MIN/MED apart_ms=MIN/MED fused_ms=MIN/MED
  * Exit status 2 on bad usage (one line). */
 #include "../common/err.h"
 #include "../kernels/cpu/cpu.h"
@@ -80,17 +82,24 @@ static void time_shape(int N, int C, int K, int H, int m, int reps) {
 static void time_pool(int N, int C, int K, int H, int m, int reps) {
     int nt = omp_get_max_threads();
     size_t ws_floats = winograd_conv_workspace_floats(K, C, H, H, m, nt), f;
+    if ((f = winograd_conv_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
     if ((f = winograd_filter_grad_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
     size_t HW = (size_t)H * H, np = (size_t)N * K * (H / 2) * (H / 2);
     float *x = floats((size_t)N * C * HW), *dx = floats((size_t)N * C * HW), *dy = floats((size_t)N * K * HW);
     float *dyp = floats(np), *w = floats((size_t)K * C * 9), *dw = floats((size_t)K * C * 9);
-    float *ws = floats(ws_floats);
-    unsigned char *win = malloc(np);
-    double *t = malloc(2 * (size_t)reps * sizeof *t);
-    CHECK(win && t);
+    float *ws = floats(ws_floats), *yp = floats(np);
+    unsigned char *win = malloc(np), *ywin = malloc(np);
+    double *t = malloc(4 * (size_t)reps * sizeof *t);
+    CHECK(win && ywin && t);
     for (size_t i = 0; i < np; i++) win[i] = (unsigned char)((i * 2654435761u >> 7) % 4) | MAXPOOL_PASSES;
     struct pool_in in = {dyp, win, 0};
+    struct pool_out out = {2, yp, ywin};
     for (int r = -1; r < reps; r++) {
+        double f0 = now();
+        winograd_conv3x3(x, NULL, w, 0, NULL, 0, NULL, NULL, dy, N, C, K, H, H, m, GEMM_FP32, ws);
+        cpu_maxpool_forward(dy, yp, ywin, N, K, H, H, 2);
+        double f1 = now();
+        winograd_conv3x3(x, NULL, w, 0, NULL, 0, NULL, &out, NULL, N, C, K, H, H, m, GEMM_FP32, ws);
         double t0 = now();
         cpu_maxpool_backward(win, dyp, dy, N, K, H, H, 2, 0);
         winograd_conv3x3(dy, NULL, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
@@ -99,13 +108,17 @@ static void time_pool(int N, int C, int K, int H, int m, int reps) {
         winograd_conv3x3(NULL, &in, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
         winograd_filter_grad(x, NULL, &in, dw, N, C, K, H, H, m, GEMM_FP32, ws);
         double t2 = now();
-        if (r >= 0) t[r] = t1 - t0, t[reps + r] = t2 - t1;
+        if (r >= 0)
+            t[r] = f1 - f0, t[reps + r] = t0 - f1, t[2 * reps + r] = t1 - t0, t[3 * reps + r] = t2 - t1;
     }
-    char b[2][48];
-    printf("winograd pool: isa=%s threads=%d N=%d C=%d K=%d H=%d m=%d apart_ms=%s fused_ms=%s\n",
+    char b[4][48];
+    printf("winograd pool: isa=%s threads=%d N=%d C=%d K=%d H=%d m=%d fwd_apart_ms=%s fwd_fused_ms=%s "
+           "apart_ms=%s fused_ms=%s\n",
            kernels_cpu_isa(), nt, N, C, K, H, m, min_median(t, reps, b[0], sizeof b[0]),
-           min_median(t + reps, reps, b[1], sizeof b[1]));
-    free(x), free(dx), free(dy), free(dyp), free(w), free(dw), free(ws), free(win), free(t);
+           min_median(t + reps, reps, b[1], sizeof b[1]), min_median(t + 2 * reps, reps, b[2], sizeof b[2]),
+           min_median(t + 3 * reps, reps, b[3], sizeof b[3]));
+    free(x), free(dx), free(dy), free(dyp), free(w), free(dw), free(ws), free(yp), free(win), free(ywin);
+    free(t);
 }
 
 static int usage(void) {

@@ -223,6 +223,25 @@ INLINE void load_tiles(const float *base, const int *idx, int cnt, vf *out) {
 #endif
 }
 
+/* Whether load_pool_cols may stand in for load_idx in pool_tiles at pooled column j (a multiple
+ * of VEC) of a row of TW tiles: on the AVX2 path (the same trade as tiles_by_rows), F(4x4),
+ * and the vector's 4 tiles inside the row (lanes past the map then read tiles of the row). */
+INLINE int pool_cols_by_rows(int m, int j, int TW) { return VEC == 8 && m == 4 && j / 2 + 4 <= TW; }
+
+/* Lanes l < n of load_idx(r, cols[odd] + j, n) in pool_tiles for m = 4 (pool_cols_by_rows),
+ * read with two plain loads: pixel 2 (j + l) + odd lies in slot odd (l even) or odd + 2 (l odd),
+ * tile j / 2 + l / 2, so the lanes interleave 4 tiles of the two slots. */
+INLINE vf load_pool_cols(const float *r, size_t ys, int j, int odd) {
+#if VEC == 8
+    __m128 a = _mm_loadu_ps(r + (size_t)odd * ys + j / 2),
+           b = _mm_loadu_ps(r + (size_t)(odd + 2) * ys + j / 2);
+    return (vf)_mm256_set_m128(_mm_unpackhi_ps(a, b), _mm_unpacklo_ps(a, b));
+#else
+    (void)r, (void)ys, (void)j, (void)odd;
+    return (vf){0};
+#endif
+}
+
 /* ---- The 1-D transforms, along one dimension with strides (m a constant after inlining) ---- */
 
 /* r[0..a) = B^T d[0..a) */
@@ -653,8 +672,11 @@ INLINE void pool_tiles_m(int m, const float *Y, size_t ys, const int *const cols
         for (int j = 0; j < Wo; j += VEC) {
             int n = Wo - j < VEC ? Wo - j : VEC;
             vf x[4];
+            int rows = pool_cols_by_rows(m, j, TW);
             for (int e = 0; e < 4; e++) {
-                x[e] = load_idx(r[e / 2], cols[e % 2] + j, n) + bias;
+                x[e] =
+                    (rows ? load_pool_cols(r[e / 2], ys, j, e % 2) : load_idx(r[e / 2], cols[e % 2] + j, n)) +
+                    bias;
                 if (relu) x[e] = (vf)((vi)x[e] & ~(x[e] <= 0.0f));
             }
             vi t1 = (x[1] > x[0]) | (x[1] != x[1]), t3 = (x[3] > x[2]) | (x[3] != x[3]);
