@@ -657,11 +657,11 @@ INLINE void scatter_tiles_m(int m, const float *Y, size_t ys, const int *oidx, f
 }
 
 /* A fused 2x2 max pool of one plane straight from its tiles' outputs (read as scatter_tiles
- * reads them, + bias, then ReLU), so the plane itself is never stored: y[H/2][W/2] and the
- * winners ip (NULL: none) as cpu_maxpool_forward gives them. The window is a tree, (x0, x1) and
- * (x2, x3), then the pairs, each step keeping the later side only when it is larger or NaN: what
- * the row-major scan picks (the first maximum, or the last NaN), VEC windows at a time.
- * cols[0] and cols[1]: the offsets (oidx) of the even and the odd columns. */
+ * reads them, or by load_pool_cols, + bias, then ReLU), so the plane itself is never stored:
+ * y[H/2][W/2] and the winners ip (NULL: none) as cpu_maxpool_forward gives them. The window is a
+ * tree, (x0, x1) and (x2, x3), then the pairs, each step keeping the later side only when it is
+ * larger or NaN: what the row-major scan picks (the first maximum, or the last NaN), VEC windows
+ * at a time. cols[0] and cols[1]: the offsets (oidx) of the even and the odd columns. */
 INLINE void pool_tiles_m(int m, const float *Y, size_t ys, const int *const cols[2], float bias, int relu,
                          float *y, unsigned char *ip, int H, int W) {
     int TW = tiling(m, H, W).TW, Wo = W / 2;
