@@ -412,6 +412,12 @@ static const struct op_case cases[] = {
     /* a ReLU's output: channels of zeros but for their first element */
     BN(16, 32, 49, 1e-12f, 0.1f, 0, F_SPARSE),
     BN(32, 64, 225, 1e-12f, 0.1f, 0, F_SPARSE | F_GELU),
+    /* F(4x4) pools read from the tiles by rows on the AVX2 path (winograd.c load_pool_cols),
+     * with a bias and a ReLU: 16 pooled columns (two full vectors), 8 (one), 15 (a full vector
+     * and one of 7 whose last lane reads the tile past the map) */
+    CONV(1, 16, 16, 32, 32, 3, 1, F_BIAS | F_RELU | F_POOL),
+    CONV(2, 16, 16, 16, 16, 3, 1, F_BIAS | F_RELU | F_POOL),
+    CONV(1, 16, 20, 31, 31, 3, 1, F_BIAS | F_RELU | F_POOL),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -229,8 +229,9 @@ INLINE void load_tiles(const float *base, const int *idx, int cnt, vf *out) {
 INLINE int pool_cols_by_rows(int m, int j, int TW) { return VEC == 8 && m == 4 && j / 2 + 4 <= TW; }
 
 /* Lanes l < n of load_idx(r, cols[odd] + j, n) in pool_tiles for m = 4 (pool_cols_by_rows),
- * read with two plain loads: pixel 2 (j + l) + odd lies in slot odd (l even) or odd + 2 (l odd),
- * tile j / 2 + l / 2, so the lanes interleave 4 tiles of the two slots. */
+ * read with two plain loads: pixel 2 (j + l) + odd is column odd (l even) or odd + 2 (l odd) of
+ * tile j / 2 + l / 2, at slots odd and odd + 2 from r (the row's first slot), so the lanes
+ * interleave 4 tiles of the two slots. */
 INLINE vf load_pool_cols(const float *r, size_t ys, int j, int odd) {
 #if VEC == 8
     __m128 a = _mm_loadu_ps(r + (size_t)odd * ys + j / 2),
