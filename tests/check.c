@@ -59,6 +59,13 @@ void check_fill(float *x, size_t n, float lo, float hi, unsigned seed) {
     }
 }
 
+float *check_floats(size_t n) {
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    CHECK(p);
+    check_fill(p, n, -0.5f, 0.5f, 1);
+    return p;
+}
+
 void check_tmpdir(const char *name, char *dir, size_t n) {
     snprintf(dir, n, "/tmp/cifar10-%s.XXXXXX", name);
     if (!mkdtemp(dir)) {

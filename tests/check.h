@@ -19,6 +19,9 @@ double check_rel_l2f(const float *a, const float *ref, size_t n);
 
 /* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator. */
 void check_fill(float *x, size_t n, float lo, float hi, unsigned seed);
+/* n floats, 64-byte aligned (the GEMM's packed panels need it), filled with check_fill's values
+ * in [-0.5, 0.5); the timing tools' operands. Free with free(). */
+float *check_floats(size_t n);
 
 /* A fresh directory /tmp/cifar10-NAME.XXXXXX (path written to dir[n]), and its removal. */
 void check_tmpdir(const char *name, char *dir, size_t n);

@@ -7,36 +7,24 @@
  * gemm()'s packing of two transposed operands costs. One line per shape:
  *   gemm: isa=I M=.. N=.. K=.. gemm_us=T gemm_gflops=G prepacked_us=T prepacked_gflops=G
  * Exit status 2 on bad usage (one line). */
+#include "../common/clock.h"
 #include "../common/err.h"
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/kernels.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { SLOTS = 36, REPS = 30 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *floats(size_t n) {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    CHECK(p);
-    for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    return p;
-}
 
 static void time_shape(int M, int N, int K) {
     int nr = gemm_nr(), panels = (N + nr - 1) / nr;
     size_t pa = gemm_packed_a_floats(M, K), pb = (size_t)panels * nr * K;
-    float *V = floats((size_t)SLOTS * M * K), *D = floats((size_t)SLOTS * N * K);
-    float *U = floats((size_t)SLOTS * M * N), *ws = floats(gemm_workspace_floats());
-    float *Ap = floats(SLOTS * pa), *Bp = floats(SLOTS * pb);
+    float *V = check_floats((size_t)SLOTS * M * K), *D = check_floats((size_t)SLOTS * N * K);
+    float *U = check_floats((size_t)SLOTS * M * N), *ws = check_floats(gemm_workspace_floats());
+    float *Ap = check_floats(SLOTS * pa), *Bp = check_floats(SLOTS * pb);
     memset(Bp, 0, SLOTS * pb * sizeof(float));
     for (int x = 0; x < SLOTS; x++) { /* the operands as gemm_prepacked takes them */
         gemm_pack_a(M, K, V + (size_t)x * M * K, K, 1, Ap + x * pa);
@@ -47,14 +35,14 @@ static void time_shape(int M, int N, int K) {
     }
     double best[2] = {1e30, 1e30};
     for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+        double t0 = clock_seconds();
         for (int x = 0; x < SLOTS; x++)
             gemm(M, N, K, 1.0f, V + (size_t)x * M * K, K, 1, D + (size_t)x * N * K, 1, K, 1.0f,
                  U + (size_t)x * M * N, N, ws);
-        double t1 = now();
+        double t1 = clock_seconds();
         for (int x = 0; x < SLOTS; x++)
             gemm_prepacked(M, N, K, Ap + x * pa, Bp + x * pb, U + (size_t)x * M * N, N);
-        double t2 = now();
+        double t2 = clock_seconds();
         best[0] = t1 - t0 < best[0] ? t1 - t0 : best[0];
         best[1] = t2 - t1 < best[1] ? t2 - t1 : best[1];
     }

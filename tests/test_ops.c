@@ -1845,10 +1845,12 @@ static void test_gemm_path(enum gemm_math math, const char *isa) {
         printf("test_ops: cpu internals: %s %s: skipped: this CPU lacks it\n", name, isa);
         return;
     }
-    /* Sizes straddle every blocking edge: MC=96, KC=256, NC=512 and the MR/NR tiles. */
-    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {97, 33, 257}, {130, 515, 300}, {5, 600, 70}};
+    /* Sizes straddle every blocking edge: MC=96, KC=256, NC=512 and the MR/NR tiles; K = 0 is
+     * C = beta * C (beta 0 at odd s: C's NaNs become zeros). */
+    static const int sizes[][3] = {{1, 1, 1},    {7, 13, 5}, {97, 33, 257}, {130, 515, 300},
+                                   {5, 600, 70}, {6, 11, 0}, {9, 4, 0}};
     float *ws = XALLOC(gemm_workspace_floats() * sizeof(float) * (size_t)omp_get_max_threads());
-    for (int s = 0; s < 5; s++) {
+    for (int s = 0; s < (int)(sizeof sizes / sizeof *sizes); s++) {
         seed = 100u * (unsigned)s + 7;
         gemm_case(math, isa, s, sizes[s][0], sizes[s][1], sizes[s][2], ws);
         while (n_host) free(host_bufs[--n_host]);

@@ -14,30 +14,18 @@
  *   winograd pool: isa=I threads=T N=.. C=.. K=.. H=.. m=.. fwd_apart_ms=MIN/MED
  *     fwd_fused_ms=MIN/MED apart_ms=MIN/MED fused_ms=MIN/MED
  * Exit status 2 on bad usage (one line). */
+#include "../common/clock.h"
 #include "../common/err.h"
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/kernels.h"
+#include "check.h"
 
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { MAX_REPS = 1000 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *floats(size_t n) {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    CHECK(p);
-    for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    return p;
-}
 
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -57,19 +45,20 @@ static void time_shape(int N, int C, int K, int H, int m, int reps) {
     if ((f = winograd_conv_workspace_floats(K, C, H, H, m, nt)) > ws_floats) ws_floats = f;
     if ((f = winograd_filter_grad_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
     size_t HW = (size_t)H * H;
-    float *x = floats((size_t)N * C * HW), *dx = floats((size_t)N * C * HW);
-    float *y = floats((size_t)N * K * HW), *dy = floats((size_t)N * K * HW);
-    float *w = floats((size_t)K * C * 9), *dw = floats((size_t)K * C * 9), *ws = floats(ws_floats);
+    float *x = check_floats((size_t)N * C * HW), *dx = check_floats((size_t)N * C * HW);
+    float *y = check_floats((size_t)N * K * HW), *dy = check_floats((size_t)N * K * HW);
+    float *w = check_floats((size_t)K * C * 9), *dw = check_floats((size_t)K * C * 9),
+          *ws = check_floats(ws_floats);
     double *t = malloc(3 * (size_t)reps * sizeof *t);
     CHECK(t);
     for (int r = -1; r < reps; r++) {
-        double t0 = now();
+        double t0 = clock_seconds();
         winograd_conv3x3(x, NULL, w, 0, NULL, 0, NULL, NULL, y, N, C, K, H, H, m, GEMM_FP32, ws);
-        double t1 = now();
+        double t1 = clock_seconds();
         winograd_conv3x3(dy, NULL, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
-        double t2 = now();
+        double t2 = clock_seconds();
         winograd_filter_grad(x, dy, NULL, dw, N, C, K, H, H, m, GEMM_FP32, ws);
-        double t3 = now();
+        double t3 = clock_seconds();
         if (r >= 0) t[r] = t1 - t0, t[reps + r] = t2 - t1, t[2 * reps + r] = t3 - t2;
     }
     char b[3][48];
@@ -85,9 +74,11 @@ static void time_pool(int N, int C, int K, int H, int m, int reps) {
     if ((f = winograd_conv_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
     if ((f = winograd_filter_grad_workspace_floats(C, K, H, H, m, nt)) > ws_floats) ws_floats = f;
     size_t HW = (size_t)H * H, np = (size_t)N * K * (H / 2) * (H / 2);
-    float *x = floats((size_t)N * C * HW), *dx = floats((size_t)N * C * HW), *dy = floats((size_t)N * K * HW);
-    float *dyp = floats(np), *w = floats((size_t)K * C * 9), *dw = floats((size_t)K * C * 9);
-    float *ws = floats(ws_floats), *yp = floats(np);
+    float *x = check_floats((size_t)N * C * HW), *dx = check_floats((size_t)N * C * HW),
+          *dy = check_floats((size_t)N * K * HW);
+    float *dyp = check_floats(np), *w = check_floats((size_t)K * C * 9),
+          *dw = check_floats((size_t)K * C * 9);
+    float *ws = check_floats(ws_floats), *yp = check_floats(np);
     unsigned char *win = malloc(np), *ywin = malloc(np);
     double *t = malloc(4 * (size_t)reps * sizeof *t);
     CHECK(win && ywin && t);
@@ -95,19 +86,19 @@ static void time_pool(int N, int C, int K, int H, int m, int reps) {
     struct pool_in in = {dyp, win, 0};
     struct pool_out out = {2, yp, ywin};
     for (int r = -1; r < reps; r++) {
-        double f0 = now();
+        double f0 = clock_seconds();
         winograd_conv3x3(x, NULL, w, 0, NULL, 0, NULL, NULL, dy, N, C, K, H, H, m, GEMM_FP32, ws);
         cpu_maxpool_forward(dy, yp, ywin, N, K, H, H, 2);
-        double f1 = now();
+        double f1 = clock_seconds();
         winograd_conv3x3(x, NULL, w, 0, NULL, 0, NULL, &out, NULL, N, C, K, H, H, m, GEMM_FP32, ws);
-        double t0 = now();
+        double t0 = clock_seconds();
         cpu_maxpool_backward(win, dyp, dy, N, K, H, H, 2, 0);
         winograd_conv3x3(dy, NULL, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
         winograd_filter_grad(x, dy, NULL, dw, N, C, K, H, H, m, GEMM_FP32, ws);
-        double t1 = now();
+        double t1 = clock_seconds();
         winograd_conv3x3(NULL, &in, w, 1, NULL, 0, NULL, NULL, dx, N, K, C, H, H, m, GEMM_FP32, ws);
         winograd_filter_grad(x, NULL, &in, dw, N, C, K, H, H, m, GEMM_FP32, ws);
-        double t2 = now();
+        double t2 = clock_seconds();
         if (r >= 0)
             t[r] = f1 - f0, t[reps + r] = t0 - f1, t[2 * reps + r] = t1 - t0, t[3 * reps + r] = t2 - t1;
     }

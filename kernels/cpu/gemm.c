@@ -159,9 +159,8 @@ void GEMM_NAME(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
     float *Ap = ws;                   /* [MC * KC] */
     float *Bp = ws + (size_t)MC * KC; /* [KC * NC] */
     CHECK(aligned64(ws));             /* micro_kernel loads B panels with aligned vector loads */
-    if (K == 0) {                     /* C = beta * C, as BLAS defines it */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    if (K == 0) {
+        gemm_scale_c(M, N, beta, C, ldc);
         return;
     }
     for (int jc = 0; jc < N; jc += NC) {

@@ -39,6 +39,13 @@ void gemm_bf16(int M, int N, int K, float alpha, const float *A, ptrdiff_t rsa, 
 float bf16_round(float f);
 float bf16_widen(uint32_t bits16);
 
+/* C = beta * C, not reading C when beta is 0: every GEMM's result for K == 0, as BLAS defines
+ * it (the block loops would write nothing). */
+static inline void gemm_scale_c(int M, int N, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
 /* The 16 bits of bf16_round(f): round to nearest even; NaN stays a (quiet) NaN; values whose
  * bfloat16 would be subnormal become signed zeros, as VDPBF16PS and TDPBF16PS treat subnormal
  * inputs (DAZ), so all paths agree. Written without branches so packing loops vectorise. */

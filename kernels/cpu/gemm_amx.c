@@ -80,9 +80,8 @@ void ISA_FN(gemm_tiles)(int M, int N, int K, float alpha, const float *A, ptrdif
     _Static_assert((MC * KC + KC * NC) / 2 <= 96 * 256 + 256 * 512, "panels fit gemm's workspace");
     uint32_t *Ap = (uint32_t *)ws;           /* [MC][KC/2] pairs, row by row */
     uint32_t *Bp = Ap + (size_t)MC * KC / 2; /* [NC/NR][KC/2][NR] pairs */
-    if (K == 0) {                            /* C = beta * C, as BLAS defines it */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    if (K == 0) {
+        gemm_scale_c(M, N, beta, C, ldc);
         return;
     }
     float acc[MR][NR] __attribute__((aligned(64)));

@@ -261,9 +261,8 @@ static void blocked(int M, int N, int K, float alpha, const float *A, ptrdiff_t 
     uint32_t *Ap = (uint32_t *)ws;           /* [MC/MR][KC/2][MR] pairs */
     uint32_t *Bp = Ap + (size_t)MC * KC / 2; /* [NC/NR][KC/2][NR] pairs */
     size_t Mpad = (size_t)(M + MR - 1) / MR * MR;
-    if (K == 0) { /* C = beta * C, as BLAS defines it */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    if (K == 0) {
+        gemm_scale_c(M, N, beta, C, ldc);
         return;
     }
     for (int jc = 0; jc < N; jc += NC) {
