@@ -64,36 +64,71 @@ struct bench_config {
     double bucket_mb;
 };
 
+enum {
+    OPT_MODEL = 255,
+    OPT_BATCH = 256,
+    OPT_THREADS,
+    OPT_WARMUP,
+    OPT_STEPS,
+    OPT_RUNS,
+    OPT_ISA,
+    OPT_BF16_ISA,
+    OPT_DEVICE,
+    OPT_BUCKET,
+    OPT_PRECISION,
+    OPT_FIRST_BIAS,
+    OPT_HELP
+};
+static const struct option long_options[] = {{"batch-size", required_argument, 0, OPT_BATCH},
+                                             {"threads", required_argument, 0, OPT_THREADS},
+                                             {"warmup", required_argument, 0, OPT_WARMUP},
+                                             {"steps", required_argument, 0, OPT_STEPS},
+                                             {"runs", required_argument, 0, OPT_RUNS},
+                                             {"isa", required_argument, 0, OPT_ISA},
+                                             {"device", required_argument, 0, OPT_DEVICE},
+                                             {"bucket-mb", required_argument, 0, OPT_BUCKET},
+                                             {"model", required_argument, 0, OPT_MODEL},
+                                             {"help", no_argument, 0, OPT_HELP},
+                                             {"precision", required_argument, 0, OPT_PRECISION},
+                                             {"bf16-isa", required_argument, 0, OPT_BF16_ISA},
+                                             {"first-bias-stopped", no_argument, 0, OPT_FIRST_BIAS},
+                                             {0, 0, 0, 0}};
+
+/* One flag's value into c (flag: as the user wrote it): 0, or -1 with one line in e. */
+static int parse_flag(int opt, const char *flag, const char *arg, struct bench_config *c, struct err *e) {
+    switch (opt) {
+    case OPT_BATCH: return options_int("--batch-size", arg, 1, 65536, &c->batch, e);
+    case OPT_THREADS: return options_int("--threads", arg, 1, 4096, &c->threads, e);
+    case OPT_WARMUP: return options_int("--warmup", arg, 0, 1000000, &c->warmup, e);
+    case OPT_STEPS: return options_int("--steps", arg, 1, 1000000, &c->steps, e);
+    case OPT_RUNS: return options_int("--runs", arg, 1, 1000, &c->runs, e);
+    case OPT_ISA: c->isa = arg; return 0;
+    case OPT_BF16_ISA: c->bf16_isa = arg; return 0;
+    case OPT_MODEL:
+        c->model = arg;
+        if (!net_find(arg)) {
+            char known[256];
+            net_known_names(known, sizeof known);
+            return err_set(e, "--model: '%s' is not a network this build knows (%s)", arg, known);
+        }
+        return 0;
+    case OPT_DEVICE:
+        if (device_parse(arg, &c->device) != 0)
+            return err_set(e, "--device: '%s' is not cpu, cuda or auto", arg);
+        return 0;
+    case OPT_PRECISION:
+        if (precision_parse(arg, &c->precision) != 0)
+            return err_set(e, "--precision: '%s' is not fp32, bf16 or auto", arg);
+        return 0;
+    case OPT_BUCKET: return options_double("--bucket-mb", arg, 0.0, 0, &c->bucket_mb, e);
+    case OPT_FIRST_BIAS: c->first_bias_stopped = 1; return 0;
+    case ':': return err_set(e, "%s: missing value", flag);
+    default: return err_set(e, "%s: unknown flag", flag);
+    }
+}
+
+/* The flags into c: 0, -1 after --help, 2 with one line in e on a bad command line. */
 static int parse(int argc, char **argv, struct bench_config *c, int rank, struct err *e) {
-    enum {
-        OPT_MODEL = 255,
-        OPT_BATCH = 256,
-        OPT_THREADS,
-        OPT_WARMUP,
-        OPT_STEPS,
-        OPT_RUNS,
-        OPT_ISA,
-        OPT_BF16_ISA,
-        OPT_DEVICE,
-        OPT_BUCKET,
-        OPT_PRECISION,
-        OPT_FIRST_BIAS,
-        OPT_HELP
-    };
-    static const struct option long_options[] = {{"batch-size", required_argument, 0, OPT_BATCH},
-                                                 {"threads", required_argument, 0, OPT_THREADS},
-                                                 {"warmup", required_argument, 0, OPT_WARMUP},
-                                                 {"steps", required_argument, 0, OPT_STEPS},
-                                                 {"runs", required_argument, 0, OPT_RUNS},
-                                                 {"isa", required_argument, 0, OPT_ISA},
-                                                 {"device", required_argument, 0, OPT_DEVICE},
-                                                 {"bucket-mb", required_argument, 0, OPT_BUCKET},
-                                                 {"model", required_argument, 0, OPT_MODEL},
-                                                 {"help", no_argument, 0, OPT_HELP},
-                                                 {"precision", required_argument, 0, OPT_PRECISION},
-                                                 {"bf16-isa", required_argument, 0, OPT_BF16_ISA},
-                                                 {"first-bias-stopped", no_argument, 0, OPT_FIRST_BIAS},
-                                                 {0, 0, 0, 0}};
     *c = (struct bench_config){.batch = 128,
                                .warmup = 3,
                                .steps = 5,
@@ -102,51 +137,23 @@ static int parse(int argc, char **argv, struct bench_config *c, int rank, struct
                                .model = "workshop-cnn",
                                .precision = PRECISION_FP32};
     opterr = 0;
-    int opt, rc = 0;
-    while (rc == 0 && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
-        const char *flag = argv[optind - 1];
-        switch (opt) {
-        case OPT_BATCH: rc = options_int("--batch-size", optarg, 1, 65536, &c->batch, e); break;
-        case OPT_THREADS: rc = options_int("--threads", optarg, 1, 4096, &c->threads, e); break;
-        case OPT_WARMUP: rc = options_int("--warmup", optarg, 0, 1000000, &c->warmup, e); break;
-        case OPT_STEPS: rc = options_int("--steps", optarg, 1, 1000000, &c->steps, e); break;
-        case OPT_RUNS: rc = options_int("--runs", optarg, 1, 1000, &c->runs, e); break;
-        case OPT_ISA: c->isa = optarg; break;
-        case OPT_BF16_ISA: c->bf16_isa = optarg; break;
-        case OPT_MODEL:
-            c->model = optarg;
-            if (!net_find(optarg)) {
-                char known[256];
-                net_known_names(known, sizeof known);
-                rc = err_set(e, "--model: '%s' is not a network this build knows (%s)", optarg, known);
-            }
-            break;
-        case OPT_DEVICE:
-            if (device_parse(optarg, &c->device) != 0)
-                rc = err_set(e, "--device: '%s' is not cpu, cuda or auto", optarg);
-            break;
-        case OPT_PRECISION:
-            if (precision_parse(optarg, &c->precision) != 0)
-                rc = err_set(e, "--precision: '%s' is not fp32, bf16 or auto", optarg);
-            break;
-        case OPT_BUCKET: rc = options_double("--bucket-mb", optarg, 0.0, 0, &c->bucket_mb, e); break;
-        case OPT_FIRST_BIAS: c->first_bias_stopped = 1; break;
-        case OPT_HELP:
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        if (opt == OPT_HELP) {
             if (rank == 0) fputs(usage, stdout);
             return -1;
-        case ':': rc = err_set(e, "%s: missing value", flag); break;
-        default: rc = err_set(e, "%s: unknown flag", flag); break;
         }
+        if (parse_flag(opt, argv[optind - 1], optarg, c, e) != 0) return 2;
     }
-    if (rc == 0 && optind < argc) rc = err_set(e, "%s: unexpected argument", argv[optind]);
-    if (rc == 0 && c->isa && kernels_cpu_select(c->isa) != 0)
-        rc = err_set(e, "--isa: '%s' is not a vector path this CPU supports", c->isa);
-    if (rc == 0 && c->bf16_isa && kernels_cpu_select_bf16(c->bf16_isa) != 0)
-        rc = err_set(e, "--bf16-isa: '%s' is not a bf16 path this CPU supports", c->bf16_isa);
+    if (optind < argc) return err_set(e, "%s: unexpected argument", argv[optind]), 2;
+    if (c->isa && kernels_cpu_select(c->isa) != 0)
+        return err_set(e, "--isa: '%s' is not a vector path this CPU supports", c->isa), 2;
+    if (c->bf16_isa && kernels_cpu_select_bf16(c->bf16_isa) != 0)
+        return err_set(e, "--bf16-isa: '%s' is not a bf16 path this CPU supports", c->bf16_isa), 2;
     struct err why;
-    if (rc == 0 && model_batch_check(net_find(c->model), c->batch, &why))
-        rc = err_set(e, "--batch-size %d: %s", c->batch, why.msg);
-    return rc ? 2 : 0;
+    if (model_batch_check(net_find(c->model), c->batch, &why))
+        return err_set(e, "--batch-size %d: %s", c->batch, why.msg), 2;
+    return 0;
 }
 
 static int compare_double(const void *a, const void *b) {

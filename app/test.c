@@ -135,97 +135,119 @@ static int scores_write_json(const struct scores *s, const char *path, const cha
     return rc;
 }
 
-int main(int argc, char **argv) {
-    err_set_progname("cifar10-test");
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    int batch = 250, threads = 0, tta = -1;
-    enum device_kind device = DEVICE_AUTO;
-    double min_accuracy = -1;
-    const char *model_file = "cifar10-model.safetensors", *json_file = NULL;
+/* The command line's settings. */
+struct test_options {
+    int batch, threads, tta; /* tta -1: the recipe's level */
+    enum device_kind device;
+    double min_accuracy; /* -1: no gate */
+    const char *model_file, *json_file, *data_path;
+};
+
+/* The flags into o; exits 2 with one line on a bad command line, 0 after --help and
+ * --version. */
+static void parse_args(int argc, char **argv, struct test_options *o) {
+    *o = (struct test_options){.batch = 250,
+                               .tta = -1,
+                               .device = DEVICE_AUTO,
+                               .min_accuracy = -1,
+                               .model_file = "cifar10-model.safetensors"};
     struct err e = {""};
     opterr = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        int bad = 0;
         switch (opt) {
-        case OPT_BATCH:
-            if (options_int("--batch-size", optarg, 1, 65536, &batch, &e)) usage_error(&e);
-            break;
+        case OPT_BATCH: bad = options_int("--batch-size", optarg, 1, 65536, &o->batch, &e); break;
         case OPT_MIN:
-            if (options_double("--min-accuracy", optarg, 0.0, 0, &min_accuracy, &e)) usage_error(&e);
-            if (min_accuracy > 100) err_set(&e, "--min-accuracy: %s is above 100", optarg), usage_error(&e);
+            bad = options_double("--min-accuracy", optarg, 0.0, 0, &o->min_accuracy, &e);
+            if (!bad && o->min_accuracy > 100) bad = err_set(&e, "--min-accuracy: %s is above 100", optarg);
             break;
-        case OPT_MODEL: model_file = optarg; break;
+        case OPT_MODEL: o->model_file = optarg; break;
         case OPT_JSON:
-            json_file = optarg;
-            if (!optarg[0]) err_set(&e, "--json: empty file name"), usage_error(&e);
+            o->json_file = optarg;
+            if (!optarg[0]) bad = err_set(&e, "--json: empty file name");
             break;
-        case OPT_TTA:
-            if (options_int("--tta", optarg, 0, EVALUATE_TTA_MAX, &tta, &e)) usage_error(&e);
-            break;
-        case OPT_THREADS:
-            if (options_int("--threads", optarg, 1, 4096, &threads, &e)) usage_error(&e);
-            break;
+        case OPT_TTA: bad = options_int("--tta", optarg, 0, EVALUATE_TTA_MAX, &o->tta, &e); break;
+        case OPT_THREADS: bad = options_int("--threads", optarg, 1, 4096, &o->threads, &e); break;
         case OPT_DEVICE:
-            if (device_parse(optarg, &device) != 0)
-                err_set(&e, "--device: '%s' is not cpu, cuda or auto", optarg), usage_error(&e);
+            if (device_parse(optarg, &o->device) != 0)
+                bad = err_set(&e, "--device: '%s' is not cpu, cuda or auto", optarg);
             break;
-        case OPT_HELP: fputs(usage, stdout); return 0;
-        case OPT_VERSION: printf("cifar10-test %s\n", CIFAR10_DP_VERSION); return 0;
-        case ':': err_set(&e, "%s: missing value", argv[optind - 1]), usage_error(&e); break;
-        default: err_set(&e, "%s: unknown flag", argv[optind - 1]), usage_error(&e); break;
+        case OPT_HELP: fputs(usage, stdout); exit(0);
+        case OPT_VERSION: printf("cifar10-test %s\n", CIFAR10_DP_VERSION); exit(0);
+        case ':': bad = err_set(&e, "%s: missing value", argv[optind - 1]); break;
+        default: bad = err_set(&e, "%s: unknown flag", argv[optind - 1]); break;
         }
+        if (bad) usage_error(&e);
     }
     if (optind == argc) err_set(&e, "missing DATA (the CIFAR-10 directory or tarball)"), usage_error(&e);
     if (optind + 1 < argc) err_set(&e, "%s: unexpected extra argument", argv[optind + 1]), usage_error(&e);
-    const char *data_path = argv[optind];
-    if (!threads) {
-        struct cpus c;
-        cpus_detect(&c);
-        threads = c.usable;
-    }
-    omp_set_num_threads(threads);
+    o->data_path = argv[optind];
+}
 
-    char desc[768];
-    const struct kernels *k = device_select(device, PRECISION_FP32, 0, 0, desc, sizeof desc, &e);
-    if (!k) err_die(1, "%s", e.msg);
-    printf("device: %s\n", desc);
-    printf("reading %s\n", data_path);
-    struct cifar_data data;
-    if (cifar_load(data_path, CIFAR_TEST, &data, &e) != 0) err_die(1, "%s", e.msg);
-    printf("loading model %s\n", model_file);
-    const struct net_def *net = checkpoint_net(model_file, &e); /* the file names its network */
+/* The model file's network and weights into m (batch images per forward); exits with one line
+ * when the file is not a model of a network this build knows. */
+static void model_load(struct model *m, const struct kernels *k, const char *path, int batch,
+                       struct run_info *info) {
+    struct err e = {""};
+    printf("loading model %s\n", path);
+    const struct net_def *net = checkpoint_net(path, &e); /* the file names its network */
     if (!net) err_die(1, "%s", e.msg);
     CHECK(net->classes == CIFAR_CLASSES);
     struct err why;
     if (model_batch_check(net, batch, &why)) err_die(2, "--batch-size %d: %s", batch, why.msg);
-    struct model m;
-    model_init(&m, net, k, batch, 0);
-    struct model_state st = checkpoint_state_alloc(&m, 0);
-    struct run_info info;
-    if (checkpoint_read(model_file, &m, &st, &info, &e) != 0) err_die(1, "%s", e.msg);
-    model_set_state(&m, st.params, NULL, st.buffers);
-    printf("model: %s of run %s after %d epochs, trained with %s\n", info.kind, info.run_id,
-           info.epochs_completed, info.config);
+    model_init(m, net, k, batch, 0);
+    struct model_state st = checkpoint_state_alloc(m, 0);
+    if (checkpoint_read(path, m, &st, info, &e) != 0) err_die(1, "%s", e.msg);
+    model_set_state(m, st.params, NULL, st.buffers);
+    checkpoint_state_free(&st);
+    printf("model: %s of run %s after %d epochs, trained with %s\n", info->kind, info->run_id,
+           info->epochs_completed, info->config);
+}
 
-    if (tta < 0) { /* the level of the network's recipe */
+int main(int argc, char **argv) {
+    err_set_progname("cifar10-test");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct test_options o;
+    parse_args(argc, argv, &o);
+    if (!o.threads) {
+        struct cpus c;
+        cpus_detect(&c);
+        o.threads = c.usable;
+    }
+    omp_set_num_threads(o.threads);
+
+    struct err e = {""};
+    char desc[768];
+    const struct kernels *k = device_select(o.device, PRECISION_FP32, 0, 0, desc, sizeof desc, &e);
+    if (!k) err_die(1, "%s", e.msg);
+    printf("device: %s\n", desc);
+    printf("reading %s\n", o.data_path);
+    struct cifar_data data;
+    if (cifar_load(o.data_path, CIFAR_TEST, &data, &e) != 0) err_die(1, "%s", e.msg);
+    struct model m;
+    struct run_info info;
+    model_load(&m, k, o.model_file, o.batch, &info);
+
+    if (o.tta < 0) { /* the level of the network's recipe */
         struct train_config recipe;
         config_defaults(&recipe);
-        config_recipe(&recipe, net->name);
-        tta = recipe.tta;
+        config_recipe(&recipe, m.net->name);
+        o.tta = recipe.tta;
     }
-    struct scores sc = {.tta = tta};
-    evaluate_range(&m, &data.test, 0, data.test.n, tta, sc.conf);
+    struct scores sc = {.tta = o.tta};
+    evaluate_range(&m, &data.test, 0, data.test.n, o.tta, sc.conf);
     scores_sum(&sc);
     scores_print(&sc);
-    if (json_file && scores_write_json(&sc, json_file, model_file, &info, net->name, &e) != 0)
+    if (o.json_file && scores_write_json(&sc, o.json_file, o.model_file, &info, m.net->name, &e) != 0)
         err_die(1, "%s", e.msg);
     double accuracy = 100.0 * sc.correct / sc.total;
-    checkpoint_state_free(&st);
     model_free(&m);
     cifar_free(&data);
     k->shutdown();
-    if (min_accuracy >= 0 && accuracy < min_accuracy) {
-        fprintf(stderr, "cifar10-test: accuracy %.2f%% is below --min-accuracy %g\n", accuracy, min_accuracy);
+    if (o.min_accuracy >= 0 && accuracy < o.min_accuracy) {
+        fprintf(stderr, "cifar10-test: accuracy %.2f%% is below --min-accuracy %g\n", accuracy,
+                o.min_accuracy);
         return 3;
     }
     return 0;

@@ -155,93 +155,74 @@ static int parse_model(int argc, char **argv, struct train_config *c, struct err
     return 0;
 }
 
-int train_options_parse(int argc, char **argv, struct train_config *c, int rank, struct err *e) {
-    if (parse_model(argc, argv, c, e) != 0) return 2;
-    opterr = 0;
-    optind = 1;
-    int opt, rc = 0;
-    while (!rc && (opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
-        const char *flag = optind > 1 ? argv[optind - 1] : "?";
-        char name[64];
-        if (opt != '?' && opt != ':') {
-            for (const struct option *o = long_options; o->name; o++)
-                if (o->val == opt) snprintf(name, sizeof name, "--%s", o->name);
-            flag = name;
-        }
-        switch (opt) {
-        case OPT_MODEL_NAME: break; /* parse_model */
-        case OPT_SMOOTHING:
-            rc = options_double(flag, optarg, 0.0, 0, &c->label_smoothing, e);
-            if (!rc && c->label_smoothing > 1) rc = err_set(e, "%s: %s is above 1", flag, optarg);
-            break;
-        case OPT_LOOKAHEAD: rc = options_int(flag, optarg, 0, 1000000, &c->lookahead, e); break;
-        case OPT_TTA: rc = options_int(flag, optarg, 0, EVALUATE_TTA_MAX, &c->tta, e); break;
-        case OPT_WHITEN:
-            if (c->whiten_images == 0) rc = err_set(e, "%s: %s has no whitening layer", flag, c->model);
-            else rc = options_int(flag, optarg, 1, 1 << 30, &c->whiten_images, e);
-            break;
-        case OPT_EPOCHS:
-            rc = options_double(flag, optarg, 0.0, 1, &c->epochs, e);
-            if (!rc && c->epochs > 1000000) rc = err_set(e, "%s: %s is above 1000000", flag, optarg);
-            break;
-        case OPT_BATCH: rc = options_int(flag, optarg, 1, 65536, &c->batch_size, e); break;
-        case OPT_LR: rc = options_double(flag, optarg, 0.0, 1, &c->learning_rate, e); break;
-        case OPT_SCHEDULE:
-            if (config_schedule_parse(optarg, &c->schedule) != 0)
-                rc = err_set(e, "%s: '%s' is not cosine, triangle or constant", flag, optarg);
-            break;
-        case OPT_WARMUP: rc = options_double(flag, optarg, 0.0, 0, &c->warmup_epochs, e); break;
-        case OPT_MOMENTUM: rc = options_double(flag, optarg, 0.0, 0, &c->momentum, e); break;
-        case OPT_WD: rc = options_double(flag, optarg, 0.0, 0, &c->weight_decay, e); break;
-        case OPT_SEED: rc = options_u64(flag, optarg, &c->seed, e); break;
-        case OPT_NO_AUGMENT: c->augment = AUGMENT_NONE; break;
-        case OPT_NO_EVAL: c->eval = 0; break;
-        case OPT_PRINT_FREQ: rc = options_int(flag, optarg, 1, 1 << 30, &c->print_freq, e); break;
-        case OPT_MODEL: c->model_file = optarg; break;
-        case OPT_CHECKPOINT: c->checkpoint_file = optarg; break;
-        case OPT_CHECKPOINT_INTERVAL:
-            rc = options_double(flag, optarg, 0.0, 0, &c->checkpoint_interval, e);
-            break;
-        case OPT_COLLECTIVE_TIMEOUT:
-            if (strcmp(optarg, "auto") == 0) c->collective_timeout = 0;
-            else rc = options_double(flag, optarg, 0.0, 1, &c->collective_timeout, e);
-            break;
-        case OPT_METRICS: c->metrics_file = optarg; break;
-        case OPT_TENSORBOARD: c->tensorboard_dir = optarg; break;
-        case OPT_RESUME:
-            if (strcmp(optarg, "auto") == 0) c->resume = RESUME_AUTO;
-            else if (strcmp(optarg, "never") == 0) c->resume = RESUME_NEVER;
-            else if (strcmp(optarg, "require") == 0) c->resume = RESUME_REQUIRE;
-            else rc = err_set(e, "%s: '%s' is not auto, never or require", flag, optarg);
-            break;
-        case OPT_THREADS: rc = options_int(flag, optarg, 1, 4096, &c->threads, e); break;
-        case OPT_DEVICE:
-            if (device_parse(optarg, &c->device) != 0)
-                rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, optarg);
-            break;
-        case OPT_PRECISION:
-            if (precision_parse(optarg, &c->precision) != 0)
-                rc = err_set(e, "%s: '%s' is not fp32, bf16 or auto", flag, optarg);
-            break;
-        case OPT_BUCKET:
-            rc = options_double(flag, optarg, 0.0, 0, &c->bucket_mb, e);
-            if (!rc && c->bucket_mb > 1024) rc = err_set(e, "%s: %s is above 1024", flag, optarg);
-            break;
-        case OPT_HELP:
-            if (rank == 0) {
-                fputs(usage, stdout);
-                config_print_recipes(stdout);
-                fputs(usage_rest, stdout);
-            }
-            return -1;
-        case OPT_VERSION:
-            if (rank == 0) printf("cifar10-train %s\n", CIFAR10_DP_VERSION);
-            return -1;
-        case ':': rc = err_set(e, "%s: missing value", argv[optind - 1]); break;
-        default: rc = err_set(e, "%s: unknown flag", argv[optind - 1]); break;
-        }
+/* One flag's value into c: 0, or 2 with one line in e. */
+static int parse_flag(int opt, const char *flag, const char *arg, struct train_config *c, struct err *e) {
+    int rc = 0;
+    switch (opt) {
+    case OPT_MODEL_NAME: break; /* parse_model */
+    case OPT_SMOOTHING:
+        rc = options_double(flag, arg, 0.0, 0, &c->label_smoothing, e);
+        if (!rc && c->label_smoothing > 1) rc = err_set(e, "%s: %s is above 1", flag, arg);
+        break;
+    case OPT_LOOKAHEAD: rc = options_int(flag, arg, 0, 1000000, &c->lookahead, e); break;
+    case OPT_TTA: rc = options_int(flag, arg, 0, EVALUATE_TTA_MAX, &c->tta, e); break;
+    case OPT_WHITEN:
+        if (c->whiten_images == 0) rc = err_set(e, "%s: %s has no whitening layer", flag, c->model);
+        else rc = options_int(flag, arg, 1, 1 << 30, &c->whiten_images, e);
+        break;
+    case OPT_EPOCHS:
+        rc = options_double(flag, arg, 0.0, 1, &c->epochs, e);
+        if (!rc && c->epochs > 1000000) rc = err_set(e, "%s: %s is above 1000000", flag, arg);
+        break;
+    case OPT_BATCH: rc = options_int(flag, arg, 1, 65536, &c->batch_size, e); break;
+    case OPT_LR: rc = options_double(flag, arg, 0.0, 1, &c->learning_rate, e); break;
+    case OPT_SCHEDULE:
+        if (config_schedule_parse(arg, &c->schedule) != 0)
+            rc = err_set(e, "%s: '%s' is not cosine, triangle or constant", flag, arg);
+        break;
+    case OPT_WARMUP: rc = options_double(flag, arg, 0.0, 0, &c->warmup_epochs, e); break;
+    case OPT_MOMENTUM: rc = options_double(flag, arg, 0.0, 0, &c->momentum, e); break;
+    case OPT_WD: rc = options_double(flag, arg, 0.0, 0, &c->weight_decay, e); break;
+    case OPT_SEED: rc = options_u64(flag, arg, &c->seed, e); break;
+    case OPT_NO_AUGMENT: c->augment = AUGMENT_NONE; break;
+    case OPT_NO_EVAL: c->eval = 0; break;
+    case OPT_PRINT_FREQ: rc = options_int(flag, arg, 1, 1 << 30, &c->print_freq, e); break;
+    case OPT_MODEL: c->model_file = arg; break;
+    case OPT_CHECKPOINT: c->checkpoint_file = arg; break;
+    case OPT_CHECKPOINT_INTERVAL: rc = options_double(flag, arg, 0.0, 0, &c->checkpoint_interval, e); break;
+    case OPT_COLLECTIVE_TIMEOUT:
+        if (strcmp(arg, "auto") == 0) c->collective_timeout = 0;
+        else rc = options_double(flag, arg, 0.0, 1, &c->collective_timeout, e);
+        break;
+    case OPT_METRICS: c->metrics_file = arg; break;
+    case OPT_TENSORBOARD: c->tensorboard_dir = arg; break;
+    case OPT_RESUME:
+        if (strcmp(arg, "auto") == 0) c->resume = RESUME_AUTO;
+        else if (strcmp(arg, "never") == 0) c->resume = RESUME_NEVER;
+        else if (strcmp(arg, "require") == 0) c->resume = RESUME_REQUIRE;
+        else rc = err_set(e, "%s: '%s' is not auto, never or require", flag, arg);
+        break;
+    case OPT_THREADS: rc = options_int(flag, arg, 1, 4096, &c->threads, e); break;
+    case OPT_DEVICE:
+        if (device_parse(arg, &c->device) != 0)
+            rc = err_set(e, "%s: '%s' is not cpu, cuda or auto", flag, arg);
+        break;
+    case OPT_PRECISION:
+        if (precision_parse(arg, &c->precision) != 0)
+            rc = err_set(e, "%s: '%s' is not fp32, bf16 or auto", flag, arg);
+        break;
+    case OPT_BUCKET:
+        rc = options_double(flag, arg, 0.0, 0, &c->bucket_mb, e);
+        if (!rc && c->bucket_mb > 1024) rc = err_set(e, "%s: %s is above 1024", flag, arg);
+        break;
+    case ':': rc = err_set(e, "%s: missing value", flag); break;
+    default: rc = err_set(e, "%s: unknown flag", flag); break;
     }
-    if (rc) return 2;
+    return rc ? 2 : 0;
+}
+
+/* DATA, the one argument after the flags, and the file names no flag may leave empty. */
+static int parse_rest(int argc, char **argv, struct train_config *c, struct err *e) {
     if (optind == argc) return err_set(e, "missing DATA (the CIFAR-10 directory or tarball)"), 2;
     if (optind + 1 < argc)
         return err_set(e, "%s: unexpected extra argument (DATA is %s)", argv[optind + 1], argv[optind]), 2;
@@ -251,4 +232,33 @@ int train_options_parse(int argc, char **argv, struct train_config *c, int rank,
     if (c->tensorboard_dir && !c->tensorboard_dir[0])
         return err_set(e, "--tensorboard-dir: empty directory name"), 2;
     return 0;
+}
+
+int train_options_parse(int argc, char **argv, struct train_config *c, int rank, struct err *e) {
+    if (parse_model(argc, argv, c, e) != 0) return 2;
+    opterr = 0;
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        if (opt == OPT_HELP || opt == OPT_VERSION) {
+            if (rank == 0 && opt == OPT_HELP) {
+                fputs(usage, stdout);
+                config_print_recipes(stdout);
+                fputs(usage_rest, stdout);
+            }
+            if (rank == 0 && opt == OPT_VERSION) printf("cifar10-train %s\n", CIFAR10_DP_VERSION);
+            return -1;
+        }
+        /* The flag as the user wrote it for '?' and ':', else its full name (getopt takes
+         * prefixes). */
+        const char *flag = optind > 1 ? argv[optind - 1] : "?";
+        char name[64];
+        if (opt != '?' && opt != ':') {
+            for (const struct option *o = long_options; o->name; o++)
+                if (o->val == opt) snprintf(name, sizeof name, "--%s", o->name);
+            flag = name;
+        }
+        if (parse_flag(opt, flag, optarg, c, e) != 0) return 2;
+    }
+    return parse_rest(argc, argv, c, e);
 }

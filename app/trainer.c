@@ -105,11 +105,10 @@ static int warm_up_steps(const struct kernels *k, struct err *e) {
     return (int)n;
 }
 
-void trainer_init(struct trainer *t, int argc, char **argv) {
-    memset(t, 0, sizeof *t);
-    cpus_detect(&t->cpus);
-    struct device_early early; /* a CUDA-aware MPI sets up on the GPU current when it starts */
-    device_before_mpi(argc, argv, &early);
+/* MPI (after the GPU a CUDA-aware MPI sets up on is made current), the stop signals, then the
+ * flags; exits (all ranks agree) on a bad command line, with 0 after --help and --version. */
+static void start(struct trainer *t, int argc, char **argv, struct device_early *early) {
+    device_before_mpi(argc, argv, early);
     dist_init(&argc, &argv, t->cpus.mask_id, &t->d);
     catch_stop_signals();
     dist_stop_flag(&stop_signal);
@@ -121,13 +120,20 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     }
     if (status) snprintf(e.msg + strlen(e.msg), sizeof e.msg - strlen(e.msg), " (try --help)");
     dist_agree(status, e.msg);
-    const struct train_config *c = &t->c;
     check_rank_batch(t);
+    const struct train_config *c = &t->c;
     if (c->collective_timeout > 0) dist_timeout_fixed(c->collective_timeout);
     t->checkpoint_file = c->checkpoint_file ? strdup(c->checkpoint_file)
                                             : beside_model(c->model_file, ".checkpoint", ".safetensors");
     t->metrics_file =
         c->metrics_file ? strdup(c->metrics_file) : beside_model(c->model_file, ".metrics.jsonl", "");
+}
+
+/* The rank's threads and device, and the settings read from the environment for it; *graphs
+ * is device_graphs_wanted's answer. Exits (all ranks agree) where one cannot be had. */
+static const struct kernels *device_setup(struct trainer *t, struct device_early *early, int *graphs) {
+    const struct train_config *c = &t->c;
+    struct err e = {""};
     t->threads =
         c->threads ? c->threads : t->cpus.usable / (t->d.local_same_mask > 0 ? t->d.local_same_mask : 1);
     if (t->threads < 1) t->threads = 1;
@@ -135,29 +141,50 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     const struct kernels *k = device_select(c->device, c->precision, c->bf16_recipe, t->d.local_rank,
                                             t->device, sizeof t->device, &e);
     dist_agree(k ? 0 : 1, e.msg);
-    if (!k->host) device_after_mpi(&early, t->d.local_rank);
-    int graphs = device_graphs_wanted(&e);
-    dist_agree(graphs < 0 ? 1 : 0, e.msg);
+    if (!k->host) device_after_mpi(early, t->d.local_rank);
+    *graphs = device_graphs_wanted(&e);
+    dist_agree(*graphs < 0 ? 1 : 0, e.msg);
     dist_agree(dist_cuda_aware_wanted(&e) < 0 ? 1 : 0, e.msg);
     t->warm_up = warm_up_steps(k, &e);
     dist_agree(t->warm_up < 0 ? 1 : 0, e.msg);
+    return k;
+}
+
+/* Rank 0's line on the ranks, threads and CPU kernels, then every rank's device. */
+static void log_setup(const struct trainer *t) {
     if (t->d.rank == 0) {
         char quota[32] = "none";
         if (t->cpus.quota > 0) snprintf(quota, sizeof quota, "%.2f CPUs", t->cpus.quota);
         printf(
             "cifar10-train %s: %d rank(s) x %d thread(s); threads %s (rank 0: %d CPUs in its affinity mask, "
             "cgroup quota %s, shared by %d rank(s) on this node); CPU kernels: %s (bf16: %s)\n",
-            CIFAR10_DP_VERSION, t->d.world, t->threads, c->threads ? "from --threads" : "detected",
+            CIFAR10_DP_VERSION, t->d.world, t->threads, t->c.threads ? "from --threads" : "detected",
             t->cpus.affinity, quota, t->d.local_same_mask, kernels_cpu_isa(),
             kernels_cpu_bf16_vector() ? kernels_cpu_bf16_isa() : "none");
     }
     dist_print_all(t->device);
-    if (t->d.rank == 0) printf("reading %s\n", c->data);
-    status = cifar_load(c->data, CIFAR_TRAIN | (c->eval || c->tta ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e)
-                 ? 1
-                 : 0;
-    dist_agree(status, e.msg);
-    plan_steps(t);
+}
+
+/* Rank 0's line on how the gradients are reduced and whether steps run as CUDA graphs. */
+static void log_gradients(const struct trainer *t, int graphs) {
+    if (t->d.rank != 0) return;
+    printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
+    if (dist_grads_refusal(t->grads)) printf(" (%s)", dist_grads_refusal(t->grads));
+    if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
+        if (t->c.bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", t->c.bucket_mb);
+        else printf(", one allreduce after backward");
+    }
+    if (t->m.graphs)
+        printf("; training steps as CUDA graphs%s (CIFAR10_CUDA_GRAPHS=off: op by op)",
+               t->m.grads_ready ? ", one between two gradient hand-overs" : "");
+    else if (graphs == 2) printf("; CIFAR10_CUDA_GRAPHS=on ignored: the CPU records no graphs");
+    printf("\n");
+}
+
+/* The model, its batches, the gradient reduction and the host state for files, for the run's
+ * plan. */
+static void model_setup(struct trainer *t, const struct kernels *k, int graphs) {
+    const struct train_config *c = &t->c;
     const struct net_def *net = net_find(c->model);
     CHECK(net && net->classes == CIFAR_CLASSES); /* parse_model names a known network */
     model_init(&t->m, net, k, t->batch, c->seed);
@@ -171,19 +198,7 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     t->m.loss_reduction = c->loss;
     t->grads = dist_grads_attach(&t->m, (size_t)(c->bucket_mb * 1048576.0), !k->host);
     t->m.graphs = graphs > 0 && !k->host;
-    if (t->d.rank == 0) {
-        printf("gradients: %s", dist_grads_mode_name(dist_grads_mode(t->grads)));
-        if (dist_grads_refusal(t->grads)) printf(" (%s)", dist_grads_refusal(t->grads));
-        if (dist_grads_mode(t->grads) != DIST_GRADS_LOCAL) {
-            if (c->bucket_mb > 0) printf(", buckets of %g MiB overlapped with backward", c->bucket_mb);
-            else printf(", one allreduce after backward");
-        }
-        if (t->m.graphs)
-            printf("; training steps as CUDA graphs%s (CIFAR10_CUDA_GRAPHS=off: op by op)",
-                   t->m.grads_ready ? ", one between two gradient hand-overs" : "");
-        else if (graphs == 2) printf("; CIFAR10_CUDA_GRAPHS=on ignored: the CPU records no graphs");
-        printf("\n");
-    }
+    log_gradients(t, graphs);
     t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));
     t->buffer_sums = XALLOC((t->m.nbuffers ? t->m.nbuffers : 1) * sizeof(float));
     snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
@@ -194,6 +209,25 @@ void trainer_init(struct trainer *t, int argc, char **argv) {
     memcpy(t->info.config, cfg.s, cfg.len + 1);
     strbuf_free(&cfg);
     t->perm = XALLOC((size_t)t->data.train.n * sizeof(int));
+}
+
+void trainer_init(struct trainer *t, int argc, char **argv) {
+    memset(t, 0, sizeof *t);
+    cpus_detect(&t->cpus);
+    struct device_early early; /* a CUDA-aware MPI sets up on the GPU current when it starts */
+    start(t, argc, argv, &early);
+    int graphs;
+    const struct kernels *k = device_setup(t, &early, &graphs);
+    log_setup(t);
+    const struct train_config *c = &t->c;
+    if (t->d.rank == 0) printf("reading %s\n", c->data);
+    struct err e = {""};
+    int status =
+        cifar_load(c->data, CIFAR_TRAIN | (c->eval || c->tta ? CIFAR_TEST_OPTIONAL : 0), &t->data, &e) ? 1
+                                                                                                       : 0;
+    dist_agree(status, e.msg);
+    plan_steps(t);
+    model_setup(t, k, graphs);
 }
 
 struct model_update trainer_update(const struct trainer *t) {

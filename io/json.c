@@ -39,77 +39,74 @@ static int hex4(struct parser *p, unsigned *out) {
     return 0;
 }
 
+/* The escape after a backslash (p at its letter) into *cp: a \u pair of UTF-16 surrogates gives
+ * one code point. */
+static int parse_escape(struct parser *p, unsigned *cp) {
+    if (p->pos >= p->len) return fail(p, "unterminated escape");
+    switch (p->s[p->pos++]) {
+    case '"': *cp = '"'; return 0;
+    case '\\': *cp = '\\'; return 0;
+    case '/': *cp = '/'; return 0;
+    case 'b': *cp = '\b'; return 0;
+    case 'f': *cp = '\f'; return 0;
+    case 'n': *cp = '\n'; return 0;
+    case 'r': *cp = '\r'; return 0;
+    case 't': *cp = '\t'; return 0;
+    case 'u': break;
+    default: return fail(p, "bad escape in string");
+    }
+    if (hex4(p, cp) != 0) return -1;
+    if (*cp >= 0xd800 && *cp < 0xdc00 && p->len - p->pos >= 6 && p->s[p->pos] == '\\' &&
+        p->s[p->pos + 1] == 'u') {
+        unsigned lo;
+        p->pos += 2;
+        if (hex4(p, &lo) != 0) return -1;
+        if (lo >= 0xdc00 && lo < 0xe000) *cp = 0x10000 + ((*cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    return 0;
+}
+
+/* Code point cp (below 0x110000) as UTF-8 at buf (room for 4 bytes); the bytes written. */
+static size_t utf8_put(char *buf, unsigned cp) {
+    if (cp < 0x80) return buf[0] = (char)cp, 1;
+    size_t n = 0;
+    if (cp < 0x800) {
+        buf[n++] = (char)(0xc0 | cp >> 6);
+    } else if (cp < 0x10000) {
+        buf[n++] = (char)(0xe0 | cp >> 12);
+        buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    } else {
+        buf[n++] = (char)(0xf0 | cp >> 18);
+        buf[n++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    }
+    buf[n++] = (char)(0x80 | (cp & 0x3f));
+    return n;
+}
+
+/* The string at p (at its opening quote) into *out (malloc'd, NUL-terminated): bytes as they
+ * are, escapes decoded to UTF-8. */
 static int parse_string(struct parser *p, char **out) {
     p->pos++; /* opening quote */
     size_t cap = 16, n = 0;
-    char *buf = malloc(cap);
-    CHECK(buf != NULL);
+    char *buf = XALLOC(cap);
     for (;;) {
-        if (p->pos >= p->len) {
-            free(buf);
-            return fail(p, "unterminated string");
-        }
-        unsigned char c = (unsigned char)p->s[p->pos++];
+        const char *why = p->pos >= p->len ? "unterminated string" : NULL;
+        unsigned char c = why ? 0 : (unsigned char)p->s[p->pos++];
+        if (!why && c == '"') break;
+        if (!why && c < 0x20) why = "control character in string";
         unsigned cp = c;
-        if (c == '"') break;
-        if (c < 0x20) {
+        if (why || (c == '\\' && parse_escape(p, &cp) != 0)) {
             free(buf);
-            return fail(p, "control character in string");
-        }
-        if (c == '\\') {
-            if (p->pos >= p->len) {
-                free(buf);
-                return fail(p, "unterminated escape");
-            }
-            char esc = p->s[p->pos++];
-            switch (esc) {
-            case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
-            case '/': cp = '/'; break;
-            case 'b': cp = '\b'; break;
-            case 'f': cp = '\f'; break;
-            case 'n': cp = '\n'; break;
-            case 'r': cp = '\r'; break;
-            case 't': cp = '\t'; break;
-            case 'u':
-                if (hex4(p, &cp) != 0) {
-                    free(buf);
-                    return -1;
-                }
-                if (cp >= 0xd800 && cp < 0xdc00 && p->len - p->pos >= 6 && p->s[p->pos] == '\\' &&
-                    p->s[p->pos + 1] == 'u') {
-                    unsigned lo;
-                    p->pos += 2;
-                    if (hex4(p, &lo) != 0) {
-                        free(buf);
-                        return -1;
-                    }
-                    if (lo >= 0xdc00 && lo < 0xe000) cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                }
-                break;
-            default: free(buf); return fail(p, "bad escape in string");
-            }
+            return why ? fail(p, why) : -1;
         }
         if (n + 5 > cap) {
             cap *= 2;
             buf = realloc(buf, cap);
             CHECK(buf != NULL);
         }
-        if (c == '\\' && cp >= 0x80) { /* encode the escaped code point as UTF-8 */
-            if (cp < 0x800) {
-                buf[n++] = (char)(0xc0 | cp >> 6);
-            } else if (cp < 0x10000) {
-                buf[n++] = (char)(0xe0 | cp >> 12);
-                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            } else {
-                buf[n++] = (char)(0xf0 | cp >> 18);
-                buf[n++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            }
-            buf[n++] = (char)(0x80 | (cp & 0x3f));
-        } else {
-            buf[n++] = (char)cp;
-        }
+        if (c == '\\') n += utf8_put(buf + n, cp);
+        else buf[n++] = (char)c;
     }
     buf[n] = '\0';
     *out = buf;

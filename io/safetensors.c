@@ -119,97 +119,126 @@ static int cmp_size(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
+/* The 8-byte header length and the JSON header after it into st->header and st->data_start. */
+static int header_parse(struct safetensors *st, struct err *e) {
+    const char *path = st->path;
+    if (st->size < 8) return err_set(e, "%s: truncated: %zu bytes, not a safetensors file", path, st->size);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)st->file[i] << (8 * i);
+    if (hlen > MAX_HEADER || hlen < 2)
+        return err_set(e, "%s: header size %" PRIu64 " is invalid: not a safetensors file", path, hlen);
+    if (8 + hlen > st->size)
+        return err_set(e, "%s: truncated: header needs %" PRIu64 " bytes, file has %zu", path, 8 + hlen,
+                       st->size);
+    struct err je;
+    if (json_parse((const char *)st->file + 8, (size_t)hlen, &st->header, &je) != 0)
+        return err_set(e, "%s: corrupt header: %s", path, je.msg);
+    if (st->header.type != JSON_OBJECT) return err_set(e, "%s: header is not a JSON object", path);
+    st->data_start = 8 + (size_t)hlen;
+    return 0;
+}
+
+/* The bytes of one element of safetensors dtype name, 0 for a name it does not define. */
+static size_t dtype_name_size(const char *name) {
+    static const struct {
+        const char *name;
+        size_t size;
+    } known[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+                 {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8}};
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        if (strcmp(name, known[k].name) == 0) return known[k].size;
+    return 0;
+}
+
+/* The element count of a shape (at most 8 non-negative integer dimensions, 2^40 elements), or
+ * -1 for anything else. */
+static int shape_count(const struct json *sh, size_t *n) {
+    if (!sh || sh->type != JSON_ARRAY || sh->count > 8) return -1;
+    *n = 1;
+    for (int d = 0; d < sh->count; d++) {
+        double v = sh->items[d].number;
+        if (sh->items[d].type != JSON_NUMBER || v < 0 || v > 1e12 || v != (double)(int64_t)v) return -1;
+        *n *= (size_t)v;
+        if (*n > ((size_t)1 << 40)) return -1;
+    }
+    return 0;
+}
+
+/* Header entry name: __metadata__ maps strings to strings; a tensor has a known dtype, an
+ * integer shape, and offsets inside the data section of its byte count (numel x dtype size),
+ * stored in range[2]. 1 for __metadata__, 0 for a tensor, -1 with one line in e. */
+static int entry_check(const struct safetensors *st, const char *name, const struct json *t, size_t range[2],
+                       struct err *e) {
+    const char *path = st->path;
+    if (strcmp(name, "__metadata__") == 0) {
+        if (t->type != JSON_OBJECT) return err_set(e, "%s: __metadata__ must be an object", path);
+        for (int k = 0; k < t->count; k++)
+            if (t->items[k].type != JSON_STRING)
+                return err_set(e, "%s: __metadata__ must map strings to strings", path);
+        return 1;
+    }
+    const struct json *dt = json_get(t, "dtype");
+    size_t elsize = dt && dt->type == JSON_STRING ? dtype_name_size(dt->string) : 0, n, b, en;
+    size_t data_len = st->size - st->data_start;
+    if (!elsize) return err_set(e, "%s: tensor %s: missing or unknown dtype", path, name);
+    if (shape_count(json_get(t, "shape"), &n) != 0) return err_set(e, "%s: tensor %s: bad shape", path, name);
+    if (get_offsets(t, &b, &en) != 0) return err_set(e, "%s: tensor %s: bad data_offsets", path, name);
+    if (en > data_len)
+        return err_set(e, "%s: truncated: tensor %s ends at data byte %zu, data section has %zu", path, name,
+                       en, data_len);
+    if (en - b != n * elsize)
+        return err_set(e, "%s: tensor %s: %zu bytes for %zu elements of %s", path, name, en - b, n,
+                       dt->string);
+    range[0] = b, range[1] = en;
+    return 0;
+}
+
+/* Every header entry checked (entry_check), and the tensors' byte ranges tiling the data
+ * section exactly: no overlap, no gap, nothing after the last. */
+static int entries_check(const struct safetensors *st, struct err *e) {
+    size_t(*ranges)[2] = XALLOC(sizeof *ranges * (size_t)(st->header.count + 1));
+    int nr = 0, rc = 0;
+    for (int i = 0; !rc && i < st->header.count; i++) {
+        rc = entry_check(st, st->header.keys[i], &st->header.items[i], ranges[nr], e);
+        if (rc == 0) nr++;
+        rc = rc < 0 ? -1 : 0;
+    }
+    qsort(ranges, (size_t)nr, sizeof *ranges, cmp_size);
+    size_t at = 0, data_len = st->size - st->data_start;
+    for (int i = 0; i < nr && !rc; i++) {
+        if (ranges[i][0] != at)
+            rc = err_set(e, "%s: tensor data overlaps or leaves a gap at data byte %zu", st->path, at);
+        at = ranges[i][1];
+    }
+    if (!rc && at != data_len)
+        rc = err_set(e, "%s: %zu bytes after the last tensor: file damaged or not a safetensors file",
+                     st->path, data_len - at);
+    free(ranges);
+    return rc;
+}
+
+/* The data section's CRC-32 against the metadata's "crc32" (8 hex digits), which cifar10-dp
+ * writes in every file. */
+static int crc_check(const struct safetensors *st, struct err *e) {
+    const char *stored = safetensors_meta(st, "crc32");
+    uint32_t crc =
+        crc_update((uint32_t)crc32(0L, Z_NULL, 0), st->file + st->data_start, st->size - st->data_start);
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08" PRIx32, crc);
+    if (!stored) return err_set(e, "%s: no crc32 in the metadata: not written by cifar10-dp", st->path);
+    if (strcmp(stored, hex) != 0)
+        return err_set(e, "%s: data checksum mismatch (crc32 %s stored, %s computed): the file is corrupt",
+                       st->path, stored, hex);
+    return 0;
+}
+
 int safetensors_read(const char *path, struct safetensors *st, struct err *e) {
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
     if (file_read_all(path, &st->file, &st->size, e) != 0) return -1;
-    int rc = 0;
-    uint64_t hlen = 0;
-    if (st->size < 8) rc = err_set(e, "%s: truncated: %zu bytes, not a safetensors file", path, st->size);
-    if (!rc) {
-        for (int i = 0; i < 8; i++) hlen |= (uint64_t)st->file[i] << (8 * i);
-        if (hlen > MAX_HEADER || hlen < 2)
-            rc = err_set(e, "%s: header size %" PRIu64 " is invalid: not a safetensors file", path, hlen);
-        else if (8 + hlen > st->size)
-            rc = err_set(e, "%s: truncated: header needs %" PRIu64 " bytes, file has %zu", path, 8 + hlen,
-                         st->size);
-    }
-    struct err je;
-    if (!rc && json_parse((const char *)st->file + 8, (size_t)hlen, &st->header, &je) != 0)
-        rc = err_set(e, "%s: corrupt header: %s", path, je.msg);
-    if (!rc && st->header.type != JSON_OBJECT) rc = err_set(e, "%s: header is not a JSON object", path);
-    st->data_start = 8 + (size_t)hlen;
-    size_t data_len = st->size - st->data_start;
-    /* Every tensor: known dtype, integer shape, offsets inside the data, byte count = numel *
-     * dtype size; together the tensors tile the data section exactly. */
-    size_t(*ranges)[2] = NULL;
-    int nr = 0;
-    if (!rc) ranges = malloc(sizeof *ranges * (size_t)(st->header.count + 1));
-    for (int i = 0; !rc && i < st->header.count; i++) {
-        const char *name = st->header.keys[i];
-        const struct json *t = &st->header.items[i];
-        if (strcmp(name, "__metadata__") == 0) {
-            for (int k = 0; k < t->count && !rc; k++)
-                if (t->type != JSON_OBJECT || t->items[k].type != JSON_STRING)
-                    rc = err_set(e, "%s: __metadata__ must map strings to strings", path);
-            if (t->type != JSON_OBJECT) rc = err_set(e, "%s: __metadata__ must be an object", path);
-            continue;
-        }
-        const struct json *dt = json_get(t, "dtype"), *sh = json_get(t, "shape");
-        size_t b, en, elsize = 0, n = 1;
-        if (dt && dt->type == JSON_STRING) {
-            static const struct {
-                const char *name;
-                size_t size;
-            } known[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-                         {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8}};
-            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-                if (strcmp(dt->string, known[k].name) == 0) elsize = known[k].size;
-        }
-        int shape_ok = sh && sh->type == JSON_ARRAY && sh->count <= 8;
-        for (int d = 0; shape_ok && d < sh->count; d++) {
-            double v = sh->items[d].number;
-            shape_ok = sh->items[d].type == JSON_NUMBER && v >= 0 && v <= 1e12 && v == (double)(int64_t)v;
-            if (shape_ok) n *= (size_t)v;
-            if (n > ((size_t)1 << 40)) shape_ok = 0;
-        }
-        if (!elsize) rc = err_set(e, "%s: tensor %s: missing or unknown dtype", path, name);
-        else if (!shape_ok) rc = err_set(e, "%s: tensor %s: bad shape", path, name);
-        else if (get_offsets(t, &b, &en) != 0) rc = err_set(e, "%s: tensor %s: bad data_offsets", path, name);
-        else if (en > data_len)
-            rc = err_set(e, "%s: truncated: tensor %s ends at data byte %zu, data section has %zu", path,
-                         name, en, data_len);
-        else if (en - b != n * elsize)
-            rc = err_set(e, "%s: tensor %s: %zu bytes for %zu elements of %s", path, name, en - b, n,
-                         dt->string);
-        else {
-            ranges[nr][0] = b, ranges[nr][1] = en;
-            nr++;
-        }
-    }
-    if (!rc) {
-        qsort(ranges, (size_t)nr, sizeof *ranges, cmp_size);
-        size_t at = 0;
-        for (int i = 0; i < nr && !rc; i++) {
-            if (ranges[i][0] != at)
-                rc = err_set(e, "%s: tensor data overlaps or leaves a gap at data byte %zu", path, at);
-            at = ranges[i][1];
-        }
-        if (!rc && at != data_len)
-            rc = err_set(e, "%s: %zu bytes after the last tensor: file damaged or not a safetensors file",
-                         path, data_len - at);
-    }
-    free(ranges);
-    if (!rc) {
-        const char *stored = safetensors_meta(st, "crc32");
-        uint32_t crc = crc_update((uint32_t)crc32(0L, Z_NULL, 0), st->file + st->data_start, data_len);
-        char hex[16];
-        snprintf(hex, sizeof hex, "%08" PRIx32, crc);
-        if (!stored) rc = err_set(e, "%s: no crc32 in the metadata: not written by cifar10-dp", path);
-        else if (strcmp(stored, hex) != 0)
-            rc = err_set(e, "%s: data checksum mismatch (crc32 %s stored, %s computed): the file is corrupt",
-                         path, stored, hex);
-    }
+    int rc = header_parse(st, e);
+    if (!rc) rc = entries_check(st, e);
+    if (!rc) rc = crc_check(st, e);
     if (rc) safetensors_free(st);
     return rc;
 }
