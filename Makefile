@@ -272,7 +272,7 @@ $(BUILD)/cifar10-bench: $(BUILD)/app/bench.o $(BUILD)/dist/dist.o $(LIB)
 	$(LINK)
 $(BUILD)/cifar10-test: $(BUILD)/app/test.o $(LIB)
 	$(LINK)
-$(BUILD)/cifar10-predict $(BUILD)/tests/image_dump: LDLIBS += -lpng -ljpeg
+$(BUILD)/cifar10-predict $(BUILD)/tests/image_dump $(BUILD)/tests/fuzz/fuzz_image: LDLIBS += -lpng -ljpeg
 $(BUILD)/cifar10-predict: $(BUILD)/app/predict.o $(LIB)
 	$(LINK)
 $(BUILD)/tests/test_dist: $(BUILD)/tests/test_dist.o $(BUILD)/tests/check.o $(BUILD)/tests/test_nets.o $(BUILD)/dist/dist.o $(LIB)
@@ -331,7 +331,7 @@ sanitize-build:
 
 # libFuzzer targets (tests/fuzz/), built by clang with ASan and UBSan into build-fuzz; tests/fuzz.sh
 # runs each from its seed corpus (FUZZ_SECONDS each, default 20).
-FUZZ_TARGETS := fuzz_cifar fuzz_checkpoint fuzz_config
+FUZZ_TARGETS := fuzz_cifar fuzz_checkpoint fuzz_config fuzz_image
 fuzz: fuzz-build
 	BUILD=build-fuzz tests/limit.sh 1800 tests/fuzz.sh
 fuzz-build:
