@@ -7,7 +7,7 @@
 Pictures are made here by PIL from known CIFAR-10-format records (tests/make_synthetic) in the
 forms real files take: RGB, RGBA, LA, grayscale and palette (with transparency) PNG, 16-bit RGB
 and grayscale PNG (written by hand: PIL cannot write 16-bit RGB), baseline, progressive,
-grayscale and CMYK JPEG, and EXIF orientations 3, 5, 6 and 8 (JPEG APP1 and PNG eXIf), at sizes
+grayscale and CMYK JPEG, and EXIF orientations 2 to 8 (JPEG APP1 and PNG eXIf), at sizes
 above, below and across 32 pixels. For each:
   - decoding (tests/image_dump's .rgb) equals PIL's ImageOps.exif_transpose(Image.open(f))
     .convert("RGB") exactly (16-bit grayscale: the high byte; PIL clips it instead);
@@ -101,6 +101,9 @@ def make_pictures(d, records):
     save("exif8.jpg", base[14].resize((60, 90), Image.BICUBIC), quality=92, exif=exif(8))
     save("exif3.png", base[15].resize((50, 40)), exif=exif(3))
     save("exif5.png", base[16].resize((36, 52)), exif=exif(5))
+    save("exif2.png", base[19].resize((44, 34)), exif=exif(2))
+    save("exif4.jpg", base[0].resize((40, 56), Image.BICUBIC), quality=92, exif=exif(4))
+    save("exif7.jpg", base[1].resize((72, 40), Image.BICUBIC), quality=92, exif=exif(7))
     big = np.kron(rgb[17].astype(np.uint16) * 257, np.ones((2, 3, 1), dtype=np.uint16))  # 64x96, 16-bit
     big[..., 0] += np.arange(96, dtype=np.uint16)[None, :]  # low bytes that must not matter
     png16(os.path.join(d, "rgb16.png"), big)
