@@ -242,16 +242,18 @@ static double triangle(double x) {
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-/* The weights that take in_size samples to out_size, as PIL's precompute_coeffs and
- * normalize_coeffs_8bpc compute them (the support widens with the reduction: antialiasing). */
-static struct axis axis_coeffs(int in_size, int out_size) {
+/* The weights of output samples [first, first + n) of the resampling that takes in_size samples
+ * to out_size, as PIL's precompute_coeffs and normalize_coeffs_8bpc compute them (the support
+ * widens with the reduction: antialiasing). Each output's weights depend on its index alone, so
+ * a window of them is what the whole axis would hold there. */
+static struct axis axis_coeffs(int in_size, long out_size, long first, int n) {
     double scale = (double)in_size / out_size, filterscale = scale < 1.0 ? 1.0 : scale, support = filterscale;
     struct axis a = {(int)ceil(support) * 2 + 1, NULL, NULL};
-    a.bounds = XALLOC((size_t)out_size * 2 * sizeof(int));
-    a.k = XALLOC((size_t)out_size * a.ksize * sizeof(int32_t));
+    a.bounds = XALLOC((size_t)n * 2 * sizeof(int));
+    a.k = XALLOC((size_t)n * a.ksize * sizeof(int32_t));
     double *kd = XALLOC((size_t)a.ksize * sizeof(double));
-    for (int xx = 0; xx < out_size; xx++) {
-        double center = (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+    for (int i = 0; i < n; i++) {
+        double center = ((double)(first + i) + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
         int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
         if (xmin < 0) xmin = 0;
         if (xmax > in_size) xmax = in_size;
@@ -259,10 +261,10 @@ static struct axis axis_coeffs(int in_size, int out_size) {
         for (int x = 0; x < xmax; x++) ww += kd[x] = triangle((x + xmin - center + 0.5) * ss);
         for (int x = 0; x < a.ksize; x++) {
             double v = x < xmax && ww != 0.0 ? kd[x] / ww : 0.0;
-            a.k[(size_t)xx * a.ksize + x] =
+            a.k[(size_t)i * a.ksize + x] =
                 (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
         }
-        a.bounds[2 * xx] = xmin, a.bounds[2 * xx + 1] = xmax;
+        a.bounds[2 * i] = xmin, a.bounds[2 * i + 1] = xmax;
     }
     free(kd);
     return a;
@@ -291,39 +293,50 @@ static void resample(const uint8_t *in, int in_step, int in_stride, uint8_t *out
         }
 }
 
-/* PIL's Image.resize(size, BILINEAR): the horizontal pass, then the vertical one, each only
- * when that side changes; 8-bit results after each. */
-static uint8_t *pil_resize(const struct image *img, int ow, int oh) {
-    const uint8_t *src = img->rgb;
-    uint8_t *tmp = NULL, *out = XALLOC((size_t)ow * oh * 3);
-    int w = img->w;
-    if (ow != img->w) {
-        struct axis a = axis_coeffs(img->w, ow);
-        tmp = XALLOC((size_t)ow * img->h * 3);
-        resample(src, 1, img->w, tmp, 1, ow, img->h, ow, &a);
-        free(a.bounds), free(a.k);
-        src = tmp, w = ow;
+/* torchvision's Resize(32) then CenterCrop(32), as PIL's Image.resize((ow, oh), BILINEAR) (the
+ * horizontal pass, then the vertical one, each only when that side changes; 8-bit results after
+ * each) and the crop at (left, top), computing only what the crop keeps: the horizontal pass
+ * for the crop's 32 columns over the input rows the vertical pass reads, then the vertical pass
+ * for its 32 rows. The same values as the whole resize (each output sample depends on its own
+ * weights alone), without a resized picture 32 x (32 long / short) pixels large: a 1 x
+ * 1,000,000 PNG's would take 3 GB. out: [32][32][3]. */
+static void resize_crop(const struct image *img, long ow, long oh, long left, long top, uint8_t *out) {
+    int w = img->w, h = img->h, y0 = (int)top, y1 = (int)top + 32; /* the input rows read */
+    struct axis v = {0, NULL, NULL};
+    if (oh != h) {
+        v = axis_coeffs(h, oh, top, 32);
+        y0 = v.bounds[0], y1 = v.bounds[2 * 31] + v.bounds[2 * 31 + 1]; /* windows move forward */
+        for (int i = 0; i < 32; i++) v.bounds[2 * i] -= y0;
     }
-    if (oh != img->h) {
-        struct axis a = axis_coeffs(img->h, oh);
-        resample(src, w, 1, out, ow, 1, ow, oh, &a); /* lines are columns here */
+    /* cols: the crop's 32 columns of rows [y0, y1), row stride `stride` pixels */
+    const uint8_t *cols;
+    uint8_t *tmp = NULL;
+    int stride = w;
+    if (ow != w) {
+        struct axis a = axis_coeffs(w, ow, left, 32);
+        tmp = XALLOC((size_t)32 * (y1 - y0) * 3);
+        resample(img->rgb + (size_t)y0 * w * 3, 1, w, tmp, 1, 32, y1 - y0, 32, &a);
         free(a.bounds), free(a.k);
+        cols = tmp, stride = 32;
     } else {
-        memcpy(out, src, (size_t)ow * oh * 3);
+        cols = img->rgb + ((size_t)y0 * w + (size_t)left) * 3;
+    }
+    if (oh != h) {
+        resample(cols, stride, 1, out, 32, 1, 32, 32, &v); /* lines are columns here */
+        free(v.bounds), free(v.k);
+    } else {
+        for (int y = 0; y < 32; y++) memcpy(out + (size_t)y * 32 * 3, cols + (size_t)y * stride * 3, 32 * 3);
     }
     free(tmp);
-    return out;
 }
 
 void image_to_cifar(const struct image *img, uint8_t out[3 * 32 * 32]) {
-    int w = img->w, h = img->h, shorter = w <= h ? w : h, longer = w <= h ? h : w;
-    int new_long = (int)(32.0 * longer / shorter), ow = w <= h ? 32 : new_long, oh = w <= h ? new_long : 32;
-    uint8_t *r = pil_resize(img, ow, oh);
+    long w = img->w, h = img->h, shorter = w <= h ? w : h, longer = w <= h ? h : w;
+    long new_long = (long)(32.0 * longer / shorter), ow = w <= h ? 32 : new_long, oh = w <= h ? new_long : 32;
     /* torchvision's center_crop: int(round((size - 32) / 2.0)), Python rounding half to even */
-    int top = (int)lrint((oh - 32) / 2.0), left = (int)lrint((ow - 32) / 2.0);
+    long top = lrint((oh - 32) / 2.0), left = lrint((ow - 32) / 2.0);
+    uint8_t rgb[32 * 32 * 3];
+    resize_crop(img, ow, oh, left, top, rgb);
     for (int c = 0; c < 3; c++)
-        for (int y = 0; y < 32; y++)
-            for (int x = 0; x < 32; x++)
-                out[(c * 32 + y) * 32 + x] = r[((size_t)(y + top) * ow + x + left) * 3 + c];
-    free(r);
+        for (int p = 0; p < 32 * 32; p++) out[c * 32 * 32 + p] = rgb[p * 3 + c];
 }

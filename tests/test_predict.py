@@ -8,7 +8,8 @@ Pictures are made here by PIL from known CIFAR-10-format records (tests/make_syn
 forms real files take: RGB, RGBA, LA, grayscale and palette (with transparency) PNG, 16-bit RGB
 and grayscale PNG (written by hand: PIL cannot write 16-bit RGB), baseline, progressive,
 grayscale and CMYK JPEG, and EXIF orientations 2 to 8 (JPEG APP1 and PNG eXIf), at sizes
-above, below and across 32 pixels. For each:
+above, below and across 32 pixels, two of them 10,000 and 20,000 times as long as wide (and one interlaced
+PNG, written by libpng: tests/fuzz/corpus/image). For each:
   - decoding (tests/image_dump's .rgb) equals PIL's ImageOps.exif_transpose(Image.open(f))
     .convert("RGB") exactly (16-bit grayscale: the high byte; PIL clips it instead);
   - the 32x32 result (.cifar) equals torchvision's Resize(32) + CenterCrop(32) on that picture
@@ -25,6 +26,7 @@ pictures are still classified. Ends with "predict: N passed, M failed".
 import io
 import json
 import os
+import resource
 import struct
 import subprocess
 import sys
@@ -104,6 +106,12 @@ def make_pictures(d, records):
     save("exif2.png", base[19].resize((44, 34)), exif=exif(2))
     save("exif4.jpg", base[0].resize((40, 56), Image.BICUBIC), quality=92, exif=exif(4))
     save("exif7.jpg", base[1].resize((72, 40), Image.BICUBIC), quality=92, exif=exif(7))
+    # Resize(32) makes these 32 x 640,000 and 320,000 x 32: the crop far from the origin
+    save("tall-2x40000.png", base[2].resize((2, 40000), Image.BICUBIC))
+    save("wide-30000x3.jpg", base[3].resize((30000, 3), Image.BICUBIC), quality=90)
+    # interlaced (Adam7, palette with transparency): PIL cannot write one; libpng wrote this seed
+    pics["interlaced.png"] = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "corpus", "image",
+                                           "palette-interlaced.png"), None)
     big = np.kron(rgb[17].astype(np.uint16) * 257, np.ones((2, 3, 1), dtype=np.uint16))  # 64x96, 16-bit
     big[..., 0] += np.arange(96, dtype=np.uint16)[None, :]  # low bytes that must not matter
     png16(os.path.join(d, "rgb16.png"), big)
@@ -190,6 +198,17 @@ def main():
             diff = int(np.abs(rec.astype(int) - tv.astype(int)).max())
             check(f"{name}: 32x32 == torchvision's Resize(32) + CenterCrop(32) (max diff {diff})", diff == 0)
             ours[name] = (path, rec)
+
+        # Resize(32) would make this 32 x 32,000,000 pixels (3.1 GB), of which the crop keeps 32
+        # rows: ours computes only those, so 1 GiB of address space is plenty.
+        tall = os.path.join(d, "tall-1x1000000.png")
+        Image.new("RGB", (1, 1000000), (77, 140, 200)).save(tall)
+        limit = (1 << 30, 1 << 30)
+        r = subprocess.run([os.path.join(build, "tests", "image_dump"), tall, tall + ".out"], capture_output=True,
+                           text=True, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, limit))
+        rec = np.fromfile(tall + ".out.cifar", dtype=np.uint8).reshape(3, 32 * 32) if r.returncode == 0 else None
+        check("1 x 1,000,000 picture (libpng's most rows): its colour in every pixel of the 32x32, within 1 GiB",
+              rec is not None and all((rec[c] == v).all() for c, v in enumerate((77, 140, 200))), r.stderr)
 
         names = sorted(ours)
         for tta in (0, 1):
