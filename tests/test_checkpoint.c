@@ -294,10 +294,12 @@ static void test_json(void) {
     struct json j;
     struct err e;
     EXPECT(json_parse(deep, 200, &j, &e) == -1 && strstr(e.msg, "nested"), "deep nesting accepted");
-    const char *good = " {\"s\":\"a\\\"b\\u00e9\\n\\u20ac\\ud83d\\ude00\xc3\xbc\",\"n\":-1.5e2,\"t\":true,"
+    const char *good = " {\"s\":\"a\\\"b\\u00e9\\n\\u20ac\\ud83d\\ude00\xc3\xbc\\\\\\/"
+                       "\\b\\f\\r\\t\",\"n\":-1.5e2,\"t\":true,"
                        "\"z\":null,\"a\":[1,{\"k\":[]}]} ";
     EXPECT(json_parse(good, strlen(good), &j, &e) == 0, "valid json rejected: %s", e.msg);
-    EXPECT(strcmp(json_get(&j, "s")->string, "a\"b\xc3\xa9\n\xe2\x82\xac\xf0\x9f\x98\x80\xc3\xbc") == 0 &&
+    EXPECT(strcmp(json_get(&j, "s")->string,
+                  "a\"b\xc3\xa9\n\xe2\x82\xac\xf0\x9f\x98\x80\xc3\xbc\\/\b\f\r\t") == 0 &&
                json_get(&j, "n")->number == -150 && json_get(&j, "t")->boolean == 1 &&
                json_get(&j, "a")->count == 2 && json_get(&j, "missing") == NULL,
            "json values");
