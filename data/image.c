@@ -100,6 +100,7 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, long m
         goto done;
     }
     png_set_read_fn(png, &src, png_mem_read);
+    png_set_user_limits(png, 0x7fffffff, 0x7fffffff); /* PNG's own; max_pixels guards instead */
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     if (too_big(path, w, h, max_pixels, e)) goto done;
@@ -299,7 +300,8 @@ static void resample(const uint8_t *in, int in_step, int in_stride, uint8_t *out
  * for the crop's 32 columns over the input rows the vertical pass reads, then the vertical pass
  * for its 32 rows. The same values as the whole resize (each output sample depends on its own
  * weights alone), without a resized picture 32 x (32 long / short) pixels large: a 1 x
- * 1,000,000 PNG's would take 3 GB. out: [32][32][3]. */
+ * 64,000,000 picture's (cifar10-predict's default --max-pixels) would take 196 GB. out:
+ * [32][32][3]. */
 static void resize_crop(const struct image *img, long ow, long oh, long left, long top, uint8_t *out) {
     int w = img->w, h = img->h, y0 = (int)top, y1 = (int)top + 32; /* the input rows read */
     struct axis v = {0, NULL, NULL};
