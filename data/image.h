@@ -31,7 +31,8 @@ void image_free(struct image *img);
  * bilinear filter with its antialiasing support and its 8-bit fixed-point arithmetic, horizontal
  * pass first) then CenterCrop(32) (offset round((size - 32) / 2), half to even as Python
  * rounds), written as a CIFAR-10 record's pixels: planar [3][32][32]. Only the pixels the crop
- * keeps are computed, so a 1 x 2,000,000 picture takes kilobytes, not the 6 GB of its resize. */
+ * keeps are computed: for a 1 x 2,000,000 picture kilobytes beside its 6 MB of pixels, not the 6 GB
+ * of its whole resize. */
 void image_to_cifar(const struct image *img, uint8_t out[3 * 32 * 32]);
 
 #endif
