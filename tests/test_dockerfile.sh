@@ -43,6 +43,9 @@ mkdir -p "$T/src"
 git -C "$SRC" ls-files -z | (cd "$SRC" && xargs -0 cp --parents -t "$T/src")
 (
   cd "$T/src" || exit 1
+  # The image's build sees none of this run's make settings: `make BUILD=DIR test` passes BUILD
+  # on (environment, MAKEFLAGS), and the copy's make would rebuild DIR, without the CUDA backend.
+  unset BUILD OPT CFLAGS CUDA CUDA_ARCH SANITIZE FUZZ MAKEFLAGS MFLAGS MAKELEVEL
   export MAKE_FLAGS=$cpu_flags
   for r in "${build_runs[@]}"; do sh -c "$r" >"$T/build.log" 2>&1 || { tail -n 20 "$T/build.log"; exit 1; }; done
 )
