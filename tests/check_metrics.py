@@ -14,6 +14,7 @@ Prints "metrics: N passed, M failed"; exit status 1 when anything failed.
 """
 import json
 import re
+import os
 import sys
 
 FIELDS = {
@@ -26,16 +27,11 @@ FIELDS = {
 SAME = ["kind", "epoch", "step", "global_step", "loss", "lr", "train_loss", "train_accuracy", "test_accuracy",
         "tta"]
 
-passed = failed = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
 
-
-def check(what, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: %s%s" % (what, ": " + detail if detail else ""))
+tally = Tally("metrics")
+check = tally.check
 
 
 def load(path):
@@ -115,8 +111,7 @@ def main():
         against_log(sys.argv[1], sys.argv[2], int(sys.argv[3]))
     else:
         sys.exit(__doc__)
-    print("metrics: %d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(tally.report())
 
 
 if __name__ == "__main__":

@@ -16,19 +16,14 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K8S = os.path.join(ROOT, "k8s")
 PARTS = ["storage", "data", "train-cpu", "train-gpu", "test", "tensorboard"]
-passed = failed = 0
-
-
-def check(what, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: %s %s" % (what, detail))
+tally = Tally("k8s manifests")
+check = tally.check
 
 
 def kubectl():
@@ -365,8 +360,7 @@ def main():
               any("train-cpu MPIJob/cifar10-train/Worker" in b and "c7i.2xlarge" in b for b in bad), "; ".join(bad))
     finally:
         shutil.rmtree(tmp)
-    print("k8s manifests: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.report()
 
 
 sys.exit(main())

@@ -21,17 +21,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("plot_run", os.path.join(HERE, "..", "scripts", "plot-run.py"))
 plot_run = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(plot_run)
+sys.path.insert(0, HERE)
+from tally import Tally  # noqa: E402
 
-passed = failed = 0
-
-
-def check(what, ok):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}")
+tally = Tally("plots")
+check = tally.check
 
 
 def write_run(path, run, steps_per_epoch, epochs, print_freq, test, final):
@@ -160,5 +154,4 @@ def confusion(d):
 with tempfile.TemporaryDirectory() as d:
     curves(d)
     confusion(d)
-print(f"plots: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(tally.report())

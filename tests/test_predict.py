@@ -38,18 +38,11 @@ import torch
 from PIL import Image, ImageOps
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
 from torch_reference import NETWORKS, load_safetensors  # noqa: E402
 
-passed = failed = 0
-
-
-def check(what, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what} {detail}")
+tally = Tally("predict")
+check = tally.check
 
 
 def chunk(kind, data):
@@ -262,8 +255,7 @@ def main():
         r = subprocess.run([os.path.join(build, "cifar10-predict"), "--top", "11", "--model-file", model, bomb],
                            capture_output=True, text=True)
         check("--top 11: usage error, exit 2", r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr)
-    print(f"predict: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return tally.report()
 
 
 if __name__ == "__main__":

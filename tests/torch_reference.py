@@ -101,6 +101,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
 MOMENTUM, WEIGHT_DECAY = 0.9, 5e-4
 # legacy/airbench94.py's hyp['opt'] (what recipe mode needs of it; lr comes from the command line)
 AIRBENCH94 = dict(momentum=0.85, weight_decay=0.0153, bias_scaler=64.0, label_smoothing=0.2, lookahead=5)
@@ -246,17 +249,12 @@ def sgd(model, lr):
     return torch.optim.SGD([p for _, p in trainable(model)], lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
 
 
-passed = failed = 0
+tally = Tally("torch_reference")
 worst = {}
 
 
 def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL", what)
+    return tally.check(what, ok)
 
 
 def expect_entries(state, prefix, want, what, of):
@@ -479,8 +477,7 @@ def main():
     net = meta.get("model")
     if net not in NETWORKS:
         check(False, f"metadata model {net!r} is not a known network (known: {', '.join(NETWORKS)})")
-        print(f"torch_reference: {passed} passed, {failed} failed")
-        return 1
+        return tally.report()
     check(True, f"metadata model {net}")
     new_model = NETWORKS[net]
     print(f"torch_reference: network {net}")
@@ -489,8 +486,7 @@ def main():
     if recipe_name:
         if recipe_name != "airbench94":
             check(False, f"dump recipe {recipe_name!r} is not known (known: airbench94)")
-            print(f"torch_reference: {passed} passed, {failed} failed")
-            return 1
+            return tally.report()
         T, K = int(dump_meta["total_steps"]), int(dump_meta["steps_per_epoch"])
         check(float(dump_meta["learning_rate"]) == lr, f"dump learning rate {dump_meta['learning_rate']}, LR {lr}")
         check(int(dump_meta["batch"]) == xs.shape[1], f"dump batch {dump_meta['batch']}, x {xs.shape[1]}")
@@ -520,8 +516,7 @@ def main():
         dumped_ok &= sorted(a) == want
         check(sorted(a) == want, f"step {s + 1}: our layer outputs dumped for layers {sorted(a)}, want {want}")
     if not dumped_ok:  # another network's dump, or the wrong format: nothing below would be meaningful
-        print(f"torch_reference: {passed} passed, {failed} failed")
-        return 1
+        return tally.report()
 
     # 2. Step 1 from the common start: gradients, ours and PyTorch float32 vs float64.
     models = {}
@@ -616,8 +611,7 @@ def main():
     check(e <= 1e-4, f"final model eval logits: rel L2 {e:.3g}")
     for k, v in worst.items():
         print(f"torch_reference: worst {k}: {v:.3g}")
-    print(f"torch_reference: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return tally.report()
 
 
 if __name__ == "__main__":
