@@ -1,5 +1,8 @@
 #include "device.h"
 
+#include "../common/cpus.h"
+
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,4 +160,17 @@ const struct kernels *device_select(enum device_kind want, enum precision precis
     snprintf(desc, size, "cpu (auto: this build has no CUDA backend)");
     return cpu_table(precision, bf16_ok, desc, size, e);
 #endif
+}
+
+const struct kernels *device_open_fp32(enum device_kind want, int threads, char *desc, size_t size) {
+    if (!threads) {
+        struct cpus c;
+        cpus_detect(&c);
+        threads = c.usable;
+    }
+    omp_set_num_threads(threads);
+    struct err e = {""};
+    const struct kernels *k = device_select(want, PRECISION_FP32, 0, 0, desc, size, &e);
+    if (!k) err_die(1, "%s", e.msg);
+    return k;
 }

@@ -31,6 +31,11 @@ const char *precision_name(enum precision p);
 const struct kernels *device_select(enum device_kind want, enum precision precision, int bf16_ok,
                                     int local_rank, char *desc, size_t size, struct err *e);
 
+/* For a program that only scores (cifar10-test, cifar10-predict): OpenMP gets threads threads
+ * (0: the CPUs this process may use), then device_select in fp32 for local rank 0; exits with
+ * its one line when the device cannot be had. */
+const struct kernels *device_open_fp32(enum device_kind want, int threads, char *desc, size_t size);
+
 /* Before MPI starts (dist_init), where CIFAR10_CUDA_AWARE_MPI=1 asks for gradients reduced in
  * GPU memory and the command line does not say --device cpu: makes current the GPU that
  * device_select will give this rank, from the launcher's node-local rank

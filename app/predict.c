@@ -2,7 +2,6 @@
  * torchvision's Resize(32) + CenterCrop(32) would (data/image.h), normalised as in training, and
  * scored in eval mode; prints the top classes with their probabilities (softmax of the logits,
  * after test-time augmentation when asked). */
-#include "../common/cpus.h"
 #include "../common/err.h"
 #include "../data/cifar.h"
 #include "../data/image.h"
@@ -16,7 +15,6 @@
 
 #include <getopt.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,16 +218,9 @@ int main(int argc, char **argv) {
     err_set_progname("cifar10-predict");
     struct options o;
     int first = parse_args(argc, argv, &o);
-    if (!o.threads) {
-        struct cpus c;
-        cpus_detect(&c);
-        o.threads = c.usable;
-    }
-    omp_set_num_threads(o.threads);
-    struct err e = {""};
     char desc[768];
-    const struct kernels *k = device_select(o.device, PRECISION_FP32, 0, 0, desc, sizeof desc, &e);
-    if (!k) err_die(1, "%s", e.msg);
+    const struct kernels *k = device_open_fp32(o.device, o.threads, desc, sizeof desc);
+    struct err e = {""};
     const struct net_def *net = checkpoint_net(o.model_file, &e);
     if (!net || checkpoint_check_input(o.model_file, &e) != 0) err_die(1, "%s", e.msg);
     CHECK(net->classes == CIFAR_CLASSES);

@@ -1,6 +1,5 @@
 /* cifar10-test: scores a model file on test_batch.bin (eval mode) in the workshop's format,
  * with per-class accuracy and a confusion matrix; --min-accuracy turns it into a gate. */
-#include "../common/cpus.h"
 #include "../common/err.h"
 #include "../common/file.h"
 #include "../data/cifar.h"
@@ -13,7 +12,6 @@
 #include "options.h"
 
 #include <getopt.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,17 +208,9 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct test_options o;
     parse_args(argc, argv, &o);
-    if (!o.threads) {
-        struct cpus c;
-        cpus_detect(&c);
-        o.threads = c.usable;
-    }
-    omp_set_num_threads(o.threads);
-
-    struct err e = {""};
     char desc[768];
-    const struct kernels *k = device_select(o.device, PRECISION_FP32, 0, 0, desc, sizeof desc, &e);
-    if (!k) err_die(1, "%s", e.msg);
+    const struct kernels *k = device_open_fp32(o.device, o.threads, desc, sizeof desc);
+    struct err e = {""};
     printf("device: %s\n", desc);
     printf("reading %s\n", o.data_path);
     struct cifar_data data;
