@@ -343,9 +343,10 @@ struct kernels {
      * the compute queue, with the arguments and buffers its ops were called with (their
      * contents as they are then); graph_destroy waits for the compute queue, then frees it.
      * Between capture_begin and capture_end only ops that run on the compute queue may be
-     * called: no alloc, copy, download, event or timer call, no convolution shape not planned
-     * before, nothing that needs more scratch than an earlier run of the same ops did (run them
-     * once first); a backend stops with a message naming what broke the rule. */
+     * called: no alloc, copy, download, event, timer or scalars_set call (a graph reads the
+     * scalars as they are when it runs), no convolution shape not planned before, nothing that
+     * needs more scratch than an earlier run of the same ops did (run them once first); a
+     * backend stops with a message naming what broke the rule. */
     int (*capture_begin)(void);
     struct kernels_graph *(*capture_end)(void);
     void (*graph_launch)(struct kernels_graph *g);

@@ -248,6 +248,8 @@ void cuda_lookahead_update(float *p, float *ema, size_t n, const float *weight) 
 
 void cuda_scalars_set(float *dst, const float *v, int n) {
     CHECK(n >= 1 && n <= SCALARS_SET_MAX);
+    /* captured, v would be baked into the graph: every replay would set this step's numbers */
+    if (cuda_capturing()) err_die(1, "internal error: scalars_set during a graph capture");
     struct scalars s = {};
     memcpy(s.v, v, (size_t)n * sizeof(float));
     scalars_kernel<<<1, 32, 0, cuda_stream()>>>(dst, s, n);

@@ -644,8 +644,15 @@ cudaError_t cudaFreeHost(void *p) {
 /* Deferred streams (lazy, random) keep CUDA's rules for pageable host memory: a copy from it
  * reads it before the call returns (here: a snapshot, copied when the copy runs), and a copy
  * into it has finished when the call returns (its stream runs up to it). Page-locked memory is
- * read and written when the copy runs. */
+ * read and written when the copy runs. A copy with pageable host memory captured into a graph
+ * fails here (the backend's rule, stricter than CUDA, which records it: each replay would then
+ * copy with none of that ordering with the host, after the memory may be gone). */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+    if (cudaemu::captures(s) && ((kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) ||
+                                 (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)))) {
+        fprintf(stderr, "cudaemu: cudaMemcpyAsync with pageable host memory captured into a graph\n");
+        return cudaErrorInvalidValue;
+    }
     bool deferred = cudaemu::streams_deferred() && !cudaemu::captures(s);
     if (deferred && kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
         auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);

@@ -154,6 +154,25 @@ int main() {
     if (order == "eager")
         check(pageable[0] == 5, "eager: a copy from page-locked memory did not run at issue");
 
+    /* Captured into a graph, a copy takes page-locked host memory only; the graph's copy then
+     * reads it when the graph runs. */
+    cudaGraph_t graph;
+    CU(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal));
+    check(cudaMemcpyAsync(pageable.data(), dev, BYTES, cudaMemcpyDeviceToHost, s1) != cudaSuccess,
+          "a captured copy into pageable memory was accepted");
+    check(cudaMemcpyAsync(dev, pageable.data(), BYTES, cudaMemcpyHostToDevice, s1) != cudaSuccess,
+          "a captured copy from pageable memory was accepted");
+    CU(cudaMemcpyAsync(dev, pinned, BYTES, cudaMemcpyHostToDevice, s1));
+    CU(cudaStreamEndCapture(s1, &graph));
+    cudaGraphExec_t exec;
+    CU(cudaGraphInstantiate(&exec, graph, 0));
+    memset(pinned, 11, BYTES);
+    CU(cudaGraphLaunch(exec, s1));
+    CU(cudaMemcpyAsync(pageable.data(), dev, BYTES, cudaMemcpyDeviceToHost, s1));
+    check(pageable[0] == 11, "a graph's copy did not read page-locked memory as it ran");
+    CU(cudaGraphExecDestroy(exec));
+    CU(cudaGraphDestroy(graph));
+
     /* random: work on s1 issued before work on s2 sometimes runs after it (s2 synchronised
      * first), sometimes before; lazy: always after. */
     int s1_first = 0, s2_first = 0;
