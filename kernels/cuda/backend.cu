@@ -300,7 +300,12 @@ static void cuda_compute_wait(struct kernels_event *e) {
 static int cuda_event_done(struct kernels_event *e) {
     not_capturing("event_done");
     cudaError_t rc = cudaEventQuery((cudaEvent_t)e);
-    if (rc == cudaErrorNotReady) return 0;
+    if (rc == cudaErrorNotReady) {
+        /* no error, but a runtime may keep it as the last one, which the next launch's check
+         * (cudaGetLastError) would report; any other error pending stays for that check */
+        if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+        return 0;
+    }
     CUDA_CHECK(rc);
     return 1;
 }

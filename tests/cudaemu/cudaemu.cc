@@ -514,6 +514,7 @@ cudaError_t cudaGetLastError(void) {
     cudaemu::last_error = cudaSuccess;
     return e;
 }
+cudaError_t cudaPeekAtLastError(void) { return cudaemu::last_error; }
 
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
@@ -723,6 +724,9 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
     std::lock_guard<std::recursive_mutex> g(cudaemu::qlock);
     if (!e->q || e->q->done >= e->seq) return cudaSuccess;
     cudaemu::run_until(e->q, e->seq);
+    /* "not ready" kept as the last error too, as a runtime may (HIP's does): a caller that
+     * leaves it there sees it at its next launch check */
+    cudaemu::last_error = cudaErrorNotReady;
     return cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {

@@ -193,6 +193,7 @@ struct cudaDeviceProp {
 typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
 
 cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaDriverGetVersion(int *v);
