@@ -94,7 +94,8 @@ run "$BIN/cifar10-predict" --version
 expect_out "predict --version" "^cifar10-predict [0-9]+\.[0-9]+\.[0-9]+$"
 for case in "|no IMAGE given" "--top 0 x.png|--top: 0 is out of range" "--tta 3 x.png|--tta: 3 is out of range" \
   "--max-pixels abc x.png|--max-pixels: 'abc'" "--device tpu x.png|--device: 'tpu' is not cpu, cuda or auto" \
-  "--json=1 x.png|--json=1" "--frobnicate x.png|--frobnicate: unknown flag (try --help)"; do
+  "--json=1 x.png|--json=1" "--frobnicate x.png|--frobnicate: unknown flag (try --help)" \
+  "--threads 0 x.png|--threads: 0 is out of range" "x.png --top|--top: missing value"; do
   args=${case%%|*} want=${case#*|}
   # shellcheck disable=SC2086
   run "$BIN/cifar10-predict" $args
@@ -111,13 +112,17 @@ expect_out "test --help" "--min-accuracy"
 run "$BIN/cifar10-test" --version
 expect_rc 0 "test --version"
 for case in "--min-accuracy 101|--min-accuracy: 101 is above 100" "--min-accuracy x|--min-accuracy: 'x' is not a finite number" \
-  "--batch-size 0|--batch-size: 0 is out of range" "--frobnicate|--frobnicate: unknown flag (try --help)"; do
+  "--batch-size 0|--batch-size: 0 is out of range" "--frobnicate|--frobnicate: unknown flag (try --help)" \
+  "--threads 0|--threads: 0 is out of range"; do
   args=${case%%|*} want=${case#*|}
   # shellcheck disable=SC2086
   run "$BIN/cifar10-test" $args "$T/data"
   expect_rc 2 "test $args"
   expect_err "test $args" "$want"
 done
+run "$BIN/cifar10-test" --model-file x.safetensors --tta
+expect_rc 2 "test flag without value"
+expect_err "test flag without value" "--tta: missing value"
 run "$BIN/cifar10-test" --model-file x.safetensors
 expect_rc 2 "test without DATA"
 expect_err "test without DATA" "missing DATA"
@@ -132,6 +137,19 @@ expect_err "bench --isa sse9" "--isa: 'sse9' is not a vector path this CPU suppo
 run "$BIN/cifar10-bench" --bf16-isa sse9
 expect_rc 2 "bench --bf16-isa sse9"
 expect_err "bench --bf16-isa sse9" "--bf16-isa: 'sse9' is not a bf16 path this CPU supports"
+for case in "--model vgg|--model: 'vgg' is not a network this build knows (workshop-cnn, airbench94)" \
+  "--bucket-mb x|--bucket-mb: 'x' is not a finite number" "--device tpu|--device: 'tpu' is not cpu, cuda or auto" \
+  "--precision fp8|--precision: 'fp8' is not fp32, bf16 or auto" "--frobnicate|--frobnicate: unknown flag" \
+  "--runs|--runs: missing value"; do
+  args=${case%%|*} want=${case#*|}
+  # shellcheck disable=SC2086
+  run "$BIN/cifar10-bench" $args
+  expect_rc 2 "bench $args"
+  expect_err "bench $args" "$want"
+done
+run "$BIN/cifar10-bench" --help
+expect_rc 0 "bench --help"
+expect_out "bench --help lists its flags" "--first-bias-stopped"
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 --bf16-isa generic
 expect_out "bench --bf16-isa generic runs the plain-C bf16 path" "^result: .* device=cpu-bf16 isa=generic "
 # The AMX tiles' operations in plain C: a whole step with the convolutions on the tiles' direct

@@ -6,7 +6,10 @@
 #  - bad data under mpirun: one error line, exit 1; a rank-0 write failure ends the whole job;
 #  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit;
 #  - a checkpoint with other settings is refused; --resume=require/never; resuming with a
-#    different rank count continues the run.
+#    different rank count continues the run;
+#  - one rank: a diverging run, a checkpoint of other --epochs or damaged, too little data and
+#    airbench94 with momentum 1 are refused with one line; cifar10-test on classes without
+#    test images says n/a (null in --json).
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -169,4 +172,42 @@ expect_out "resume on 1 rank" "^resuming run .*: [12] of 3 epochs done\$"
 expect_out "1 rank steps" "25 steps per epoch of 16 images \(1 ranks x 16\)"
 run "$BIN/cifar10-test" --model-file "$T/C/model.safetensors" "$D"
 expect_rc 0 "model of the 1-rank resume scores"
+# 7. What a run refuses, and what it says, on one rank.
+# A learning rate that blows the weights up: one line naming the step, exit 1, no model written.
+mkdir -p "$T/Dv"
+run "$BIN/cifar10-train" "${TRAIN[@]}" --epochs 1 --learning-rate 1e30 --model-file "$T/Dv/model.safetensors" "$D"
+expect_rc 1 "a diverging run"
+expect_err "a diverging run" "at epoch 1 step"
+expect_err "a diverging run says what to do" "training diverged (lower --learning-rate)"
+check "a diverging run writes no model" test ! -e "$T/Dv/model.safetensors"
+# A checkpoint of a run with other --epochs, and a damaged one, are refused by name.
+mkdir -p "$T/E"
+cp "$T/A/model.checkpoint.safetensors" "$T/E/model.checkpoint.safetensors"
+run "$BIN/cifar10-train" "${TRAIN[@]}" --epochs 2 --model-file "$T/E/model.safetensors" "$D"
+expect_rc 1 "a checkpoint of 3 epochs, --epochs 2"
+expect_err "a checkpoint of 3 epochs, --epochs 2" \
+  "$T/E/model.checkpoint.safetensors: cannot resume: --epochs: the checkpoint has 3, this run has 2"
+printf '\x55' | dd of="$T/E/model.checkpoint.safetensors" bs=1 seek=100000 conv=notrunc 2>/dev/null
+run "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/E/model.safetensors" "$D"
+expect_rc 1 "a damaged checkpoint"
+expect_err "a damaged checkpoint" "$T/E/model.checkpoint.safetensors: data checksum mismatch"
+expect_err "a damaged checkpoint: the way out" "the file is corrupt (use --resume=never to start over)"
+check "a refused resume writes no model" test ! -e "$T/E/model.safetensors"
+# Too little data for one step; airbench94's learning-rate units with momentum 1.
+"$BIN/tests/make_synthetic" "$T/few" 2 5 >/dev/null || exit 1
+run "$BIN/cifar10-train" "${TRAIN[@]}" --model-file "$T/E/model.safetensors" "$T/few"
+expect_rc 1 "fewer images than one batch"
+expect_err "fewer images than one batch" "$T/few: 10 training images, fewer than one global batch (1 ranks x 16)"
+run "$BIN/cifar10-train" --model airbench94 --momentum 1 --threads 1 --device cpu --model-file "$T/E/model.safetensors" "$D"
+expect_rc 2 "airbench94 with momentum 1"
+expect_err "airbench94 with momentum 1" "--momentum 1: airbench94's learning-rate units need a momentum below 1"
+# cifar10-test on 5 test images: the classes without one say n/a, and null in --json.
+run "$BIN/cifar10-test" --threads 1 --json "$T/few.json" --model-file "$T/A/model.safetensors" "$T/few"
+expect_rc 0 "cifar10-test on 5 images"
+expect_out "a class without test images" "^Accuracy for class: .{5} is n/a \(no test images\)\$"
+check "--json: null for those classes, the rest as the text" python3 tests/check_test_json.py "$T/few.json" "$T/out"
+check "--json: null accuracy" grep -q '"accuracy": *null' "$T/few.json"
+run "$BIN/cifar10-test" --model-file "$T" "$D"
+expect_rc 1 "a directory as the model file"
+expect_err "a directory as the model file" "$T: not a regular file"
 summary test_train
