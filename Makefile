@@ -207,7 +207,7 @@ TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/te
              $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump \
              $(BUILD)/tests/allreduce_time $(BUILD)/tests/gemm_time $(BUILD)/tests/winograd_time
 
-.PHONY: all test check bench clean install sanitize sanitize-build fuzz fuzz-build emu emu-build format
+.PHONY: all test check test-build bench clean install sanitize sanitize-build fuzz fuzz-build emu emu-build format
 # The plugin's directory (kernels/cuda_load.c looks in lib/cifar10-dp beside or above the
 # program) exists in CPU builds too, empty, so the Dockerfile copies it in either flavour.
 all: $(BINS) $(CUDA_PLUGIN) | $(PLUGIN_DIR)
@@ -290,9 +290,12 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 # The fast inner loop, under 2 minutes on 2 cores once built: every op on every backend against
 # double precision, the model's steps, the command lines, and the workshop CNN's steps against
 # PyTorch in float64 (tests/run.sh --check). `make test` runs these and everything else.
-check:
-	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
+check: test-build
 	BUILD=$(BUILD) tests/run.sh --check
+
+# Everything tests/run.sh runs, built (scripts/coverage.sh builds so, then runs the suites).
+test-build:
+	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
 
 # The binaries, the suites, then the sanitizer run, the short fuzzing and the CUDA backend on
 # its CPU emulation (each its own build directory). Their builds run beside the suites at the
@@ -300,8 +303,7 @@ check:
 # 19 takes only that, so the suites' time bounds see no difference. Their output is in
 # $(BUILD)/side-builds.log, printed if they fail. Each suite of tests/run.sh, and each of the
 # last three runs, has a time limit (tests/limit.sh).
-test:
-	$(MAKE) --no-print-directory -j$(NPROC) $(BINS) $(CUDA_PLUGIN) $(TEST_BINS)
+test: test-build
 	nice -n 19 $(MAKE) --no-print-directory sanitize-build fuzz-build emu-build >$(BUILD)/side-builds.log 2>&1 & side=$$!; \
 	  BUILD=$(BUILD) tests/run.sh; rc=$$?; \
 	  wait $$side || { cat $(BUILD)/side-builds.log; echo "make test: the sanitizer, fuzzing or emulation build failed"; exit 1; }; \

@@ -33,7 +33,7 @@ expect_rc() { # expect_rc WANT DESCRIPTION
   if [[ $rc == "$1" ]]; then pass; else fail "$2: exit $rc, want $1; stderr: $(head -c 600 "$T/err")"; fi
 }
 # Lines our programs wrote to stderr (Open MPI's own banners are not ours).
-our_err_lines() { grep -cE '^(cifar10-[a-z]+|get-data.sh|eks-[a-z-]+.sh|rehearse-[a-z]+.sh|scaling.sh|scaling-model.py|limit.sh): ' "$T/err"; }
+our_err_lines() { grep -cE '^(cifar10-[a-z]+|get-data.sh|eks-[a-z-]+.sh|rehearse-[a-z]+.sh|scaling.sh|scaling-model.py|limit.sh|coverage.sh|coverage-summary.py): ' "$T/err"; }
 expect_err() { # expect_err DESCRIPTION TEXT: exactly one error line of ours, containing TEXT
   local n
   n=$(our_err_lines)

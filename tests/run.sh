@@ -148,6 +148,7 @@ light_lane() {
   suite "eks scripts" tests/test_eks_scripts.sh
   suite "gpu-check.sh steps (stand-ins)" tests/test_gpu_check.sh
   suite "scaling model (scripts/scaling-model.py)" tests/test_scaling_model.sh
+  suite "coverage table (scripts/coverage-summary.py)" tests/test_coverage.sh
   if "$PY" -c 'import matplotlib' 2>/dev/null; then
     suite "plots (scripts/plot-run.py)" "$PY" tests/test_plots.py
   else
