@@ -159,6 +159,13 @@ static void test_reader(void) {
     CHECK(run(cmd) == 0);
     snprintf(p, sizeof p, "%s/plain.tar", tmp);
     expect_error(p, CIFAR_TRAIN, "plain.tar", "not a gzip file");
+    /* a tar cut inside a member, then gzipped whole: the gzip stream ends cleanly, the archive
+     * does not */
+    snprintf(cmd, sizeof cmd, "head -c 20000 %s/plain.tar | gzip > %s/cut.tar.gz", tmp, tmp);
+    CHECK(run(cmd) == 0);
+    snprintf(p, sizeof p, "%s/cut.tar.gz", tmp);
+    expect_error(p, CIFAR_TRAIN, "cut.tar.gz: archive ends at uncompressed offset 20000 in the middle of",
+                 NULL);
     snprintf(cmd, sizeof cmd,
              "cp %s/t/cifar-10-binary.tar.gz %s/flip.tar.gz && printf 'XXXX' | dd of=%s/flip.tar.gz bs=1 "
              "seek=2000 conv=notrunc 2>/dev/null",
