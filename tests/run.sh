@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite (make test calls this after building) and ends with the line
 # "tests: N passed, N failed". Exit status: 0 only when every suite passed.
-# --check (make check): only the fast inner loop (ops, model, cli, the workshop CNN against
-# PyTorch float64), ending "check: N passed, N failed".
+# --check (make check): only the fast inner loop (ops, model, cli, docs, the workshop CNN
+# against PyTorch float64), ending "check: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export BUILD=${BUILD:-build}
@@ -92,6 +92,7 @@ if ((check_only)); then
   suite "ops, every backend" "$B/tests/test_ops"
   suite model "$B/tests/test_model"
   suite cli tests/test_cli.sh
+  suite "docs against the programs and the tree" "$PY" tests/test_docs.py "$B"
   if "$PY" -c 'import torch, numpy' 2>/dev/null; then
     suite "pytorch reference, workshop-cnn" torch_reference workshop-cnn 8
   else
@@ -142,6 +143,7 @@ lane_join() {
 light_lane() {
   suite cli tests/test_cli.sh
   suite lint tests/test_lint.sh
+  suite "docs against the programs and the tree" "$PY" tests/test_docs.py "$B"
   suite "time limits (tests/limit.sh)" tests/test_limit.sh
   suite dockerfile tests/test_dockerfile.sh
   suite "k8s manifests" "$PY" tests/test_k8s.py
