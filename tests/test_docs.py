@@ -9,6 +9,7 @@
   the usage lines of a section without a table) are the flags the program's --help lists; for
   get-data.sh, run-example.sh and bench.sh, the options their case statements take are the ones
   their documentation's synopsis and table give.
+- Environment: the CIFAR10_* variables the programs' sources read are the ones the pages name.
 - Layout: every file name README.md's Layout block gives under a folder exists in that folder.
 
 Each check can fail: a renamed heading, a flag added to one side only, a file moved.
@@ -139,6 +140,25 @@ def check_script_flags():
         T.check(f"{script}: every documented option taken", documented <= taken, f"not taken: {sorted(documented - taken)}")
 
 
+def check_environment():
+    """The CIFAR10_* variables the programs read are the ones the documentation names."""
+    read_by_code = set()
+    for top in ("app", "common", "data", "dist", "io", "kernels", "model"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if f.endswith((".c", ".h", ".cu")):
+                    read_by_code |= set(re.findall(r'"(CIFAR10_[A-Z0-9_]+)"', read(os.path.join(folder, f))))
+    pages = ["README.md"] + ["docs/" + f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md")]
+    documented = set()
+    for page in pages:
+        documented |= set(re.findall(r"\b(CIFAR10_[A-Z0-9_]+)", read(page)))
+    T.check("the programs read CIFAR10_* variables", len(read_by_code) >= 5, f"{sorted(read_by_code)}")
+    T.check("every CIFAR10_* variable read is documented", read_by_code <= documented,
+            f"undocumented: {sorted(read_by_code - documented)}")
+    T.check("every CIFAR10_* variable documented is read", documented <= read_by_code,
+            f"read nowhere: {sorted(documented - read_by_code)}")
+
+
 def check_layout():
     text = read("README.md")
     m = re.search(r"^## Layout\n\n(.*?)^## ", text, re.S | re.M)
@@ -177,6 +197,7 @@ def main():
     check_links(pages)
     check_flags(sys.argv[1])
     check_script_flags()
+    check_environment()
     check_layout()
     return T.report()
 
