@@ -383,6 +383,24 @@ class Recipe:
         return loss.item()
 
 
+def check_state(ours, model, s, label, kind, lookahead=None):
+    """Our state after step s + 1 against model's, tensor by tensor (rel L2 within 1e-4), noted
+    under label + kind(name, requires_grad) (the tensor's category); with lookahead (name ->
+    PyTorch's average), our averages of those names too."""
+    params = dict(model.named_parameters())
+    for name, t in model.state_dict().items():
+        if name.endswith("num_batches_tracked"):
+            check(int(ours[name]) == s + 1, f"{name} after step {s + 1}")
+            continue
+        e = rel(ours[name], t)
+        note(f"{label} {kind(name, params[name].requires_grad if name in params else None)}", e)
+        check(e <= 1e-4, f"after step {s + 1}, {name}: rel L2 {e:.3g}")
+        if lookahead is not None and name in lookahead:
+            e = rel(ours["optimizer.lookahead." + name], lookahead[name])
+            note(f"{label} lookahead averages", e)
+            check(e <= 1e-4, f"after step {s + 1}, lookahead average of {name}: rel L2 {e:.3g}")
+
+
 def recipe_steps(dump, dump_dir, recipe, new_model, init, names, acts_all):
     """Recipe mode's teacher-forced steps (see the docstring)."""
     xs, ys = dump["x"], dump["labels"]
@@ -430,21 +448,12 @@ def recipe_steps(dump, dump_dir, recipe, new_model, init, names, acts_all):
         floats = sorted(k for k, v in model.state_dict().items() if v.is_floating_point())
         las = expect_entries(ours, "optimizer.lookahead.", floats, f"after step {s + 1}, lookahead averages",
                              "float tensors")
-        params = dict(model.named_parameters())
-        for name, t in model.state_dict().items():
-            if name.endswith("num_batches_tracked"):
-                check(int(ours[name]) == s + 1, f"{name} after step {s + 1}")
-                continue
-            e = rel(ours[name], t)
-            what = ("BN running stats" if "running" in name
+        check_state(ours, model, s, "teacher-forced",
+                    lambda name, grad: "BN running stats" if "running" in name
                     else "frozen tensors" if name not in names
-                    else "stopped first-layer bias" if not params[name].requires_grad else "updated weights")
-            note(f"teacher-forced {what}", e)
-            check(e <= 1e-4, f"after step {s + 1}, {name}: rel L2 {e:.3g}")
-            if name in las:
-                e = rel(ours["optimizer.lookahead." + name], ema[name])
-                note("teacher-forced lookahead averages", e)
-                check(e <= 1e-4, f"after step {s + 1}, lookahead average of {name}: rel L2 {e:.3g}")
+                    else "stopped first-layer bias" if not grad else "updated weights",
+                    {name: ema[name] for name in las})
+        params = dict(model.named_parameters())
         for name in names:
             p = params[name]
             if "optimizer.momentum." + name not in ours or "momentum_buffer" not in opt.state[p]:
@@ -572,16 +581,9 @@ def main():
         ours, _ = load_safetensors(os.path.join(dump_dir, f"state_{s + 1}.safetensors"))
         expect_entries(ours, "optimizer.momentum.", names, f"after step {s + 1}, momentum buffers",
                        "trainable tensors")
-        params = dict(model.named_parameters())
-        for name, t in model.state_dict().items():
-            if name.endswith("num_batches_tracked"):
-                check(int(ours[name]) == s + 1, f"{name} after step {s + 1}")
-                continue
-            e = rel(ours[name], t)
-            what = ("BN running stats" if "running" in name
-                    else "frozen tensors" if not params[name].requires_grad else "updated weights")
-            note(f"step-{s + 1} {what}", e)
-            check(e <= 1e-4, f"after step {s + 1}, {name}: rel L2 {e:.3g}")
+        check_state(ours, model, s, f"step-{s + 1}",
+                    lambda name, grad: "BN running stats" if "running" in name
+                    else "frozen tensors" if not grad else "updated weights")
         for name, p in trainable(model):
             if "optimizer.momentum." + name not in ours:
                 continue  # failed above
