@@ -66,31 +66,58 @@ struct pool_act {
     int act;
 };
 
-template <typename T> __device__ static float activated(float v, struct pool_act a, uint32_t c) {
+/* v through the pool's activation, bias the channel's b[c] (read once per window: pool_bias). */
+template <typename T> __device__ static float activated(float v, struct pool_act a, float bias) {
     if (!a.b && a.act == CONV_ACT_NONE) return v;
-    v = cuda_activate(a.b ? v + a.b[c] : v, a.act);
+    v = cuda_activate(a.b ? v + bias : v, a.act);
     if constexpr (sizeof(T) == 2) v = __bfloat162float(__float2bfloat16_rn(v));
     return v;
+}
+
+template <int V> __device__ static void pool_bias(struct pool_act a, uint32_t c, float *bias) {
+    for (int e = 0; e < V; e++) bias[e] = a.b ? a.b[c + e] : 0.0f;
+}
+
+/* The window size: K where it is a template argument (2 and 3, the networks' pools: the loops
+ * unroll and a window's loads are all issued before its comparisons), else p.k (K = 0). */
+template <int K> __device__ static int pool_k(struct pool p) { return K ? K : (int)p.k; }
+
+/* Window element q (row-major) of the V channels, v[V], into the running maxima m and their
+ * offsets best (window_max). */
+template <int V, typename T>
+__device__ static void window_take(float *v, int q, struct pool_act pa, const float *bias, float *m,
+                                   int *best) {
+    for (int e = 0; e < V; e++) {
+        v[e] = activated<T>(v[e], pa, bias[e]);
+        if (best[e] < 0 || v[e] > m[e] || isnan(v[e])) m[e] = v[e], best[e] = q;
+    }
 }
 
 /* The maxima of the k x k windows of the V channels (from channel w.c) at x + w.at (a pack:
  * cuda.h; rows W * step apart, columns step apart), each value taken through pa first, in m[V]
  * and, in best[V], the row-major offset r * k + c of each one's first occurrence; NaN and the
  * last NaN's offset where a window has one. */
-template <int V, typename T>
+template <int V, int K, typename T>
 __device__ static void window_max(const T *x, struct window w, struct pool p, struct pool_act pa, float *m,
                                   int *best) {
-    int k = (int)p.k;
+    const int k = pool_k<K>(p);
+    float bias[V];
+    pool_bias<V>(pa, w.c, bias);
     for (int e = 0; e < V; e++) m[e] = -INFINITY, best[e] = -1;
-    for (int r = 0; r < k; r++)
-        for (int c = 0; c < k; c++) {
-            float v[V];
-            pack_load<V>(x, w.at + (r * p.W + c) * p.step, v);
-            for (int e = 0; e < V; e++) {
-                v[e] = activated<T>(v[e], pa, w.c + e);
-                if (best[e] < 0 || v[e] > m[e] || isnan(v[e])) m[e] = v[e], best[e] = r * k + c;
+    if constexpr (K > 0) {
+        float v[K * K][V];
+#pragma unroll
+        for (int q = 0; q < K * K; q++) pack_load<V>(x, w.at + ((q / K) * p.W + q % K) * p.step, v[q]);
+#pragma unroll
+        for (int q = 0; q < K * K; q++) window_take<V, T>(v[q], q, pa, bias, m, best);
+    } else {
+        for (int r = 0; r < k; r++)
+            for (int c = 0; c < k; c++) {
+                float v[V];
+                pack_load<V>(x, w.at + (r * p.W + c) * p.step, v);
+                window_take<V, T>(v, r * k + c, pa, bias, m, best);
             }
-        }
+    }
 }
 
 /* The winner bytes of outputs o .. o + V - 1 (kernels.h): one aligned store of V bytes. */
@@ -107,14 +134,14 @@ __device__ static void store_winners(unsigned char *idx, uint32_t o, const float
 
 /* Activations of type T (cuda.h), V channels a thread (V > 1 in NHWC only); a maximum is one of
  * x's values, so storing it loses nothing. The winners go to idx unless it is NULL. */
-template <typename T, int V>
+template <typename T, int V, int K>
 __global__ static void maxpool_forward_kernel(const T *x, T *y, unsigned char *idx, uint32_t total,
                                               struct pool p, struct pool_act pa) {
     GRID_STRIDE32(j, total / V) {
         uint32_t o = j * V;
         float m[V];
         int best[V];
-        window_max<V>(x, window_of(o, p), p, pa, m, best);
+        window_max<V, K>(x, window_of(o, p), p, pa, m, best);
         pack_store<V>(y, o, m);
         if (idx) store_winners<V>(idx, o, m, best);
     }
@@ -133,29 +160,48 @@ template <int V, typename T> __device__ static void border_zero(T *dx, struct wi
             pack_store<V>(dx, w.at + (r * p.W + c) * p.step, zero);
 }
 
+/* The winner bytes of outputs o .. o + V - 1: one aligned load of V bytes. */
+template <int V> __device__ static void winners_load(const unsigned char *idx, uint32_t o, int *b) {
+    unsigned long long bytes;
+    if constexpr (V == 8) bytes = *(const unsigned long long *)(idx + o);
+    else if constexpr (V == 4) bytes = *(const uint32_t *)(idx + o);
+    else bytes = idx[o];
+    for (int e = 0; e < V; e++) b[e] = (int)((bytes >> (8 * e)) & 0xff);
+}
+
 /* dx from the winners idx the forward recorded: a window's thread writes its k * k elements. */
-template <typename T, int V>
+template <typename T, int V, int K>
 __global__ static void maxpool_backward_kernel(const unsigned char *idx, const T *dy, T *dx, uint32_t total,
                                                struct pool p, int relu) {
-    int k = (int)p.k;
+    const int k = pool_k<K>(p);
     GRID_STRIDE32(j, total / V) {
         uint32_t o = j * V;
         struct window w = window_of(o, p);
         float g[V], out[V];
         int best[V];
         pack_load<V>(dy, o, g);
+        winners_load<V>(idx, o, best);
         for (int e = 0; e < V; e++) {
-            int b = idx[o + e];
-            best[e] = b & ~MAXPOOL_PASSES;
-            if (relu && !(b & MAXPOOL_PASSES)) g[e] = 0.0f; /* through the ReLU before the pool */
+            if (relu && !(best[e] & MAXPOOL_PASSES)) g[e] = 0.0f; /* through the ReLU before the pool */
+            best[e] &= ~MAXPOOL_PASSES;
         }
+#pragma unroll
         for (int r = 0; r < k; r++)
+#pragma unroll
             for (int c = 0; c < k; c++) {
                 for (int e = 0; e < V; e++) out[e] = r * k + c == best[e] ? g[e] : 0.0f;
                 pack_store<V>(dx, w.at + (r * p.W + c) * p.step, out);
             }
         border_zero<V>(dx, w, p);
     }
+}
+
+/* One of a kernel's instances <..., K> over n threads: k2 or k3 where k is 2 or 3 (pool_k),
+ * else k0. */
+template <typename F, typename... A> static void launch_by_k(int k, size_t n, F k2, F k3, F k0, A... args) {
+    if (k == 2) cuda_launch(k2, n, args...);
+    else if (k == 3) cuda_launch(k3, n, args...);
+    else cuda_launch(k0, n, args...);
 }
 
 /* The pack width: V channels a thread in NHWC where C and the buffers allow, else 1. */
@@ -173,10 +219,13 @@ void cuda_maxpool_forward(const void *x, void *y, unsigned char *idx, const floa
     struct pool p = pool_shape(N, C, H, W, k);
     struct pool_act pa = {b, act};
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
+    const int V = CUDA_PACK<T>;
     if (pool_pack<T>(p, x, y, idx) > 1) /* idx: V-byte stores */
-        cuda_launch(maxpool_forward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, (const T *)x, (T *)y, idx,
-                    total, p, pa);
-    else cuda_launch(maxpool_forward_kernel<T, 1>, total, (const T *)x, (T *)y, idx, total, p, pa);
+        launch_by_k(k, total / V, maxpool_forward_kernel<T, V, 2>, maxpool_forward_kernel<T, V, 3>,
+                    maxpool_forward_kernel<T, V, 0>, (const T *)x, (T *)y, idx, total, p, pa);
+    else
+        launch_by_k(k, total, maxpool_forward_kernel<T, 1, 2>, maxpool_forward_kernel<T, 1, 3>,
+                    maxpool_forward_kernel<T, 1, 0>, (const T *)x, (T *)y, idx, total, p, pa);
 }
 
 template <typename T>
@@ -193,10 +242,13 @@ void cuda_maxpool_backward(const unsigned char *idx, const void *dy, void *dx, i
     }
     struct pool p = pool_shape(N, C, H, W, k);
     uint32_t total = (uint32_t)N * C * (H / k) * (W / k);
-    if (pool_pack<T>(p, dy, dx, idx) > 1)
-        cuda_launch(maxpool_backward_kernel<T, CUDA_PACK<T>>, total / CUDA_PACK<T>, idx, (const T *)dy,
-                    (T *)dx, total, p, relu);
-    else cuda_launch(maxpool_backward_kernel<T, 1>, total, idx, (const T *)dy, (T *)dx, total, p, relu);
+    const int V = CUDA_PACK<T>;
+    if (pool_pack<T>(p, dy, dx, idx) > 1) /* idx: V-byte loads */
+        launch_by_k(k, total / V, maxpool_backward_kernel<T, V, 2>, maxpool_backward_kernel<T, V, 3>,
+                    maxpool_backward_kernel<T, V, 0>, idx, (const T *)dy, (T *)dx, total, p, relu);
+    else
+        launch_by_k(k, total, maxpool_backward_kernel<T, 1, 2>, maxpool_backward_kernel<T, 1, 3>,
+                    maxpool_backward_kernel<T, 1, 0>, idx, (const T *)dy, (T *)dx, total, p, relu);
 }
 
 template <typename T> static void fill(struct kernels *k) {
