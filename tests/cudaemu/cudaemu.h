@@ -133,7 +133,6 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
-static inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
 
 namespace cudaemu {
 /* A thread's coordinates in the launch that runs it. */
