@@ -92,45 +92,50 @@ __global__ static void eval_stats_kernel(const float *gamma, const float *beta, 
 
 /* dbeta, dgamma (not when NULL: a frozen scale; dx still needs the sum) and the rows of coefs dx
  * needs (a block per channel), with mg = mean(g) and mgx = mean(g * xhat), k = gamma * invstd:
- * k; shift = beta - mean * k (GELU's z = x * k + shift, as the forward made it); a = -k invstd
- * mgx and b = -k (mg - invstd mgx mean), so that dx = k g + (a x + b) = k (g - mg - xhat mgx). */
+ * k; the mean; shift = beta - mean * k (GELU's z = x * k + shift, as the forward made it; with
+ * gelu only: beta is read only then); a = -k invstd mgx and b = -k mg, so that dx = k g +
+ * (a (x - mean) + b) = k (g - mg - xhat mgx). x - mean is formed first, as the CPU does: a
+ * (x + b / a) form would cancel where the mean is far from 0 against the spread. */
 __global__ static void backward_stats_kernel(const double *part, int S, int C, double inv_count,
                                              const float *gamma, const float *beta, const float *mean,
-                                             const float *invstd, float *dgamma, float *dbeta, float *coefs) {
+                                             const float *invstd, int gelu, float *dgamma, float *dbeta,
+                                             float *coefs) {
     int c = blockIdx.x;
     double sdy, sdyx;
     channel_totals(part, S, C, c, 1, &sdy, &sdyx);
     if (threadIdx.x != 0) return;
     dbeta[c] = (float)sdy;
     if (dgamma) dgamma[c] = (float)sdyx;
-    double mg = sdy * inv_count, mgx = sdyx * inv_count, k = (double)gamma[c] * invstd[c];
+    double k = (double)gamma[c] * invstd[c];
     int cs = coef_stride(C);
     float fk = gamma[c] * invstd[c];
     coefs[c] = fk;
-    coefs[cs + c] = beta[c] - mean[c] * fk;
-    coefs[2 * cs + c] = (float)(-k * invstd[c] * mgx);
-    coefs[3 * cs + c] = (float)(-k * (mg - (double)invstd[c] * mgx * mean[c]));
+    coefs[cs + c] = mean[c];
+    coefs[2 * cs + c] = gelu ? beta[c] - mean[c] * fk : 0.0f;
+    coefs[3 * cs + c] = (float)(-k * invstd[c] * (sdyx * inv_count));
+    coefs[4 * cs + c] = (float)(-k * (sdy * inv_count));
 }
 
-/* dx = k (g - mean(g) - xhat mean(g * xhat)) = k g + (a x + b) (the rows of coefs), g = dy, or
- * with a fused GELU g = dy * GELU'(z), z = x * k + shift; V elements a thread, channels c + e *
- * cstep. */
+/* dx = k (g - mean(g) - xhat mean(g * xhat)) = k g + (a (x - mean) + b) (the rows of coefs), g =
+ * dy, or with a fused GELU g = dy * GELU'(z), z = x * k + shift; V elements a thread, channels
+ * c + e * cstep. */
 template <typename T, int V>
 __global__ static void backward_dx_kernel(const T *x, const T *dy, const float *coefs, T *dx, uint32_t n,
                                           struct channel_of ch, int cstep, int gelu) {
     uint32_t cs = (uint32_t)coef_stride((int)ch.c.d);
     GRID_STRIDE32(j, n / V) {
         uint32_t i = j * V, c = channel_at(i, ch);
-        float xv[V], g[V], k[V], shift[V], a[V], b[V];
+        float xv[V], g[V], k[V], mean[V], shift[V], a[V], b[V];
         pack_load<V>(x, i, xv);
         pack_load<V>(dy, i, g);
         channel_row<V>(coefs, c, cstep, k);
-        channel_row<V>(coefs + 2 * cs, c, cstep, a);
-        channel_row<V>(coefs + 3 * cs, c, cstep, b);
-        if (gelu) channel_row<V>(coefs + cs, c, cstep, shift);
+        channel_row<V>(coefs + cs, c, cstep, mean);
+        channel_row<V>(coefs + 3 * cs, c, cstep, a);
+        channel_row<V>(coefs + 4 * cs, c, cstep, b);
+        if (gelu) channel_row<V>(coefs + 2 * cs, c, cstep, shift);
         for (int e = 0; e < V; e++) {
             if (gelu) g[e] *= cuda_gelu_slope(xv[e] * k[e] + shift[e]);
-            g[e] = k[e] * g[e] + (a[e] * xv[e] + b[e]);
+            g[e] = k[e] * g[e] + (a[e] * (xv[e] - mean[e]) + b[e]);
         }
         pack_store<V>(dx, i, g);
     }
@@ -198,11 +203,11 @@ static void batchnorm_backward(const void *x, const void *dy, const float *gamma
     int S = cuda_channel_splits(N, C, HW);
     double *part;
     float *coefs;
-    stats_scratch(S, C, 4, &part, &coefs);
+    stats_scratch(S, C, 5, &part, &coefs);
     struct channel_inputs in = {x, save_mean, save_invstd, gamma, beta};
     cuda_channel_partials(gelu ? CHANNEL_SUM_XHAT_GELU : CHANNEL_SUM_XHAT, (const T *)dy, in, part, N, C, HW);
     backward_stats_kernel<<<C, TOTAL_THREADS, 0, cuda_stream()>>>(
-        part, S, C, 1.0 / count, gamma, beta, save_mean, save_invstd, dgamma, dbeta, coefs);
+        part, S, C, 1.0 / count, gamma, beta, save_mean, save_invstd, gelu, dgamma, dbeta, coefs);
     LAUNCH_CHECK();
     if (!dx) return;
     size_t n = (size_t)N * C * HW;
