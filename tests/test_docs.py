@@ -5,6 +5,8 @@
 - Links: every relative link of README.md and docs/*.md names a file that exists, and its
   #anchor a heading of that file (GitHub's anchors: lower case, punctuation but - and _
   dropped, spaces as -, a repeated heading's -1, -2, ...).
+- Paths: every path of the tree the pages name in code spans exists (or is a built program's
+  source).
 - Flags: for each program, the flags docs/programs.md documents (its table's first column, or
   the usage lines of a section without a table) are the flags the program's --help lists; for
   get-data.sh, run-example.sh and bench.sh, the options their case statements take are the ones
@@ -62,6 +64,22 @@ def anchors(text):
         seen[base] = n + 1
         out.add(base if n == 0 else f"{base}-{n}")
     return out
+
+
+TREE = ("scripts", "tests", "kernels", "app", "docs", "k8s", "model", "io", "dist", "data", "common", ".ci")
+
+
+def check_paths(pages):
+    """Every path of the tree the pages name in code spans (`scripts/bench.sh`, `tests/test_ops`)
+    exists: as it is, or as the source of a program the build makes (+ .c or .cc). Placeholders
+    (a capitalised part such as DATE-COMMIT) and name prefixes (`scripts/eks-`) are left out."""
+    for page in pages:
+        for path in sorted(set(re.findall(rf"`((?:{'|'.join(re.escape(t) for t in TREE)})/[\w./-]*)", read(page)))):
+            if re.search(r"[A-Z]{2,}", path) or path.endswith("-"):
+                continue
+            bare = path.rstrip("/")
+            found = any(os.path.exists(os.path.join(ROOT, bare + end)) for end in ("", ".c", ".cc"))
+            T.check(f"{page}: path {path}", found, "no such file or folder")
 
 
 def check_links(pages):
@@ -195,6 +213,7 @@ def main():
         sys.exit("usage: test_docs.py BUILD_DIR")
     pages = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
     check_links(pages)
+    check_paths(pages)
     check_flags(sys.argv[1])
     check_script_flags()
     check_environment()
