@@ -12,6 +12,7 @@
   get-data.sh, run-example.sh and bench.sh, the options their case statements take are the ones
   their documentation's synopsis and table give.
 - Environment: the CIFAR10_* variables the programs' sources read are the ones the pages name.
+- Make: every `make TARGET` the pages name is a target of the Makefile.
 - Layout: every file name README.md's Layout block gives under a folder exists in that folder.
 
 Each check can fail: a renamed heading, a flag added to one side only, a file moved.
@@ -177,6 +178,24 @@ def check_environment():
             f"read nowhere: {sorted(documented - read_by_code)}")
 
 
+def check_make_targets(pages):
+    """Every make target the pages name (`make X` in code spans and code blocks; not VAR=value
+    settings or file paths) is a target of the Makefile."""
+    makefile = read("Makefile")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    for line in re.findall(r"^\.PHONY:(.*)$", makefile, re.M):
+        targets |= set(line.split())
+    named = set()
+    for page in pages:
+        text = read(page)
+        spans = re.findall(r"`make ([^`]*)`", text) + re.findall(r"^ {4}make ([^#\n]*)", text, re.M)
+        for span in spans:
+            named |= {w for w in span.split() if re.fullmatch(r"[a-z][\w-]*", w)}
+    T.check("the pages name make targets", len(named) >= 8, f"{sorted(named)}")
+    for name in sorted(named):
+        T.check(f"make {name} (named in the docs) is a Makefile target", name in targets)
+
+
 def check_layout():
     text = read("README.md")
     m = re.search(r"^## Layout\n\n(.*?)^## ", text, re.S | re.M)
@@ -217,6 +236,7 @@ def main():
     check_flags(sys.argv[1])
     check_script_flags()
     check_environment()
+    check_make_targets(pages)
     check_layout()
     return T.report()
 
