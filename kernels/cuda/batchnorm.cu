@@ -7,7 +7,7 @@
  * forward computed it) in the partial sums and in the dx kernel, so z is never stored.
  *
  * The finishing kernels also write what the element-wise kernels need per channel, in scratch
- * rows of cstride floats (coefs): so a pack of channels reads each row's values with 16-byte
+ * rows of coef_stride floats (coefs): so a pack of channels reads each row's values with 16-byte
  * loads, not its channels' gamma, beta, mean and invstd one float at a time. */
 #include "cuda.h"
 

@@ -119,6 +119,17 @@ static inline void cuda_act_rows(int nhwc, int *N, int *HW) {
     if (nhwc) *N *= *HW, *HW = 1;
 }
 
+/* 1 / x within about 1 ulp, from the GPU's reciprocal unit (rcp.approx: no divide). */
+__device__ static inline float cuda_rcp(float x) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#else
+    return 1.0f / x;
+#endif
+}
+
 /* GELU (exact form) and its derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi),
  * for the GELU kernels and batch norm's fused GELU (which runs it three times an element). Phi
  * from its lower tail, Phi(-a) = exp(-a^2 / 2) T(a) for a = |x| (T smooth: Mills' ratio over
@@ -133,16 +144,6 @@ static inline void cuda_act_rows(int nhwc, int *N, int *HW) {
  * ulp; the Horner sum near x = 0) for x > -12.97 (below, the tail is subnormal: |y| < 1e-37,
  * 1.3e-6 relative), the slope within 14 ulp of |Phi| + |x phi|. The CPU twin
  * (cpu/gelu_vec.h) is another fit, with a central polynomial near 0. */
-/* 1 / x within about 1 ulp, from the GPU's reciprocal unit (rcp.approx: no divide). */
-__device__ static inline float cuda_rcp(float x) {
-#ifdef __CUDA_ARCH__
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-#else
-    return 1.0f / x;
-#endif
-}
 __device__ static inline float cuda_normal_cdf(float x, float *gauss) {
     const float log2e = 1.44269502e+00f, log2e_lo = 1.92596303e-08f, ln2 = 0.693147182f;
     float a = fminf(fabsf(x), 14.0f);                       /* NaN: 14; y and the slope stay NaN through x */
