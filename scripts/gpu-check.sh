@@ -6,6 +6,9 @@
 #   scripts/gpu-check.sh prepare   here (with ../shared): fills .gpu-carry/ with the CIFAR-10
 #                                  JPEG copy and its converter, and Debian's Open MPI packages
 #                                  unpacked (dpkg -x) for a GPU machine that has no Open MPI
+#   scripts/gpu-check.sh stamp     here, just before each device call (prepare does it too):
+#                                  names this tree's commit in .gpu-carry/source.txt, which
+#                                  about.txt and keep's folder name take it from
 #   scripts/gpu-check.sh base REV  here, after prepare: puts commit REV's source in .gpu-carry/
 #                                  (git archive), which the cpu step then benchmarks beside this
 #                                  tree, in the same call: instances of one machine type differ
@@ -153,7 +156,16 @@ keep() {
   rm -rf "$tmp"
   echo "gpu-check.sh: kept in $dest: $(find "$dest" -type f | wc -l) files, $(du -sh "$dest" | cut -f1)"
 }
+# stamp: the source the GPU machine gets, named in .gpu-carry/source.txt (the device tool copies
+# the working tree, not .git); run it just before each device call, or about.txt names the
+# commit of the last prepare.
+stamp() {
+  [[ -d $carry ]] || die "stamp: no $carry (run prepare)"
+  echo "commit $(git rev-parse HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' with uncommitted changes')" >"$carry/source.txt"
+  cat "$carry/source.txt"
+}
 [[ $step == keep ]] && { keep "$2"; exit 0; }
+[[ $step == stamp ]] && { stamp; exit 0; }
 
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
@@ -191,8 +203,7 @@ prepare() {
   # airbench94 model it imports from beside itself), so a change of the harness cannot move it.
   git show 0cefd96:scripts/bench_torch.py >"$carry/bench_torch_0cefd96.py"
   git show 0cefd96:scripts/airbench_torch.py >"$carry/airbench_torch.py"
-  # The source the GPU machine gets (the device tool copies the working tree, not .git).
-  echo "commit $(git rev-parse HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' with uncommitted changes')" >"$carry/source.txt"
+  stamp
   du -sh "$carry"
 }
 

@@ -8,8 +8,8 @@
 # test_dist runs again with it in a random order, and each training run's model is the same bit
 # for bit with it run at issue and in a random order, with the kernels' blocks and threads run
 # in reverse and in shuffled order (CUDAEMU_THREADS: a race between them would change the
-# bits); test_ops runs again in reverse order. From test_dist on, device memory is closed
-# to host code (CUDAEMU_DEVICE_MEMORY=guarded). Ends with "cudaemu: N passed, M failed";
+# bits); test_ops runs again in reverse order, and with CIFAR10_CUDA_ALGOS=fastest. From
+# test_dist on, device memory is closed to host code (CUDAEMU_DEVICE_MEMORY=guarded). Ends with "cudaemu: N passed, M failed";
 # exit status 0 only when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and
 # runs this).
 cd "$(dirname "$0")/.." || exit 1
@@ -57,6 +57,10 @@ suite "ops on the emulated GPU" "$B/tests/test_ops"
 # Each kernel's blocks, and its threads between barriers, in the reverse order: a thread or block
 # reading what a later one writes, with no barrier between, gives wrong values.
 suite "ops on the emulated GPU, threads in reverse order" env CUDAEMU_THREADS=reverse "$B/tests/test_ops"
+# Under CIFAR10_CUDA_ALGOS=fastest, conv reruns are compared within tolerance, not bit for bit
+# (each comparison copies its outputs to the host): that path's bookkeeping, as a GPU runs it.
+suite "ops on the emulated GPU, reruns within tolerance (ALGOS=fastest)" \
+  env CIFAR10_CUDA_ALGOS=fastest "$B/tests/test_ops"
 suite "graphs on the emulated GPU" "$B/tests/test_cuda" --graphs
 # From here on, device memory is closed to host code (CUDAEMU_DEVICE_MEMORY=guarded, cudaemu.h):
 # the programs' own paths (trainer, evaluator, gradients) touching it would fault. (test_ops above,

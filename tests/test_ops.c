@@ -431,7 +431,9 @@ static char where[96];        /* the column: "cpu avx512, 3 threads" */
 static char what[192];        /* the case: "conv N2 C3 K5 6x10 k3 pad 1 bias mask" */
 static unsigned seed;         /* reset per case, so every backend sees the same inputs */
 
-enum { MAX_BUFS = 128 };
+/* A case's buffers at most: a conv case under CIFAR10_CUDA_ALGOS=fastest adds three host copies
+ * for every rerun it compares (128 was too few there). */
+enum { MAX_BUFS = 1024 };
 static void *host_bufs[MAX_BUFS], *dev_bufs[MAX_BUFS];
 static int n_host, n_dev;
 
