@@ -418,6 +418,13 @@ static const struct op_case cases[] = {
     CONV(1, 16, 16, 32, 32, 3, 1, F_BIAS | F_RELU | F_POOL),
     CONV(2, 16, 16, 16, 16, 3, 1, F_BIAS | F_RELU | F_POOL),
     CONV(1, 16, 20, 31, 31, 3, 1, F_BIAS | F_RELU | F_POOL),
+    /* the GPU's filter gradient on few input channels (small_grad_kernel): one output channel
+     * (256 position lanes a block), 256 (one lane), 300 (cuDNN's: more than a block's threads),
+     * and over 1024^2 positions (more than 1024 a block) */
+    CONV(3, 2, 1, 20, 30, 3, 1, F_BIAS | F_NO_DX),
+    CONV(2, 3, 256, 6, 7, 1, 0, F_BIAS | F_MASK),
+    CONV(1, 1, 300, 5, 5, 3, 1, F_BIAS),
+    CONV(1025, 1, 2, 32, 32, 3, 1, F_BIAS | F_NO_DX),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

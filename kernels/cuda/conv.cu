@@ -1,7 +1,7 @@
 /* Stride-1 k x k convolutions with zero padding (struct conv_shape: x[N][C][H][W],
  * w[K][C][k][k], y[N][K][Ho][Wo], Ho = H + 2 pad - k + 1) with cuDNN, plus our bias (+ activation)
- * and bias-gradient kernels, and our own forward for few input channels in NHWC
- * (small_conv_kernel, cuda_small_conv).
+ * and bias-gradient kernels, and our own forward and filter gradient for few input channels in
+ * NHWC (small_conv_kernel, small_grad_kernel, cuda_small_conv).
  *
  * Plans: per shape (all of N, C, K, H, W, k, pad) a plan holds the descriptors and, per pass
  * (forward, backward-data, backward-filter), the deterministic algorithms cudnnFind* timed,
@@ -333,9 +333,17 @@ template <enum cuda_precision P> static bool small_forward(const struct conv_sha
            (size_t)s->K * ckk * sizeof(float) <= 48 * 1024;
 }
 
+/* The filter gradient of such a layer is ours too (small_filter_grad), up to CUDA_THREADS
+ * outputs. */
+template <enum cuda_precision P> static bool small_backward(const struct conv_shape *s) {
+    return small_forward<P>(s) && s->K <= CUDA_THREADS;
+}
+
 template <enum cuda_precision P> static size_t conv_workspace(const struct conv_shape *s, unsigned passes) {
     CHECK(passes < 1u << PASSES);
-    if (small_forward<P>(s)) passes &= ~(unsigned)CONV_FORWARD; /* ours: no workspace, nothing to time */
+    /* ours: no workspace, nothing to time */
+    if (small_forward<P>(s)) passes &= ~(unsigned)CONV_FORWARD;
+    if (small_backward<P>(s)) passes &= ~(unsigned)CONV_BACKWARD_FILTER;
     struct plan *p = plan_get(s, BF16_OF(P));
     size_t bytes = 0;
     for (int i = 0; i < PASSES; i++)
@@ -438,6 +446,136 @@ static void small_conv_forward(const struct conv_shape *s, const void *x, const 
     LAUNCH_CHECK();
 }
 
+/* The filter gradient on few input channels (small_backward's layers, in NHWC): cuDNN's only
+ * deterministic algorithm for the workshop CNN's 3 -> 32 3x3 first layer at batch 512 took
+ * 0.39 ms on an H200 (its atomic one 0.16 ms, 8 % of the step: the price of determinism there),
+ * for 0.9 GFLOP and 70 MB of workspace. Ours is deterministic by construction: fixed position
+ * ranges per block, fixed orders of summation, no atomics, and the bias gradient comes with it
+ * as one more column of ones. Stage 1: each block sums its positions' patches against dy into
+ * partial[block][r][o] (floats); stage 2 sums the blocks in a fixed order, in double. */
+#define SFG_CHUNK 64 /* positions staged in shared memory at a time */
+#define SFG_R4    28 /* a patch row: C k^2 (<= SMALL_CKK) and the ones column, in float4s */
+static_assert(SMALL_CKK + 1 <= SFG_R4 && SFG_R4 % 4 == 0, "a patch row holds C k^2 + 1 floats");
+
+/* The shape for the filter gradient's kernels: R = C k^2 (+ 1 with the bias gradient), L
+ * position lanes of K threads a block, `per` positions a block, `blocks` blocks. */
+struct small_grad {
+    uint32_t C, H, W, K, k, pad, Ho, Wo, ckk, R, r4, L, per, blocks, positions;
+    struct fastdiv c, kk, wo, ho, r4d;
+};
+
+/* The patch row of position p (n, oy, ox) at r < R4: x[n][oy + u - pad][ox + v - pad][c] for
+ * r = (u k + v) C + c < C k^2 (0 outside the image), 1 at r = C k^2 when R has the ones
+ * column, else 0. */
+template <typename T>
+__device__ static float patch_value(const T *x, const struct small_grad &g, uint32_t p, uint32_t r) {
+    if (r >= g.R) return 0.0f;
+    if (r == g.ckk) return 1.0f;
+    uint32_t uv = fastdiv_div(r, g.c), c = r - uv * g.C, u = fastdiv_div(uv, g.kk), v = uv - u * g.k;
+    uint32_t row = fastdiv_div(p, g.wo), ox = p - row * g.Wo, n = fastdiv_div(row, g.ho), oy = row - n * g.Ho;
+    uint32_t iy = oy + u - g.pad, ix = ox + v - g.pad; /* wrap past H, W when above or left */
+    return iy < g.H && ix < g.W ? act_load(x, ((size_t)(n * g.H + iy) * g.W + ix) * g.C + c) : 0.0f;
+}
+
+/* Stage 1: block b's positions [b per, (b + 1) per) (the last ones fewer). Thread t is output
+ * channel o = t % K of lane t / K (L lanes); each lane sums every L-th position of each chunk,
+ * a row of floats from shared memory (broadcast across a warp's channels) times its dy. */
+template <typename T>
+__global__ static void small_grad_kernel(const T *x, const T *dy, float *partial, struct small_grad g) {
+    __shared__ float4 rows[SFG_CHUNK * SFG_R4 / 4];
+    __shared__ float sums[SFG_R4 * CUDA_THREADS];
+    float *flat = (float *)rows;
+    uint32_t t = threadIdx.x, o = t % g.K, lane = t / g.K, n4 = g.r4 / 4;
+    uint32_t first = blockIdx.x * g.per, end = min(first + g.per, g.positions);
+    float acc[SFG_R4];
+    for (int r = 0; r < SFG_R4; r++) acc[r] = 0.0f;
+    for (uint32_t at = first; at < end; at += SFG_CHUNK) {
+        __syncthreads(); /* the last chunk's rows are read */
+        for (uint32_t i = t; i < SFG_CHUNK * g.r4; i += blockDim.x) {
+            uint32_t q = fastdiv_div(i, g.r4d), p = at + q;
+            flat[i] = p < end ? patch_value(x, g, p, i - q * g.r4) : 0.0f;
+        }
+        __syncthreads();
+        if (lane >= g.L) continue;
+        for (uint32_t q = lane; q < SFG_CHUNK && at + q < end; q += g.L) {
+            float d = act_load(dy, (size_t)(at + q) * g.K + o);
+            const float4 *row = rows + q * n4;
+#pragma unroll
+            for (int j = 0; j < SFG_R4 / 4; j++)
+                if (j < (int)n4) {
+                    float4 a = row[j];
+                    acc[4 * j] += d * a.x, acc[4 * j + 1] += d * a.y;
+                    acc[4 * j + 2] += d * a.z, acc[4 * j + 3] += d * a.w;
+                }
+        }
+    }
+    /* The lanes' sums in order: sums[r][lane K + o], then partial[block][r][o]. */
+    if (lane < g.L)
+        for (int r = 0; r < SFG_R4; r++)
+            if (r < (int)g.R) sums[r * CUDA_THREADS + t] = acc[r];
+    __syncthreads();
+    for (uint32_t i = t; i < g.R * g.K; i += blockDim.x) {
+        uint32_t r = i / g.K, oo = i - r * g.K;
+        float s = 0.0f;
+        for (uint32_t l = 0; l < g.L; l++) s += sums[r * CUDA_THREADS + l * g.K + oo];
+        partial[(size_t)blockIdx.x * g.R * g.K + i] = s;
+    }
+}
+
+/* Stage 2: dw[o][c][u][v] (and db[o] from the ones column) = the blocks' partials summed in
+ * double, in a fixed order: a block's 32 columns i (r K + o) each summed by 8 slices of the
+ * blocks (slice j: blocks j, j + 8, ...; coalesced loads), then the slices in order. */
+#define SFG_SLICES (CUDA_THREADS / 32)
+__global__ static void small_grad_sum_kernel(const float *partial, float *dw, float *db,
+                                             struct small_grad g) {
+    __shared__ double slices[CUDA_THREADS];
+    uint32_t col = threadIdx.x % 32, slice = threadIdx.x / 32, i = blockIdx.x * 32 + col, n = g.R * g.K;
+    double s = 0.0;
+    if (i < n)
+        for (uint32_t b = slice; b < g.blocks; b += SFG_SLICES) s += partial[(size_t)b * n + i];
+    slices[threadIdx.x] = s;
+    __syncthreads();
+    if (slice != 0 || i >= n) return;
+    for (uint32_t j = 1; j < SFG_SLICES; j++) s += slices[j * 32 + col];
+    uint32_t r = i / g.K, o = i - r * g.K;
+    if (r == g.ckk) {
+        db[o] = (float)s;
+        return;
+    }
+    uint32_t uv = r / g.C, c = r - uv * g.C, u = uv / g.k, v = uv - u * g.k;
+    dw[((o * g.C + c) * g.k + u) * g.k + v] = (float)s;
+}
+
+/* dw (and db unless NULL) of a small_backward layer from x and dy of type T, with no workspace
+ * but the backend's scratch for the partials. */
+template <typename T>
+static void small_filter_grad(const struct conv_shape *s, const void *x, const void *dy, float *dw,
+                              float *db) {
+    struct small_grad g;
+    g.C = (uint32_t)s->C, g.H = (uint32_t)s->H, g.W = (uint32_t)s->W, g.K = (uint32_t)s->K;
+    g.k = (uint32_t)s->k, g.pad = (uint32_t)s->pad, g.ckk = g.C * g.k * g.k;
+    g.Ho = (uint32_t)kernels_conv_out(s->H, s->k, s->pad),
+    g.Wo = (uint32_t)kernels_conv_out(s->W, s->k, s->pad);
+    CHECK(g.K >= 1 && g.K <= CUDA_THREADS && g.ckk <= SMALL_CKK && g.Ho >= 1 && g.Wo >= 1 &&
+          (uint64_t)s->N * g.H * g.W * g.C < (uint64_t)1 << 31 &&
+          (uint64_t)s->N * g.Ho * g.Wo * g.K < (uint64_t)1 << 31);
+    g.R = g.ckk + (db ? 1 : 0), g.r4 = (g.R + 3) / 4 * 4, g.L = CUDA_THREADS / g.K;
+    g.positions = (uint32_t)s->N * g.Ho * g.Wo;
+    /* At least 1024 positions a block, at most 1024 blocks: a function of the shape only, so
+     * the sums' order, and their bits, are the same on every GPU. */
+    uint32_t per = (g.positions + 1023) / 1024;
+    g.per = (per < 1024 ? 1024 : per + SFG_CHUNK - 1) / SFG_CHUNK * SFG_CHUNK;
+    g.blocks = (g.positions + g.per - 1) / g.per;
+    g.c = fastdiv_make(g.C), g.kk = fastdiv_make(g.k), g.wo = fastdiv_make(g.Wo), g.ho = fastdiv_make(g.Ho);
+    g.r4d = fastdiv_make(g.r4);
+    float *partial = (float *)cuda_scratch((size_t)g.blocks * g.R * g.K * sizeof(float));
+    small_grad_kernel<T>
+        <<<g.blocks, CUDA_THREADS, 0, cuda_stream()>>>((const T *)x, (const T *)dy, partial, g);
+    LAUNCH_CHECK();
+    small_grad_sum_kernel<<<(g.R * g.K + 31) / 32, CUDA_THREADS, 0, cuda_stream()>>>(partial, dw, db, g);
+    LAUNCH_CHECK();
+}
+
 /* y = cuDNN's sums of the convolution (no bias, no activation), in the plan's layout and
  * precision P; the plan. */
 template <enum cuda_precision P, typename T>
@@ -504,6 +642,11 @@ template <typename T> static void bias_grad(const struct plan *p, const void *dy
 template <enum cuda_precision P, typename T>
 static void conv_backward(const struct conv_shape *s, const void *x, const float *w, const void *dy, void *dx,
                           float *dw, float *db, const void *dx_mask, void *ws, size_t ws_bytes) {
+    if (dw && small_backward<P>(s)) { /* ours, db with it; cuDNN's only for dx */
+        small_filter_grad<T>(s, x, dy, dw, db);
+        dw = NULL, db = NULL;
+        if (!dx) return;
+    }
     struct plan *p = plan_get(s, BF16_OF(P));
     size_t cudnn_ws_bytes = cudnn_bytes(p, ACTS_OF(P), ws_bytes);
     void *cudnn_ws = (char *)ws + conversion_bytes(p, ACTS_OF(P));
@@ -575,7 +718,8 @@ template <enum cuda_precision P>
 static void conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                           size_t size) {
     int i = pass == CONV_FORWARD ? FORWARD : pass == CONV_BACKWARD_DATA ? BACKWARD_DATA : BACKWARD_FILTER;
-    if (pass == CONV_FORWARD && small_forward<P>(s)) {
+    if ((pass == CONV_FORWARD && small_forward<P>(s)) ||
+        (pass == CONV_BACKWARD_FILTER && small_backward<P>(s))) {
         snprintf(buf, size, "ours (direct, few input channels), 0.0 MiB%s, NHWC",
                  P == CUDA_BF16 ? ", bf16" : "");
         return;

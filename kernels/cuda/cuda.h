@@ -104,9 +104,10 @@ int cuda_nhwc(void);
  * reproducible), chosen when the backend starts: unless CIFAR10_CUDA_ALGOS=fastest (0: the
  * fastest cudnnFind timed, as PyTorch's cudnn.benchmark; atomics may reorder sums). */
 int cuda_deterministic(void);
-/* Whether the forward of a convolution on few input channels (C k^2 <= 27 in NHWC: airbench94's
- * 2x2 whitening layer and the workshop CNN's 3x3 first layer on RGB, which cuDNN runs without
- * tensor cores) is our direct kernel (1), unless CIFAR10_CUDA_SMALL_CONV=cudnn (0: cuDNN's, for
+/* Whether the forward and the filter gradient of a convolution on few input channels (C k^2 <=
+ * 27 in NHWC: airbench94's 2x2 whitening layer and the workshop CNN's 3x3 first layer on RGB,
+ * whose forward cuDNN runs without tensor cores and whose deterministic filter gradient is
+ * slow) are our direct kernels (1), unless CIFAR10_CUDA_SMALL_CONV=cudnn (0: cuDNN's, for
  * comparisons); chosen at start. */
 int cuda_small_conv(void);
 /* Whether filter sets are made ready (1: kernels.h conv_filters_create, filters.cu), unless
