@@ -44,6 +44,10 @@
 #                                  of test_dist through the staged path (racecheck on our own
 #                                  kernels, within 4 minutes, failing on a hazard in one of them;
 #                                  the others within 2)
+#   scripts/gpu-check.sh rest      the test step's checks a window leaves out (TF32 on, the NCHW
+#                                  lock step, test_dist in TF32), then the sanitize step's: after
+#                                  a window, in a second device call, the rest of test and
+#                                  sanitize (about 5 minutes)
 #   scripts/gpu-check.sh bench     images/s at batch 128 and 512: cifar10-bench --device=cuda
 #                                  against PyTorch eager and torch.compile on the same GPU; and
 #                                  airbench94 at batch 1024 against PyTorch eager, in fp32 and
@@ -470,15 +474,33 @@ racecheck_ours() {
   ((ours == 0))
 }
 
-check_sanitize() {
-  build build/tests/test_dist build/tests/make_synthetic
+# sanitizer_checks: the sanitize step's checks, after a build with test_dist and make_synthetic.
+sanitizer_checks() {
   synthetic "$scratch/gpu-check-small" 32
   check "memcheck train" sanitized 120 memcheck --leak-check full
   check "racecheck train" racecheck_ours
   check "synccheck train" sanitized 90 synccheck
   check "memcheck test_dist np=2" timeout 90 mpirun -np 2 compute-sanitizer --tool memcheck --error-exitcode 9 \
     build/tests/test_dist --device cuda
+}
+
+check_sanitize() {
+  build build/tests/test_dist build/tests/make_synthetic
+  sanitizer_checks
   step_done sanitize
+}
+
+# rest: what a window's test step leaves out (TF32 on, the NCHW lock step, test_dist in TF32),
+# then the sanitize step's checks: with a window, the test and sanitize steps whole, in a
+# second device call.
+check_rest() {
+  build build/tests/test_cuda build/tests/test_dist build/tests/make_synthetic
+  check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
+  check "test_cuda nchw tf32=off" on_gpu env CIFAR10_CUDA_LAYOUT=nchw build/tests/test_cuda
+  local np
+  for np in 1 2; do check "test_dist np=$np tf32=on" dist_gpu "$np" on; done
+  sanitizer_checks
+  step_done rest
 }
 
 # images_per_s LOG: the images/s of the last "result:" line (cifar10-bench's, bench_torch.py's).
@@ -885,6 +907,7 @@ case $step in
   base) base "$2" ;;
   test) check_test ;;
   sanitize) check_sanitize ;;
+  rest) check_rest ;;
   bench) check_bench ;;
   train) check_train ;;
   profile) check_profile ;;

@@ -240,6 +240,18 @@ expect_rc 1 "sanitize, racecheck's run failed"
 has "sanitize: an unfinished run fails racecheck" "$T/l/racecheck-train.log" '^racecheck: the run did not finish$'
 has "sanitize: an unfinished run's verdict" "$S" '^check: racecheck train: FAIL'
 
+# rest: the test checks a window leaves out, then the sanitize step's, in one step
+FAKE_RACE="sm90_xmma_fprop_nhwc_on_kernel__5x_cudnn" step rest
+expect_rc 0 rest
+for c in "test_cuda tf32=on" "test_cuda nchw tf32=off" "test_dist np=1 tf32=on" "test_dist np=2 tf32=on" \
+  "memcheck train" "racecheck train" "synccheck train" "memcheck test_dist np=2"; do
+  has "rest: $c" "$S" "^check: $c: PASS"
+done
+check "rest: nothing the window runs (no test_ops, no TF32-off test_dist)" \
+  test "$(grep -Ec '^check: (test_ops|test_dist np=[12] tf32=off)' "$S")" = 0
+has "rest: its count" "$S" '^gpu-check rest: 0 check\(s\) failed$'
+has "rest: test_cuda in NCHW" "$FAKE_LOG" '^test_cuda \|.*CIFAR10_CUDA_LAYOUT=nchw'
+
 # bench: ours against PyTorch eager and torch.compile; NCHW reached ours
 step bench
 expect_rc 0 bench
