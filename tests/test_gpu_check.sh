@@ -219,6 +219,10 @@ has "sanitize: memcheck with the leak check" "$FAKE_LOG" \
   '^compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 build/cifar10-train --device=cuda '
 has "sanitize: racecheck on the kernels named *_kernel" "$FAKE_LOG" \
   '^compute-sanitizer --tool racecheck --kernel-name kns=_kernel --error-exitcode 9 build/cifar10-train '
+has "sanitize: racecheck on its 50 images (4 steps)" "$FAKE_LOG" \
+  '^compute-sanitizer --tool racecheck .* --resume never [^ ]*/gpu-check-race \|'
+has "sanitize: memcheck on the 160 images" "$FAKE_LOG" \
+  '^compute-sanitizer --tool memcheck --leak-check full .* --resume never [^ ]*/gpu-check-small \|'
 has "sanitize: test_dist on 2 ranks" "$FAKE_LOG" \
   '^mpirun -np 2 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_dist --device cuda '
 # the same with each check in a child bash under a time limit (as the window's test step runs
