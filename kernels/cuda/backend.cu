@@ -486,7 +486,8 @@ static void describe(char *buf, size_t size) {
              nhwc ? "NHWC (CIFAR10_CUDA_LAYOUT=nchw: NCHW)" : "NCHW (CIFAR10_CUDA_LAYOUT=nchw)",
              !nhwc ? ""
              : small_conv
-                 ? "; few-channel forward and filter gradient ours (CIFAR10_CUDA_SMALL_CONV=cudnn: cuDNN's)"
+                 ? "; few-channel forward and filter gradient (up to 256 outputs) ours "
+                   "(CIFAR10_CUDA_SMALL_CONV=cudnn: cuDNN's)"
                  : "; few-channel forward and filter gradient cuDNN's (CIFAR10_CUDA_SMALL_CONV=cudnn)",
              filters_ready ? "filter conversions once per update (CIFAR10_CUDA_FILTERS=per-call: per call)"
                            : "filters converted per call (CIFAR10_CUDA_FILTERS=per-call)");

@@ -461,39 +461,61 @@ static_assert(SMALL_CKK + 1 <= SFG_R4 && SFG_R4 % 4 == 0, "a patch row holds C k
  * position lanes of K threads a block, `per` positions a block, `blocks` blocks. */
 struct small_grad {
     uint32_t C, H, W, K, k, pad, Ho, Wo, ckk, R, r4, L, per, blocks, positions;
-    struct fastdiv c, kk, wo, ho, r4d;
+    struct fastdiv c, kk, wo, ho;
 };
 
-/* The patch row of position p (n, oy, ox) at r < R4: x[n][oy + u - pad][ox + v - pad][c] for
- * r = (u k + v) C + c < C k^2 (0 outside the image), 1 at r = C k^2 when R has the ones
- * column, else 0. */
-template <typename T>
-__device__ static float patch_value(const T *x, const struct small_grad &g, uint32_t p, uint32_t r) {
-    if (r >= g.R) return 0.0f;
-    if (r == g.ckk) return 1.0f;
-    uint32_t uv = fastdiv_div(r, g.c), c = r - uv * g.C, u = fastdiv_div(uv, g.kk), v = uv - u * g.k;
-    uint32_t row = fastdiv_div(p, g.wo), ox = p - row * g.Wo, n = fastdiv_div(row, g.ho), oy = row - n * g.Ho;
-    uint32_t iy = oy + u - g.pad, ix = ox + v - g.pad; /* wrap past H, W when above or left */
-    return iy < g.H && ix < g.W ? act_load(x, ((size_t)(n * g.H + iy) * g.W + ix) * g.C + c) : 0.0f;
-}
+/* A block stages a chunk as SFG_GROUPS groups of SFG_CHUNK threads, thread t the position t %
+ * SFG_CHUNK and every SFG_GROUPS-th column from t / SFG_CHUNK. */
+#define SFG_GROUPS (CUDA_THREADS / SFG_CHUNK)
+static_assert(CUDA_THREADS % SFG_CHUNK == 0 && SFG_R4 % SFG_GROUPS == 0, "a chunk's columns split evenly");
+#define SFG_ONES 0xfe /* col_u of the ones column */
+#define SFG_NONE 0xff /* col_u past R: 0 */
 
-/* Stage 1: block b's positions [b per, (b + 1) per) (the last ones fewer). Thread t is output
- * channel o = t % K of lane t / K (L lanes); each lane sums every L-th position of each chunk,
- * a row of floats from shared memory (broadcast across a warp's channels) times its dy. */
+/* Stage 1: block b's positions [b per, (b + 1) per) (the last ones fewer), in chunks of
+ * SFG_CHUNK: their patch rows staged in shared memory (row q column r = (u k + v) C + c:
+ * x[n][oy + u - pad][ox + v - pad][c], 0 outside the image; 1 in the ones column), each column's
+ * offset and (u, v) made once a block. Thread t is output channel o = t % K of lane t / K (L
+ * lanes); each lane sums every L-th row of a chunk (float4 reads, broadcast across a warp's
+ * channels) times its dy. Then the lanes' sums in order into partial[block][r][o]. */
 template <typename T>
 __global__ static void small_grad_kernel(const T *x, const T *dy, float *partial, struct small_grad g) {
     __shared__ float4 rows[SFG_CHUNK * SFG_R4 / 4];
     __shared__ float sums[SFG_R4 * CUDA_THREADS];
+    __shared__ int col_off[SFG_R4];
+    __shared__ uint8_t col_u[SFG_R4], col_v[SFG_R4];
     float *flat = (float *)rows;
     uint32_t t = threadIdx.x, o = t % g.K, lane = t / g.K, n4 = g.r4 / 4;
     uint32_t first = blockIdx.x * g.per, end = min(first + g.per, g.positions);
+    if (t < SFG_R4) { /* seen after the chunk loop's first barrier */
+        uint32_t u = t < g.ckk ? 0 : t < g.R ? SFG_ONES : SFG_NONE, v = 0;
+        int off = 0;
+        if (t < g.ckk) {
+            uint32_t uv = fastdiv_div(t, g.c), c = t - uv * g.C;
+            u = fastdiv_div(uv, g.kk), v = uv - u * g.k;
+            off = (((int)u - (int)g.pad) * (int)g.W + ((int)v - (int)g.pad)) * (int)g.C + (int)c;
+        }
+        col_off[t] = off, col_u[t] = (uint8_t)u, col_v[t] = (uint8_t)v;
+    }
     float acc[SFG_R4];
     for (int r = 0; r < SFG_R4; r++) acc[r] = 0.0f;
     for (uint32_t at = first; at < end; at += SFG_CHUNK) {
         __syncthreads(); /* the last chunk's rows are read */
-        for (uint32_t i = t; i < SFG_CHUNK * g.r4; i += blockDim.x) {
-            uint32_t q = fastdiv_div(i, g.r4d), p = at + q;
-            flat[i] = p < end ? patch_value(x, g, p, i - q * g.r4) : 0.0f;
+        uint32_t q = t % SFG_CHUNK, p = at + q;
+        uint32_t row = fastdiv_div(p, g.wo), ox = p - row * g.Wo, n = fastdiv_div(row, g.ho),
+                 oy = row - n * g.Ho;
+        long long pixel = ((long long)(n * g.H + oy) * g.W + ox) * g.C; /* read only where p < end */
+#pragma unroll
+        for (int m = 0; m < SFG_R4 / SFG_GROUPS; m++) {
+            uint32_t r = t / SFG_CHUNK + (uint32_t)m * SFG_GROUPS;
+            if (r >= g.r4) break;
+            uint32_t u = col_u[r];
+            float value = 0.0f;
+            if (p < end && u == SFG_ONES) value = 1.0f;
+            else if (p < end && u != SFG_NONE) {
+                uint32_t iy = oy + u - g.pad, ix = ox + col_v[r] - g.pad; /* wrap past H, W above, left */
+                if (iy < g.H && ix < g.W) value = act_load(x, (size_t)(pixel + col_off[r]));
+            }
+            flat[q * g.r4 + r] = value;
         }
         __syncthreads();
         if (lane >= g.L) continue;
@@ -509,7 +531,6 @@ __global__ static void small_grad_kernel(const T *x, const T *dy, float *partial
                 }
         }
     }
-    /* The lanes' sums in order: sums[r][lane K + o], then partial[block][r][o]. */
     if (lane < g.L)
         for (int r = 0; r < SFG_R4; r++)
             if (r < (int)g.R) sums[r * CUDA_THREADS + t] = acc[r];
@@ -546,20 +567,18 @@ __global__ static void small_grad_sum_kernel(const float *partial, float *dw, fl
     dw[((o * g.C + c) * g.k + u) * g.k + v] = (float)s;
 }
 
-/* dw (and db unless NULL) of a small_backward layer from x and dy of type T, with no workspace
- * but the backend's scratch for the partials. */
-template <typename T>
-static void small_filter_grad(const struct conv_shape *s, const void *x, const void *dy, float *dw,
-                              float *db) {
+/* The shape of a small_backward layer's filter gradient, with the bias gradient's column or
+ * without. */
+static struct small_grad small_grad_make(const struct conv_shape *s, int with_db) {
     struct small_grad g;
     g.C = (uint32_t)s->C, g.H = (uint32_t)s->H, g.W = (uint32_t)s->W, g.K = (uint32_t)s->K;
     g.k = (uint32_t)s->k, g.pad = (uint32_t)s->pad, g.ckk = g.C * g.k * g.k;
     g.Ho = (uint32_t)kernels_conv_out(s->H, s->k, s->pad),
     g.Wo = (uint32_t)kernels_conv_out(s->W, s->k, s->pad);
-    CHECK(g.K >= 1 && g.K <= CUDA_THREADS && g.ckk <= SMALL_CKK && g.Ho >= 1 && g.Wo >= 1 &&
+    CHECK(s->N >= 1 && g.K >= 1 && g.K <= CUDA_THREADS && g.ckk <= SMALL_CKK && g.Ho >= 1 && g.Wo >= 1 &&
           (uint64_t)s->N * g.H * g.W * g.C < (uint64_t)1 << 31 &&
           (uint64_t)s->N * g.Ho * g.Wo * g.K < (uint64_t)1 << 31);
-    g.R = g.ckk + (db ? 1 : 0), g.r4 = (g.R + 3) / 4 * 4, g.L = CUDA_THREADS / g.K;
+    g.R = g.ckk + (with_db ? 1 : 0), g.r4 = (g.R + 3) / 4 * 4, g.L = CUDA_THREADS / g.K;
     g.positions = (uint32_t)s->N * g.Ho * g.Wo;
     /* At least 1024 positions a block, at most 1024 blocks: a function of the shape only, so
      * the sums' order, and their bits, are the same on every GPU. */
@@ -567,8 +586,21 @@ static void small_filter_grad(const struct conv_shape *s, const void *x, const v
     g.per = (per < 1024 ? 1024 : per + SFG_CHUNK - 1) / SFG_CHUNK * SFG_CHUNK;
     g.blocks = (g.positions + g.per - 1) / g.per;
     g.c = fastdiv_make(g.C), g.kk = fastdiv_make(g.k), g.wo = fastdiv_make(g.Wo), g.ho = fastdiv_make(g.Ho);
-    g.r4d = fastdiv_make(g.r4);
-    float *partial = (float *)cuda_scratch((size_t)g.blocks * g.R * g.K * sizeof(float));
+    return g;
+}
+
+/* The scratch bytes small_filter_grad takes for the partials. */
+static size_t small_grad_bytes(const struct small_grad *g) {
+    return (size_t)g->blocks * g->R * g->K * sizeof(float);
+}
+
+/* dw (and db unless NULL) of a small_backward layer from x and dy of type T, with no workspace
+ * but the backend's scratch for the partials. */
+template <typename T>
+static void small_filter_grad(const struct conv_shape *s, const void *x, const void *dy, float *dw,
+                              float *db) {
+    struct small_grad g = small_grad_make(s, db != NULL);
+    float *partial = (float *)cuda_scratch(small_grad_bytes(&g));
     small_grad_kernel<T>
         <<<g.blocks, CUDA_THREADS, 0, cuda_stream()>>>((const T *)x, (const T *)dy, partial, g);
     LAUNCH_CHECK();
@@ -718,10 +750,16 @@ template <enum cuda_precision P>
 static void conv_describe(const struct conv_shape *s, enum conv_pass pass, size_t ws_bytes, char *buf,
                           size_t size) {
     int i = pass == CONV_FORWARD ? FORWARD : pass == CONV_BACKWARD_DATA ? BACKWARD_DATA : BACKWARD_FILTER;
-    if ((pass == CONV_FORWARD && small_forward<P>(s)) ||
-        (pass == CONV_BACKWARD_FILTER && small_backward<P>(s))) {
+    if (pass == CONV_FORWARD && small_forward<P>(s)) {
         snprintf(buf, size, "ours (direct, few input channels), 0.0 MiB%s, NHWC",
                  P == CUDA_BF16 ? ", bf16" : "");
+        return;
+    }
+    if (pass == CONV_BACKWARD_FILTER && small_backward<P>(s)) {
+        struct small_grad g = small_grad_make(s, 1);
+        snprintf(buf, size,
+                 "ours (direct, few input channels, deterministic), 0.0 MiB (%.1f MiB of scratch)%s, NHWC",
+                 (double)small_grad_bytes(&g) / (1 << 20), P == CUDA_BF16 ? ", bf16" : "");
         return;
     }
     struct plan *p = plan_get(s, BF16_OF(P));
