@@ -165,7 +165,9 @@ keep() {
 # commit of the last prepare.
 stamp() {
   [[ -d $carry ]] || die "stamp: no $carry (run prepare)"
-  echo "commit $(git rev-parse HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' with uncommitted changes')" >"$carry/source.txt"
+  local head
+  head=$(git rev-parse --verify HEAD 2>/dev/null) || die "stamp: $PWD is not a git checkout with a commit"
+  echo "commit $head$(git status --porcelain --untracked-files=no | grep -q . && echo ' with uncommitted changes')" >"$carry/source.txt"
   cat "$carry/source.txt"
 }
 [[ $step == keep ]] && { keep "$2"; exit 0; }

@@ -7,9 +7,9 @@
 # deadline that leaves out what no longer fits, and the tarballs of the logs. Runs in a copy of
 # the script with its scratch files under the suite's folder. Then the other steps that run on
 # the GPU machine, each alone: sanitize (racecheck's judgement: a hazard in one of our kernels
-# fails it, hazards in cuDNN's only do not), bench, profile, base and cpu (the base commit
+# fails it, hazards in cuDNN's only do not), rest, bench, profile, base and cpu (the base commit
 # benchmarked beside ours; without one, ours only), train: their exit status, their
-# summary.txt's lines, their tarballs of the logs.
+# summary.txt's lines, their tarballs of the logs; and stamp, in a git checkout of its own.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -335,5 +335,26 @@ expect_line "train: bf16's time" "$S" 5 '^airbench94 --precision bf16, the same:
 expect_line "train: bf16's score" "$S" 6 '^final test accuracy 90.50% '
 has "train: bf16 reached the program" "$FAKE_LOG" '^cifar10-train --device=cuda --model airbench94 --precision bf16 --no-eval '
 check "train: the logs" test -s "$T/l/train-airbench94-bf16.log" -a -s "$T/l/test.log"
+
+# stamp: the checkout's commit into .gpu-carry/source.txt, "with uncommitted changes" when a
+# tracked file differs; refused outside a git checkout and without .gpu-carry.
+G=$T/stamp
+mkdir -p "$G/scripts" "$G/.gpu-carry"
+cp "$SRC/scripts/gpu-check.sh" "$G/scripts/"
+cd "$G" || exit 1
+run bash scripts/gpu-check.sh stamp
+expect_rc 1 "stamp outside a git checkout"
+has "stamp: says why" "$T/err" 'is not a git checkout with a commit$'
+git init -q && git add scripts && git -c user.name=t -c user.email=t@t commit -qm t
+run bash scripts/gpu-check.sh stamp
+expect_rc 0 "stamp"
+has "stamp: the commit" .gpu-carry/source.txt "^commit $(git rev-parse HEAD)\$"
+echo "# a change" >>scripts/gpu-check.sh
+run bash scripts/gpu-check.sh stamp
+has "stamp: an uncommitted change said" .gpu-carry/source.txt "^commit $(git rev-parse HEAD) with uncommitted changes\$"
+rm -rf .gpu-carry
+run bash scripts/gpu-check.sh stamp
+expect_rc 1 "stamp without .gpu-carry"
+cd "$SRC" || exit 1
 
 summary "gpu-check.sh (stand-ins)"
