@@ -82,9 +82,8 @@
 #                                  default 150 s), then cpu-quick when 60 s are left, each in a
 #                                  folder of its own under the output folder (test/, perf/,
 #                                  cpu/); a failed build ends it after the test step. Its own
-#                                  summary counts the steps that failed. (352 s on an H200 at
-#                                  2a0c811 without the torch.compile rows, which take 2 minutes
-#                                  more, and before later checks were added)
+#                                  summary counts the steps that failed. (431 s on an H200 at
+#                                  cf9bb0e, everything included)
 #   scripts/gpu-check.sh cpu-quick airbench94's bf16 step on that machine's AMX tiles against
 #                                  PyTorch's bf16 autocast, ours without the tile arithmetic
 #                                  (amx-cost: the tiles' share of the step and fraction of their
