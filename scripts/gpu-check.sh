@@ -40,10 +40,10 @@
 #                                  test_dist in TF32
 #   scripts/gpu-check.sh sanitize  compute-sanitizer memcheck (with leak check), racecheck and
 #                                  synccheck on a 10-step training run (after its 4 warm-up
-#                                  steps; racecheck on 4 steps without them), and memcheck on 2 ranks
-#                                  of test_dist through the staged path (racecheck on our own
-#                                  kernels, within 4 minutes, failing on a hazard in one of them;
-#                                  the others within 2)
+#                                  steps; racecheck on 4 steps without them), and memcheck on
+#                                  2 ranks of test_dist through the staged path (racecheck on
+#                                  our own kernels, within 4 minutes, failing on a hazard in one
+#                                  of them; the others within 2)
 #   scripts/gpu-check.sh rest      the test step's checks a window leaves out (TF32 on, the NCHW
 #                                  lock step, test_dist in TF32), then the sanitize step's: after
 #                                  a window, in a second device call, the rest of test and
@@ -164,9 +164,10 @@ keep() {
 # commit of the last prepare.
 stamp() {
   [[ -d $carry ]] || die "stamp: no $carry (run prepare)"
-  local head
+  local head dirty=
   head=$(git rev-parse --verify HEAD 2>/dev/null) || die "stamp: $PWD is not a git checkout with a commit"
-  echo "commit $head$(git status --porcelain --untracked-files=no | grep -q . && echo ' with uncommitted changes')" >"$carry/source.txt"
+  git status --porcelain --untracked-files=no | grep -q . && dirty=' with uncommitted changes'
+  echo "commit $head$dirty" >"$carry/source.txt"
   cat "$carry/source.txt"
 }
 [[ $step == keep ]] && { keep "$2"; exit 0; }
@@ -357,6 +358,15 @@ on_gpu() {
   ((status == 0)) && ! grep -Eq 'skipped: (no GPU|this build has no CUDA)' <<<"$o"
 }
 
+# window_left_out: the test step's checks a window leaves out: TF32 on, the NCHW lock step,
+# test_dist in TF32.
+window_left_out() {
+  check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
+  check "test_cuda nchw tf32=off" on_gpu env CIFAR10_CUDA_LAYOUT=nchw build/tests/test_cuda
+  local np
+  for np in 1 2; do check "test_dist np=$np tf32=on" dist_gpu "$np" on; done
+}
+
 # dist_gpu NP TF32: test_dist's steps on NP ranks sharing the GPU(s), TF32 off or on, then the
 # files they wrote (the same-batch step of every rank against its one-process step) checked.
 dist_gpu() {
@@ -416,19 +426,11 @@ check_test() {
   check "test_ops fastest" on_gpu env CIFAR10_CUDA_ALGOS=fastest build/tests/test_ops
   check "test_cuda tf32=off" on_gpu build/tests/test_cuda
   check "test_cuda bf16" on_gpu build/tests/test_cuda --bf16
+  local np
+  for np in 1 2; do check "test_dist np=$np tf32=off" dist_gpu "$np" off; done
   # Within a window (test, then perf, in one device call of 10 minutes) the checks that passed
-  # on every build so far and change least are left out: TF32 on, NCHW lock step, test_dist in TF32.
-  local np tf32 window=${GPU_CHECK_WINDOW:-0}
-  if ((!window)); then
-    check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
-    check "test_cuda nchw tf32=off" on_gpu env CIFAR10_CUDA_LAYOUT=nchw build/tests/test_cuda
-  fi
-  for np in 1 2; do
-    for tf32 in off on; do
-      ((window)) && [[ $tf32 == on ]] && continue
-      check "test_dist np=$np tf32=$tf32" dist_gpu "$np" "$tf32"
-    done
-  done
+  # on every build so far and change least are left out (the rest step runs them).
+  ((${GPU_CHECK_WINDOW:-0})) || window_left_out
   synthetic "$scratch/gpu-check-data" 2048
   for np in 1 2; do check "train np=$np" train_ranks "$np"; done
   check "scores cpu=cuda" same_scores "$scratch/m2.safetensors"
@@ -461,8 +463,8 @@ sanitized() {
 # cuDNN's (sm_90 NHWC: "..._on_kernel__5x_cudnn"), over 4 steps (50 images: 3 of 16 and a
 # partial one, each kernel of a step run at least 3 times); instrumenting every kernel, 10
 # steps did not finish in 120 s on an H200 (2026-11-26), and over ours 10 steps took 159 s
-# (2026-11-27) and more than 158 s with graphs (2026-11-30). Fails when the run does not finish or a hazard
-# names a kernel not cuDNN's. cuDNN's are counted, not judged: excluding them
+# (2026-11-27) and more than 158 s with graphs (2026-11-30). Fails when the run does not finish
+# or a hazard names a kernel not cuDNN's. cuDNN's are counted, not judged: excluding them
 # (--kernel-name-exclude kns=cudnn) crashed the sanitizer in cudnnFind (2026-11-27).
 racecheck_ours() {
   local log=$out/racecheck-raw.log
@@ -501,10 +503,7 @@ check_sanitize() {
 # second device call.
 check_rest() {
   build build/tests/test_cuda build/tests/test_dist build/tests/make_synthetic
-  check "test_cuda tf32=on" on_gpu build/tests/test_cuda --tf32
-  check "test_cuda nchw tf32=off" on_gpu env CIFAR10_CUDA_LAYOUT=nchw build/tests/test_cuda
-  local np
-  for np in 1 2; do check "test_dist np=$np tf32=on" dist_gpu "$np" on; done
+  window_left_out
   sanitizer_checks
   step_done rest
 }

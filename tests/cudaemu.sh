@@ -9,8 +9,8 @@
 # for bit with it run at issue and in a random order, with the kernels' blocks and threads run
 # in reverse and in shuffled order (CUDAEMU_THREADS: a race between them would change the
 # bits); test_ops runs again in reverse order, and with CIFAR10_CUDA_ALGOS=fastest. From
-# test_dist on, device memory is closed to host code (CUDAEMU_DEVICE_MEMORY=guarded). Ends with "cudaemu: N passed, M failed";
-# exit status 0 only when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and
+# test_dist on, device memory is closed to host code (CUDAEMU_DEVICE_MEMORY=guarded). Ends with
+# "cudaemu: N passed, M failed"; exit status 0 only when all passed. BUILD: a CUDA=emu build (make emu builds build-emu and
 # runs this).
 cd "$(dirname "$0")/.." || exit 1
 export BUILD=${BUILD:-build-emu}

@@ -244,6 +244,14 @@ expect_rc 1 "sanitize, racecheck's run failed"
 has "sanitize: an unfinished run fails racecheck" "$T/l/racecheck-train.log" '^racecheck: the run did not finish$'
 has "sanitize: an unfinished run's verdict" "$S" '^check: racecheck train: FAIL'
 
+# test alone (not in a window): the checks a window leaves out too
+step test
+expect_rc 0 "test alone"
+for c in "test_ops fastest" "test_dist np=2 tf32=off" "test_cuda tf32=on" "test_cuda nchw tf32=off" \
+  "test_dist np=1 tf32=on" "test_dist np=2 tf32=on" "airbench94 bf16 train np=2"; do
+  has "test alone: $c" "$S" "^check: $c: PASS"
+done
+
 # rest: the test checks a window leaves out, then the sanitize step's, in one step
 FAKE_RACE="sm90_xmma_fprop_nhwc_on_kernel__5x_cudnn" step rest
 expect_rc 0 rest
