@@ -2112,6 +2112,39 @@ static void test_tiles_grad_pairs(void) {
            differ, P / 2 * COUT);
 }
 
+/* The tiles' 16 x 16 transposition (conv_tiles.c: conv_tiles_transpose16, the input's packing
+ * and the sums' copy out of the tiles): the plain-C build against its definition, and the amx
+ * build's AVX-512 transpose against it bit for bit (NaN payloads and all: words, not floats),
+ * with rows apart as the convolutions use them, and nothing written outside the 16 x 16 words.
+ * The amx build on any CPU with AVX512_BF16. */
+static void test_tiles_transpose16(void) {
+    enum { SS = 40, DS = 24, SN = 16 * SS, DN = 16 * DS };
+    uint32_t s[SN], got[DN], want[DN];
+    uint32_t x = 12345u;
+    for (int i = 0; i < SN; i++) s[i] = x = x * 1664525u + 1013904223u;
+    s[3 * SS + 5] = 0x7fc00001u; /* a NaN with a payload */
+    memset(want, 0xa5, sizeof want);
+    conv_tiles_transpose16_generic(s, SS, want, DS);
+    int wrong = 0;
+    for (int j = 0; j < 16; j++)
+        for (int d = 0; d < DS; d++) wrong += want[j * DS + d] != (d < 16 ? s[d * SS + j] : 0xa5a5a5a5u);
+    EXPECT(wrong == 0, "conv_tiles_transpose16 (plain C): %d of %d words are not the transpose's", wrong, DN);
+    if (!gemm_bf16_hw()) {
+        printf("test_ops: cpu internals: conv_tiles_transpose16 plain C: done; amx: skipped: this CPU lacks "
+               "AVX512_BF16\n");
+        return;
+    }
+    memset(got, 0xa5, sizeof got);
+    conv_tiles_transpose16_amx(s, SS, got, DS);
+    int differ = 0;
+    for (int i = 0; i < DN; i++) differ += got[i] != want[i];
+    EXPECT(differ == 0, "conv_tiles_transpose16 amx: %d of %d words differ from the plain-C build's", differ,
+           DN);
+    printf(
+        "test_ops: cpu internals: conv_tiles_transpose16 plain C and amx: %d, %d of %d words wrong: done\n",
+        wrong, differ, DN);
+}
+
 /* The tiles' grid rows and output planes (conv_tiles.c: conv_tiles_put_run, _plane_out): the
  * amx build's masked AVX-512 steps against the plain-C build, bit for bit, for every run length
  * from 1 to 40 (whole steps of 16 and every tail), the specials of test_tiles_grad_pairs among
@@ -2186,6 +2219,7 @@ static void cpu_internals(void) {
     test_gemm_bf16_prepacked("generic");
     test_tiles_grad_pairs();
     test_tiles_runs();
+    test_tiles_transpose16();
     gemm_bf16_select(best_bf16);
 }
 

@@ -183,6 +183,11 @@ conv_tiles_plane_out_fn conv_tiles_plane_out_amx, conv_tiles_plane_out_amxcost, 
 void conv_tiles_grad_pairs_amx(const float *t, int P, int cout, uint32_t *out);
 void conv_tiles_grad_pairs_amxcost(const float *t, int P, int cout, uint32_t *out);
 void conv_tiles_grad_pairs_generic(const float *t, int P, int cout, uint32_t *out);
+/* Internal to conv_tiles.c, for tests: d[j][i] = s[i][j] for i, j < 16, 32-bit words, rows ss
+ * (of s) and ds (of d) words apart; the amx build runs AVX-512 only. */
+typedef void conv_tiles_transpose16_fn(const uint32_t *s, size_t ss, uint32_t *d, size_t ds);
+conv_tiles_transpose16_fn conv_tiles_transpose16_amx, conv_tiles_transpose16_amxcost,
+    conv_tiles_transpose16_generic;
 
 /* The direct forward of a convolution on few input channels (small_conv.c, compiled per ISA),
  * C k^2 <= SMALL_CONV_CKK, with its bias and activation; bf16 rounds the operands of the
