@@ -1,0 +1,65 @@
+/* One pass of the AMX tiles' direct convolution (kernels/cpu/conv_tiles.c) in its plain-C build,
+ * for scripts/tiles-cache-model.sh to run under cachegrind: the tiles' memory traffic without
+ * AMX hardware. Usage: tiles_cache_model C K H k pad N fwd|dx|dw (an H x H map, stride 1).
+ * Prints the pass, its TDPBF16PS and a hash of the result's bits (the same bits before and
+ * after a change that keeps the products and their order). */
+#include "../kernels/cpu/cpu.h"
+#include "../kernels/cpu/gemm.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *random_floats(size_t n, unsigned *state) {
+    float *p = aligned_alloc(64, (n * sizeof *p + 63) / 64 * 64);
+    for (size_t i = 0; i < n; i++) {
+        *state = *state * 1664525u + 1013904223u;
+        p[i] = (float)(*state >> 8) / 16777216.0f - 0.5f;
+    }
+    return p;
+}
+
+static unsigned hash_bits(const float *a, size_t n) {
+    unsigned h = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned u;
+        memcpy(&u, &a[i], sizeof u);
+        h = h * 31u + u;
+    }
+    return h;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 8) {
+        fprintf(stderr, "usage: %s C K H k pad N fwd|dx|dw\n", argv[0]);
+        return 2;
+    }
+    struct conv_shape s = {.C = atoi(argv[1]),
+                           .K = atoi(argv[2]),
+                           .H = atoi(argv[3]),
+                           .W = atoi(argv[3]),
+                           .k = atoi(argv[4]),
+                           .pad = atoi(argv[5]),
+                           .N = atoi(argv[6])};
+    const char *pass = argv[7];
+    if (!conv_tiles_fit(&s) || s.N < 1 || (strcmp(pass, "fwd") && strcmp(pass, "dx") && strcmp(pass, "dw"))) {
+        fprintf(stderr, "%s: not a shape the tiles take, or not a pass (fwd, dx, dw)\n", argv[0]);
+        return 2;
+    }
+    int Ho = kernels_conv_out(s.H, s.k, s.pad);
+    size_t nx = (size_t)s.N * s.C * s.H * s.W, ny = (size_t)s.N * s.K * Ho * Ho,
+           nw = (size_t)s.K * s.C * s.k * s.k;
+    unsigned state = 1;
+    float *x = random_floats(nx, &state), *w = random_floats(nw, &state), *dy = random_floats(ny, &state);
+    float *ws = aligned_alloc(
+        64, (conv_tiles_workspace_floats(&s, omp_get_max_threads()) * sizeof(float) + 63) / 64 * 64);
+    size_t n = !strcmp(pass, "fwd") ? ny : !strcmp(pass, "dx") ? nx : nw;
+    float *out = calloc(n, sizeof *out);
+    if (!strcmp(pass, "fwd")) conv_tiles_sums_generic(&s, 0, x, NULL, w, NULL, 0, NULL, NULL, out, ws);
+    else if (!strcmp(pass, "dx")) conv_tiles_sums_generic(&s, 1, dy, NULL, w, NULL, 0, NULL, NULL, out, ws);
+    else conv_tiles_filter_grad_generic(&s, x, dy, NULL, out, ws);
+    printf("%s %d->%d %dx%d k%d pad%d N%d: %llu TDPBF16PS, result bits %08x\n", pass, s.C, s.K, s.H, s.W, s.k,
+           s.pad, s.N, gemm_tiles_products(), hash_bits(out, n));
+    return 0;
+}
