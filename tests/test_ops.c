@@ -425,6 +425,14 @@ static const struct op_case cases[] = {
     CONV(2, 3, 256, 6, 7, 1, 0, F_BIAS | F_MASK),
     CONV(1, 1, 300, 5, 5, 3, 1, F_BIAS),
     CONV(1025, 1, 2, 32, 32, 3, 1, F_BIAS | F_NO_DX),
+    /* ... patch offsets 3 and 4 (k 5, k 4 pooled), C k^2 = 27 by 1x1 at 256 outputs (the most
+     * sums a block), 256 outputs without a bias, a map smaller than its padding, 100 outputs */
+    CONV(2, 1, 256, 9, 9, 5, 2, F_BIAS),
+    CONV(2, 27, 256, 5, 6, 1, 0, F_BIAS),
+    CONV(2, 3, 256, 5, 6, 3, 1, F_NO_DB),
+    CONV(2, 3, 7, 1, 5, 3, 2, F_BIAS),
+    CONV(3, 1, 5, 6, 5, 4, 3, F_BIAS | F_POOL),
+    CONV(1, 3, 100, 40, 41, 3, 1, F_BIAS),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -578,7 +578,8 @@ static struct small_grad small_grad_make(const struct conv_shape *s, int with_db
     g.Wo = (uint32_t)kernels_conv_out(s->W, s->k, s->pad);
     CHECK(s->N >= 1 && g.K >= 1 && g.K <= CUDA_THREADS && g.ckk <= SMALL_CKK && g.Ho >= 1 && g.Wo >= 1 &&
           (uint64_t)s->N * g.H * g.W * g.C < (uint64_t)1 << 31 &&
-          (uint64_t)s->N * g.Ho * g.Wo * g.K < (uint64_t)1 << 31);
+          (uint64_t)s->N * g.Ho * g.Wo * g.K < (uint64_t)1 << 31 &&
+          (uint64_t)(g.k + g.pad) * (g.W + 1) * g.C < (uint64_t)1 << 31); /* col_off's int */
     g.R = g.ckk + (with_db ? 1 : 0), g.r4 = (g.R + 3) / 4 * 4, g.L = CUDA_THREADS / g.K;
     g.positions = (uint32_t)s->N * g.Ho * g.Wo;
     /* At least 1024 positions a block, at most 1024 blocks: a function of the shape only, so
