@@ -153,12 +153,15 @@ expect_out "bench --help lists its flags" "--first-bias-stopped"
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 --bf16-isa generic
 expect_out "bench --bf16-isa generic runs the plain-C bf16 path" "^result: .* device=cpu-bf16 isa=generic "
 # The AMX tiles' operations in plain C: a whole step with the convolutions on the tiles' direct
-# method, but the first layer (3 channels), which keeps im2col.
+# method, but the first layer (3 channels): its forward by the few-channel direct kernel, as on
+# every path, its filter gradient by im2col on the tiles.
 run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 \
   --bf16-isa amx-emulated
 expect_out "bench --bf16-isa amx-emulated runs a step" "^result: .* device=cpu-bf16 isa=amx-emulated "
 expect_out "bench: tiles run 16+ channel convolutions direct" "^2 +conv 32->64 32x32 +backward-filter +direct on tiles, amx-emulated$"
-expect_out "bench: tiles keep im2col for RGB" "^0 +conv 3->32 32x32 +forward +im2col \+ GEMM, amx-emulated$"
+expect_out "bench: RGB's forward direct on the tiles' path" "^0 +conv 3->32 32x32 +forward +direct, amx-emulated$"
+expect_out "bench: tiles keep im2col for RGB's filter gradient" \
+  "^0 +conv 3->32 32x32 +backward-filter +im2col \+ GEMM, amx-emulated$"
 # amx-cost (CPUs with AVX512_BF16): amx's code without its tile instructions, a timing tool; it
 # leaves out exactly the TDPBF16PS that the plain-C twin carries out for the same step.
 products() { sed -n "s/^tile products: \([0-9]*\) TDPBF16PS a step (rank 0), .*, $1\$/\1/p" "$T/out"; }

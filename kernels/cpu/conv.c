@@ -71,7 +71,8 @@ static size_t per_thread_floats(const struct conv_shape *s, int nb) {
  *   - bf16 products on AMX tiles (gemm_bf16_tiles): no Winograd (the tiles' rate pays for the
  *     direct method's 2.25x more multiplies than F(2x2), and they skip its transforms); every
  *     pass of a shape conv_tiles_fit takes runs conv_tiles.c's direct convolution
- *     (direct_tiles), the others im2col + GEMM on chunks of images (images_per_gemm).
+ *     (direct_tiles), the few-input forward small_conv.c's (direct_forward), the others
+ *     im2col + GEMM on chunks of images (images_per_gemm).
  * Measurements behind these choices: docs/results.md. */
 struct conv_plan {
     int fwd, dx, dw;
@@ -98,9 +99,11 @@ static struct conv_plan plan(const struct conv_shape *s, enum gemm_math math, in
 }
 
 /* Whether the forward runs small_conv.c's direct kernel: few input channels (a first layer on
- * RGB: C k^2 <= SMALL_CONV_CKK), except on AMX tiles, which im2col's chunks keep busy. */
+ * RGB: C k^2 <= SMALL_CONV_CKK), on every path. On AMX tiles too: airbench94's 3 -> 24 2x2 layer
+ * took 8.42 ms there by im2col on the tiles (8.24 ms of it not the tiles' arithmetic), 4.85 ms
+ * by this kernel in fp32 (GPU machine's Xeon, 2026-11-30, batch 512, 2 threads). */
 static int few_inputs(const struct conv_shape *s) { return s->C * s->k * s->k <= SMALL_CONV_CKK; }
-static int direct_forward(const struct conv_shape *s, int tiles) { return !tiles && few_inputs(s); }
+static int direct_forward(const struct conv_shape *s) { return few_inputs(s); }
 /* Whether the filter gradient runs small_conv.c's direct kernel: the same layers, float products. */
 static int direct_filter_grad(const struct conv_shape *s, enum gemm_math math) {
     return math == GEMM_FP32 && few_inputs(s);
@@ -304,7 +307,7 @@ static void conv_forward(enum gemm_math math, const struct conv_shape *s, const 
                          const float *b, float *y, enum conv_act act, void *ws, size_t ws_bytes) {
     CHECK(ws_bytes >= workspace_bytes(s));
     int tiles = on_tiles(math);
-    if (direct_forward(s, tiles)) {
+    if (direct_forward(s)) {
         cpu_small_conv_forward(s, x, w, b, y, act, math == GEMM_BF16, ws);
         return;
     }
@@ -325,7 +328,7 @@ static void conv_pool_forward(enum gemm_math math, const struct conv_shape *s, c
         Wo = kernels_conv_out(s->W, s->k, s->pad);
     CHECK(pk >= 1 && pk * pk <= MAXPOOL_PASSES && pk <= Ho && pk <= Wo);
     struct pool_out pool = {pk, y, winners};
-    if (m && act != CONV_ACT_GELU && !direct_forward(s, tiles)) {
+    if (m && act != CONV_ACT_GELU && !direct_forward(s)) {
         winograd_conv3x3(x, NULL, w, 0, b, act == CONV_ACT_RELU, NULL, &pool, NULL, s->N, s->C, s->K, s->H,
                          s->W, m, math, ws);
         return;
@@ -509,7 +512,7 @@ static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum 
     struct conv_plan p = plan(s, math, tiles);
     int m = pass == CONV_FORWARD ? p.fwd : pass == CONV_BACKWARD_DATA ? p.dx : p.dw;
     const char *path = math == GEMM_FP32 ? gemm_isa() : gemm_bf16_isa();
-    if ((pass == CONV_FORWARD && direct_forward(s, tiles)) ||
+    if ((pass == CONV_FORWARD && direct_forward(s)) ||
         (pass == CONV_BACKWARD_FILTER && direct_filter_grad(s, math)))
         snprintf(buf, size, "direct, %s", path);
     else if (direct_tiles(s, tiles)) snprintf(buf, size, "direct on tiles, %s", path);
