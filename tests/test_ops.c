@@ -2183,6 +2183,21 @@ static void test_tiles_runs(void) {
                        pairs, n, which);
                 runs++;
             }
+    float fgot[LEN + PAD], fwant[LEN + PAD];
+    for (int n = 0; n <= 40; n++)
+        for (int extra = 0; extra < 4; extra++) { /* a row's padding after the values: 0, 1, 5, 17 */
+            int total = n + (int[]){0, 1, 5, 17}[extra];
+            memset(fgot, 0xa5, sizeof fgot);
+            memset(fwant, 0xa5, sizeof fwant);
+            conv_tiles_put_floats_amx(fgot, n ? a + n % 3 : NULL, n, total);
+            conv_tiles_put_floats_generic(fwant, n ? a + n % 3 : NULL, n, total);
+            EXPECT(memcmp(fgot, fwant, sizeof fgot) == 0,
+                   "conv_tiles_put_floats amx: n %d, total %d differs from the plain-C build's", n, total);
+            runs++;
+        }
+    EXPECT(memcmp(&fwant[3], &a[40 % 3 + 3], 4) == 0 && fwant[56] == 0.0f &&
+               ((uint32_t *)fwant)[57] == 0xa5a5a5a5u,
+           "conv_tiles_put_floats: the last row is not its values, zeros, then nothing");
     static const int shapes[][3] = {{31, 31, 32}, {15, 15, 16}, {7, 7, 8},
                                     {3, 3, 4},    {1, 17, 18},  {2, 33, 35}};
     float *o = hfill(LEN * LEN, -2, 2), *pgot = hnew((LEN * LEN + PAD) * sizeof(float)),

@@ -151,9 +151,16 @@ static __mmask16 lanes(int x, int n) { return (__mmask16)(n - x >= 16 ? 0xffffu 
  * (VCVTNE2PS2BF16 rounds as bf16_bits), where the compiler's loops left up to 15 to scalar
  * code; the generic build keeps the plain loops. */
 void ISA_FN(conv_tiles_put_run)(void *d, int pairs, size_t i, const float *a, const float *b, int n) {
-    size_t size = pairs ? sizeof(uint32_t) : sizeof(uint16_t);
+    size_t size = pairs ? sizeof(uint32_t) : sizeof(uint16_t), bytes = (size_t)n * size;
     if (!a) {
-        memset((char *)d + i * size, 0, (size_t)n * size);
+#if defined(ISA_HAS_AMX)
+        if (bytes <= 64) { /* a row's padding: one masked store, not a call */
+            __mmask64 m = bytes == 64 ? ~(__mmask64)0 : ((__mmask64)1 << bytes) - 1;
+            _mm512_mask_storeu_epi8((char *)d + i * size, m, _mm512_setzero_si512());
+            return;
+        }
+#endif
+        memset((char *)d + i * size, 0, bytes);
         return;
     }
 #if defined(ISA_HAS_AMX)
@@ -182,6 +189,21 @@ void ISA_FN(conv_tiles_put_run)(void *d, int pairs, size_t i, const float *a, co
 #endif
 }
 #define put_run ISA_FN(conv_tiles_put_run)
+
+/* cpu.h: d[0, n) = s[0, n), d[n, total) = 0, floats: a grid row of dy (s NULL when n is 0). The
+ * amx builds store 16 at a time with masks, where two calls (memcpy, memset) a row of 3 to 32
+ * floats cost more than the row. */
+void ISA_FN(conv_tiles_put_floats)(float *d, const float *s, int n, int total) {
+#if defined(ISA_HAS_AMX)
+    for (int x = 0; x < total; x += 16) {
+        __m512 v = x < n ? _mm512_maskz_loadu_ps(lanes(x, n), s + x) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(d + x, lanes(x, total), v);
+    }
+#else
+    if (n > 0) memcpy(d, s, (size_t)n * sizeof *d);
+    memset(d + n, 0, (size_t)(total - n) * sizeof *d);
+#endif
+}
 
 /* Where a pass reads its input maps: the planes of map[N][chans][h][w], or with pool not NULL
  * the 2x2 max pool's backward of pool (struct pool_in: the map is never stored), made plane by
@@ -296,8 +318,8 @@ static void pack_grad_pairs(const struct grid *g, const struct maps *m, int n0, 
                 const float *plane = map_plane(m, n0 + j, c0 + i, buf);
                 for (int y = 0; y < g->H + g->pad; y++, q += (size_t)g->Ws) {
                     int kept = y < g->Ho ? g->Wo : 0;
-                    if (kept) memcpy(row + q, plane + (size_t)y * g->Wo, (size_t)kept * sizeof *row);
-                    memset(row + q + kept, 0, (size_t)(g->Ws - kept) * sizeof *row);
+                    ISA_FN(conv_tiles_put_floats)
+                    (row + q, kept ? plane + (size_t)y * g->Wo : NULL, kept, g->Ws);
                 }
             }
             memset(row + q, 0, ((size_t)g->P - q) * sizeof *row);

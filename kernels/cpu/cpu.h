@@ -172,6 +172,7 @@ conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_amxcost, c
  *   conv_tiles_put_run: n positions from i of a grid row d, bf16 of a[0..n) (NULL: zeros);
  *     with pairs, d holds uint32_t pairs and b (NULL: zeros) gives their high halves, else d
  *     holds uint16_t; rounded as bf16_bits.
+ *   conv_tiles_put_floats: d[0, n) = s[0, n) (s NULL when n is 0), d[n, total) = 0.
  *   conv_tiles_plane_out: d[Ho][Wo] = o's rows (Ws floats apart, the first Wo of each) + bias,
  *     ReLU'd where relu, or taken through a ReLU's backward where m (a mask plane [Ho][Wo]) is
  *     not NULL: 0 where m <= 0 (a NaN passes). */
@@ -179,6 +180,9 @@ typedef void conv_tiles_put_run_fn(void *d, int pairs, size_t i, const float *a,
 typedef void conv_tiles_plane_out_fn(const float *o, int Ho, int Wo, int Ws, float bias, int relu,
                                      const float *m, float *d);
 conv_tiles_put_run_fn conv_tiles_put_run_amx, conv_tiles_put_run_amxcost, conv_tiles_put_run_generic;
+typedef void conv_tiles_put_floats_fn(float *d, const float *s, int n, int total);
+conv_tiles_put_floats_fn conv_tiles_put_floats_amx, conv_tiles_put_floats_amxcost,
+    conv_tiles_put_floats_generic;
 conv_tiles_plane_out_fn conv_tiles_plane_out_amx, conv_tiles_plane_out_amxcost, conv_tiles_plane_out_generic;
 void conv_tiles_grad_pairs_amx(const float *t, int P, int cout, uint32_t *out);
 void conv_tiles_grad_pairs_amxcost(const float *t, int P, int cout, uint32_t *out);
