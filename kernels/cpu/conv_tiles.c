@@ -191,8 +191,8 @@ void ISA_FN(conv_tiles_put_run)(void *d, int pairs, size_t i, const float *a, co
 #define put_run ISA_FN(conv_tiles_put_run)
 
 /* cpu.h: d[0, n) = s[0, n), d[n, total) = 0, floats: a grid row of dy (s NULL when n is 0). The
- * amx builds store 16 at a time with masks, where two calls (memcpy, memset) a row of 3 to 32
- * floats cost more than the row. */
+ * amx builds store 16 at a time with masks, as put_run, not two calls (memcpy, memset) for a
+ * row of 3 to 32 floats (not yet timed on AMX). */
 void ISA_FN(conv_tiles_put_floats)(float *d, const float *s, int n, int total) {
 #if defined(ISA_HAS_AMX)
     for (int x = 0; x < total; x += 16) {
@@ -204,6 +204,7 @@ void ISA_FN(conv_tiles_put_floats)(float *d, const float *s, int n, int total) {
     memset(d + n, 0, (size_t)(total - n) * sizeof *d);
 #endif
 }
+#define put_floats ISA_FN(conv_tiles_put_floats)
 
 /* Where a pass reads its input maps: the planes of map[N][chans][h][w], or with pool not NULL
  * the 2x2 max pool's backward of pool (struct pool_in: the map is never stored), made plane by
@@ -318,8 +319,7 @@ static void pack_grad_pairs(const struct grid *g, const struct maps *m, int n0, 
                 const float *plane = map_plane(m, n0 + j, c0 + i, buf);
                 for (int y = 0; y < g->H + g->pad; y++, q += (size_t)g->Ws) {
                     int kept = y < g->Ho ? g->Wo : 0;
-                    ISA_FN(conv_tiles_put_floats)
-                    (row + q, kept ? plane + (size_t)y * g->Wo : NULL, kept, g->Ws);
+                    put_floats(row + q, kept ? plane + (size_t)y * g->Wo : NULL, kept, g->Ws);
                 }
             }
             memset(row + q, 0, ((size_t)g->P - q) * sizeof *row);
