@@ -30,12 +30,13 @@
  * (cachegrind of the plain-C build: 48 KB L1, 2 MB L2). Each Wq block is read in order.
  *
  * Filter gradient: dwt[tap][ci][co] = sum over q of x_pad[ci][q + offset(tap)] dy[co][q]:
- *   xb  [cin][R]        the input, bf16 planes (an A tile row: 32 consecutive positions)
- *   dyp [P/2][cout]     dy as bf16 pairs of consecutive positions (0 where dropped), a
- *                       transposition (conv_tiles_grad_pairs)
- *   dwt [k k][cin][cout] this thread's partial sums, loaded into the tiles and stored back per
- *                       chunk; the threads' are summed in thread order at the end, so results
- *                       depend on the thread count, not on timing.
+ *   xb  [cin][R + pad]       the input, bf16 planes (an A tile row: 32 consecutive positions)
+ *   dyp [P/2][cout + 16]     dy as bf16 pairs of consecutive positions (0 where dropped), a
+ *                            transposition (conv_tiles_grad_pairs)
+ *   dwt [k k][cin][cout + 16] this thread's partial sums, loaded into the tiles and stored back
+ *                            per chunk; the threads' are summed in thread order at the end, so
+ *                            results depend on the thread count, not on timing.
+ * (The rows' padding: xb_ld, grad_ld.)
  *
  * cin and cout are the channel counts padded with zeros to 32; R = P + (k - 1)(Ws + 1), the reach
  * of the tap offsets past the grid. Operands are rounded as bf16_bits; products summed in float. */
@@ -46,12 +47,13 @@
 #include <omp.h>
 
 /* Grid positions a chunk aims at. The sums' (512): a chunk's operands stay in L2. The filter
- * gradient's is larger: its sums (dwt, 2.3 MB a thread at 256 x 256 x 3 x 3) live in memory
+ * gradient's is larger: its sums (dwt, 2.4 MB a thread at 256 x 256 x 3 x 3) live in memory
  * and make one round trip through the tiles a chunk, and a chunk of 2048 positions quarters
  * those trips while what its inner loops read stays within a 2 MB L2 (dyp, 1 MB at 256 output
- * channels, and a 32-row slice of xb). */
+ * channels, 32 rows of xb and their sums: grad_chunk). */
 #define GRID_TARGET 512
 #define GRAD_TARGET 2048
+#define GRAD_SLICE  128 /* grad_chunk's slices of positions, a multiple of 32 */
 
 struct grid {
     int in, out;             /* channels read and written */
@@ -117,11 +119,22 @@ static size_t sums_thread_floats(const struct grid *g) {
     return round16((size_t)g->cin / 2 * g->R) + round16((size_t)g->cout * g->P) +
            round16((size_t)g->Ho * g->Wo) + maps_floats(g) + (size_t)16 * g->R;
 }
+/* The rows of dyp and dwt: cout words and a tile row more, so that the tile rows grad_chunk
+ * reads (cout words apart, a multiple of 1 KB, would gather in a few L1 sets) spread over the
+ * sets. */
+static size_t grad_ld(const struct grid *g) { return (size_t)g->cout + 16; }
+
+/* The rows of xb: R bf16 or more, 64 past a multiple of 128, so that the rows (an odd multiple
+ * of two cache lines past a multiple of 4 KB apart) fall in different L1 sets, and the 32 that
+ * grad_chunk reads at once spread over all of them. (Not R itself: the sums' xq wants its
+ * 32-channel blocks, R x 64 bytes apart, off a multiple of 4 KB.) */
+static size_t xb_ld(const struct grid *g) { return ((size_t)g->R + 63) / 128 * 128 + 64; }
+
 /* A filter gradient thread's region: xb, dyp, rows[16][P] (pack_grad_pairs' t), the maps'
  * buffers, dwt. */
 static size_t grad_thread_floats(const struct grid *g) {
-    return round16((size_t)g->cin * g->R / 2) + round16((size_t)g->P * g->cout / 2) + (size_t)16 * g->P +
-           maps_floats(g) + round16((size_t)g->k * g->k * g->cin * g->cout);
+    return round16((size_t)g->cin * xb_ld(g) / 2) + round16((size_t)g->P * grad_ld(g) / 2) +
+           (size_t)16 * g->P + maps_floats(g) + round16((size_t)g->k * g->k * g->cin * grad_ld(g));
 }
 
 #ifdef ISA_IS_GENERIC /* once, not per ISA */
@@ -281,13 +294,13 @@ static void pack_pairs(const struct grid *g, const struct maps *m, int n0, int c
 /* xb: the chunk's input (images n0.. of m) as bf16 planes. */
 static void pack_planes(const struct grid *g, const struct maps *m, int n0, int cnt, float *bufs,
                         uint16_t *xb) {
-    for (int c = 0; c < g->cin; c++) grid_row(g, m, n0, cnt, c, 0, bufs, xb + (size_t)c * g->R);
+    for (int c = 0; c < g->cin; c++) grid_row(g, m, n0, cnt, c, 0, bufs, xb + (size_t)c * xb_ld(g));
 }
 
-/* out[pp][cout] (pair words, rows cout apart) = pair(t[i][2 pp], t[i][2 pp + 1]) for the 16
+/* out[pp][ld] (pair words, rows ld apart) = pair(t[i][2 pp], t[i][2 pp + 1]) for the 16
  * rows i of t (rows P floats apart), pp < P / 2, out's columns 0..15: a transposition, as 16 x 16
  * blocks of pair words on AVX-512 (transpose.h; P is a multiple of 32). */
-void ISA_FN(conv_tiles_grad_pairs)(const float *t, int P, int cout, uint32_t *out) {
+void ISA_FN(conv_tiles_grad_pairs)(const float *t, int P, int ld, uint32_t *out) {
 #if defined(ISA_HAS_AMX)
     for (int p0 = 0; p0 < P; p0 += 32) {
         vreg r[16];
@@ -296,12 +309,12 @@ void ISA_FN(conv_tiles_grad_pairs)(const float *t, int P, int cout, uint32_t *ou
             r[i] = (vreg)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
         }
         transpose_vec(r);
-        for (int m = 0; m < 16; m++) _mm512_storeu_ps(out + (size_t)(p0 / 2 + m) * cout, r[m]);
+        for (int m = 0; m < 16; m++) _mm512_storeu_ps(out + (size_t)(p0 / 2 + m) * ld, r[m]);
     }
 #else
     for (int pp = 0; pp < P / 2; pp++)
         for (int i = 0; i < 16; i++)
-            out[(size_t)pp * cout + i] =
+            out[(size_t)pp * ld + i] =
                 bf16_bits(t[(size_t)i * P + 2 * pp]) | bf16_bits(t[(size_t)i * P + 2 * pp + 1]) << 16;
 #endif
 }
@@ -324,7 +337,7 @@ static void pack_grad_pairs(const struct grid *g, const struct maps *m, int n0, 
             }
             memset(row + q, 0, ((size_t)g->P - q) * sizeof *row);
         }
-        ISA_FN(conv_tiles_grad_pairs)(t, g->P, g->cout, dyp + c0);
+        ISA_FN(conv_tiles_grad_pairs)(t, g->P, grad_ld(g), dyp + c0);
     }
 }
 
@@ -457,26 +470,35 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
     }
 }
 
-/* dwt[k k][cin][cout] += the chunk's filter gradient (struct comment). */
+/* dwt[k k][cin][cout] += the chunk's filter gradient (struct comment). Per 32 input channels
+ * (their sums, k k 32 (cout + 16) floats, 306 KB at 256 x 256 x 3 x 3, stay in L2 through the
+ * chunk), slice by slice of GRAD_SLICE positions, whose input rows and dy pairs (9 - 12 and 8
+ * KB) stay in L1 while every block of 32 output channels and every tap reads them: the taps
+ * share the dy tiles, and their input tiles nearly the same lines. A cache model put this at
+ * 5.0 - 5.8 L1 misses a TDPBF16PS against 16.4 for whole-chunk passes (results.md); 256
+ * positions a slice took 7.6 - 11. Each sum still takes the positions in order: the same bits
+ * as one pass over the chunk. */
 static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t *dyp, float *dwt) {
     TILE_REGS;
     int k = g->k;
-    size_t a_stride = (size_t)g->R * sizeof *xb, b_stride = (size_t)g->cout * sizeof *dyp;
+    size_t a_stride = xb_ld(g) * sizeof *xb, b_stride = grad_ld(g) * sizeof *dyp;
     TILE_FENCE();
-    for (int tap = 0; tap < k * k; tap++) {
-        int offset = tap / k * g->Ws + tap % k;
-        for (int r0 = 0; r0 < g->cin; r0 += 32)
-            for (int c0 = 0; c0 < g->cout; c0 += 32) {
-                float *c = dwt + ((size_t)tap * g->cin + r0) * g->cout + c0;
-                TILE_LOAD_C(c, g->cout);
-                for (int q0 = 0; q0 < g->P; q0 += 32) {
-                    const uint16_t *a = xb + (size_t)r0 * g->R + q0 + offset;
-                    const uint32_t *bp = dyp + (size_t)(q0 / 2) * g->cout + c0;
-                    TILE_STEP_2X2(a, a + (size_t)16 * g->R, a_stride, bp, bp + 16, b_stride);
+    for (int r0 = 0; r0 < g->cin; r0 += 32)
+        for (int s0 = 0; s0 < g->P; s0 += GRAD_SLICE) {
+            int s1 = g->P - s0 < GRAD_SLICE ? g->P : s0 + GRAD_SLICE;
+            for (int c0 = 0; c0 < g->cout; c0 += 32)
+                for (int tap = 0; tap < k * k; tap++) {
+                    int offset = tap / k * g->Ws + tap % k;
+                    float *c = dwt + ((size_t)tap * g->cin + r0) * grad_ld(g) + c0;
+                    TILE_LOAD_C(c, grad_ld(g));
+                    for (int q0 = s0; q0 < s1; q0 += 32) {
+                        const uint16_t *a = xb + (size_t)r0 * xb_ld(g) + q0 + offset;
+                        const uint32_t *bp = dyp + (size_t)(q0 / 2) * grad_ld(g) + c0;
+                        TILE_STEP_2X2(a, a + 16 * xb_ld(g), a_stride, bp, bp + 16, b_stride);
+                    }
+                    TILE_STORE_C(c, grad_ld(g));
                 }
-                TILE_STORE_C(c, g->cout);
-            }
-    }
+        }
     TILE_FENCE();
 }
 
@@ -486,10 +508,10 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, 
     int team = omp_get_max_threads();
     struct grid g = for_batch(grad_grid(s), s->N / team > 1 ? s->N / team : 1);
     struct maps mx = {x, NULL, g.in, g.H, g.W}, mdy = {dy, dy_pool, g.out, g.Ho, g.Wo};
-    size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * g.R / 2),
-           dyp_floats = round16((size_t)g.P * g.cout / 2),
+    size_t region = grad_thread_floats(&g), xb_floats = round16((size_t)g.cin * xb_ld(&g) / 2),
+           dyp_floats = round16((size_t)g.P * grad_ld(&g) / 2),
            bufs_at = xb_floats + dyp_floats + (size_t)16 * g.P, dwt_at = bufs_at + maps_floats(&g),
-           dwt_floats = (size_t)g.k * g.k * g.cin * g.cout;
+           dwt_floats = (size_t)g.k * g.k * g.cin * grad_ld(&g);
     int chunks = (s->N + g.nb - 1) / g.nb, taps = g.k * g.k;
 #pragma omp parallel
     {
@@ -513,7 +535,7 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, 
 #pragma omp for schedule(static)
         for (int r = 0; r < taps * s->C; r++) {
             int tap = r / s->C, ci = r % s->C;
-            size_t at = ((size_t)tap * g.cin + ci) * g.cout;
+            size_t at = ((size_t)tap * g.cin + ci) * grad_ld(&g);
             for (int co = 0; co < s->K; co++) {
                 float sum = 0.0f;
                 for (int t = 0; t < nt; t++) sum += (ws + region * (size_t)t + dwt_at)[at + co];

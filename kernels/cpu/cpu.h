@@ -184,9 +184,9 @@ typedef void conv_tiles_put_floats_fn(float *d, const float *s, int n, int total
 conv_tiles_put_floats_fn conv_tiles_put_floats_amx, conv_tiles_put_floats_amxcost,
     conv_tiles_put_floats_generic;
 conv_tiles_plane_out_fn conv_tiles_plane_out_amx, conv_tiles_plane_out_amxcost, conv_tiles_plane_out_generic;
-void conv_tiles_grad_pairs_amx(const float *t, int P, int cout, uint32_t *out);
-void conv_tiles_grad_pairs_amxcost(const float *t, int P, int cout, uint32_t *out);
-void conv_tiles_grad_pairs_generic(const float *t, int P, int cout, uint32_t *out);
+void conv_tiles_grad_pairs_amx(const float *t, int P, int ld, uint32_t *out);
+void conv_tiles_grad_pairs_amxcost(const float *t, int P, int ld, uint32_t *out);
+void conv_tiles_grad_pairs_generic(const float *t, int P, int ld, uint32_t *out);
 /* Internal to conv_tiles.c, for tests: d[j][i] = s[i][j] for i, j < 16, 32-bit words, rows ss
  * (of s) and ds (of d) words apart; the amx build runs AVX-512 only. */
 typedef void conv_tiles_transpose16_fn(const uint32_t *s, size_t ss, uint32_t *d, size_t ds);
