@@ -30,13 +30,13 @@
  * (cachegrind of the plain-C build: 48 KB L1, 2 MB L2). Each Wq block is read in order.
  *
  * Filter gradient: dwt[tap][ci][co] = sum over q of x_pad[ci][q + offset(tap)] dy[co][q]:
- *   xb  [cin][R + pad]       the input, bf16 planes (an A tile row: 32 consecutive positions)
+ *   xb  [cin][xb_ld]         the input, bf16 planes (an A tile row: 32 consecutive positions)
  *   dyp [P/2][cout + 16]     dy as bf16 pairs of consecutive positions (0 where dropped), a
  *                            transposition (conv_tiles_grad_pairs)
  *   dwt [k k][cin][cout + 16] this thread's partial sums, loaded into the tiles and stored back
  *                            per chunk; the threads' are summed in thread order at the end, so
  *                            results depend on the thread count, not on timing.
- * (The rows' padding: xb_ld, grad_ld.)
+ * (xb_ld >= R and grad_ld: rows padded off the strides that crowd L1 sets.)
  *
  * cin and cout are the channel counts padded with zeros to 32; R = P + (k - 1)(Ws + 1), the reach
  * of the tap offsets past the grid. Operands are rounded as bf16_bits; products summed in float. */
