@@ -394,8 +394,10 @@ int kernels_cpu_bf16_vector(void);
  * follows the choice), for the programs' logs and benchmarks:
  *   kernels_cpu_isa: the float path in use, "avx512", "avx2" or "generic";
  *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic"
- *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons; "amx-cost":
- *     amx's code without its tile instructions, a timing tool for CPUs without AMX);
+ *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons;
+ *     "amx-resident": amx with each block of sums held in the tiles through its whole sum, for
+ *     comparisons; "amx-cost": amx's code without its tile instructions, a timing tool for CPUs
+ *     without AMX);
  *   kernels_cpu_tile_products: the TDPBF16PS "amx-emulated" has carried out and "amx-cost" left
  *     out so far (amx's own are not counted);
  *   kernels_cpu_select / kernels_cpu_select_bf16: switch to the named path (0), or -1 when

@@ -6,10 +6,12 @@
 # where the tiles' operands come from, not a timing (no prefetchers, no latencies), for
 # comparing layouts and loop orders on machines without AMX.
 #
-#   scripts/tiles-cache-model.sh [--base REV] [--build DIR] [--only PATTERN]
+#   scripts/tiles-cache-model.sh [--base REV] [--build DIR] [--only PATTERN] [--resident]
 #
-# --base REV: the same passes with conv_tiles.c as at commit REV (compiled against this tree's
+# --base REV: the same passes with conv_tiles.c as at commit REV (compiled with that commit's
 #   headers), beside this tree's, and whether both give the same result bits.
+# --resident: the tiles' loops in their resident order (cpu.h; the bf16 path amx-resident), on
+#   each side whose conv_tiles.c has it.
 # --build DIR: a build holding libcifar10.a (default build; `make` makes it).
 # --only PATTERN: the passes whose line ("fwd 256->256 7x7 ...") matches the grep pattern.
 # Each pass runs on a batch of one filter-gradient chunk (2048 grid positions; several chunks of
@@ -17,12 +19,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-base="" build=build only=""
+base="" build=build only="" resident=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --base) base=${2:?--base needs a revision}; shift 2 ;;
     --build) build=${2:?--build needs a directory}; shift 2 ;;
     --only) only=${2:?--only needs a pattern}; shift 2 ;;
+    --resident) resident=resident; shift ;;
     *) echo "tiles-cache-model.sh: unknown option '$1' (see the header)" >&2; exit 2 ;;
     esac
 done
@@ -32,18 +35,25 @@ command -v valgrind >/dev/null || { echo "tiles-cache-model.sh: valgrind not fou
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 flags=(-O2 -g -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=fast -I. -Ikernels/cpu)
-# tiles_NAME from conv_tiles.c ($2): not inlined, so cachegrind names the tile loads' misses.
+# tiles_NAME from the tree at $2: its conv_tiles.c with its headers, not inlined, so that
+# cachegrind names the tile loads' misses, and this tree's model calling it as its cpu.h says.
 build_model() {
-    gcc "${flags[@]}" -fno-inline -DCPU_ISA=generic -c "$2" -o "$tmp/$1-conv.o"
-    gcc "${flags[@]}" -c scripts/tiles_cache_model.c -o "$tmp/model.o"
-    gcc -fopenmp "$tmp/model.o" "$tmp/$1-conv.o" "$build/libcifar10.a" -lm -lz -o "$tmp/tiles_$1"
+    local tree=$2 conv=$2/kernels/cpu/conv_tiles.c model=$2/scripts/tiles_cache_model.c arg=()
+    if grep -q 'int flip, int resident' "$tree/kernels/cpu/cpu.h"; then
+        arg=(-DTILES_RESIDENT_ARG)
+        touch "$tmp/$1.has-resident"
+    fi
+    [ "$tree" = . ] || cp scripts/tiles_cache_model.c "$model"
+    gcc "${flags[@]}" -I"$tree" -I"$tree/kernels/cpu" -fno-inline -DCPU_ISA=generic -c "$conv" -o "$tmp/$1-conv.o"
+    gcc "${flags[@]}" "${arg[@]}" -c "$model" -o "$tmp/$1-model.o"
+    gcc -fopenmp "$tmp/$1-model.o" "$tmp/$1-conv.o" "$build/libcifar10.a" -lm -lz -o "$tmp/tiles_$1"
 }
-build_model ours kernels/cpu/conv_tiles.c
+build_model ours .
 sides=(ours)
 if [ -n "$base" ]; then
-    git show "$base:kernels/cpu/conv_tiles.c" >"$tmp/base.c"
-    cp "$tmp/base.c" "$tmp/conv_tiles_base.c"
-    build_model base "$tmp/conv_tiles_base.c"
+    mkdir -p "$tmp/base/scripts"
+    git archive "$base" kernels common | tar -x -C "$tmp/base"
+    build_model base "$tmp/base"
     sides=(base ours)
 fi
 
@@ -74,7 +84,9 @@ for l in "${layers[@]}"; do
         printf '%-32s' "$name"
         first=1 bits0=""
         for s in "${sides[@]}"; do
-            read -r dps l1 l2 bits <<<"$(model "$s" "$C" "$K" "$H" "$k" "$pad" "$N" "$pass")"
+            r=()
+            [ -n "$resident" ] && [ -e "$tmp/$s.has-resident" ] && r=(resident)
+            read -r dps l1 l2 bits <<<"$(model "$s" "$C" "$K" "$H" "$k" "$pad" "$N" "$pass" "${r[@]}")"
             [ $first = 1 ] && printf ' %12s' "$dps"
             awk -v d="$dps" -v a="$l1" -v b="$l2" 'BEGIN { if (a == "?") printf " %14s %14s", "?", "?";
                 else printf " %14.2f %14.3f", a / d, b / d }'

@@ -1,8 +1,9 @@
 /* One pass of the AMX tiles' direct convolution (kernels/cpu/conv_tiles.c) in its plain-C build,
  * for scripts/tiles-cache-model.sh to run under cachegrind: the tiles' memory traffic without
- * AMX hardware. Usage: tiles_cache_model C K H k pad N fwd|dx|dw (an H x H map, stride 1).
- * Prints the pass, its TDPBF16PS and a hash of the result's bits (the same bits before and
- * after a change that keeps the products and their order). */
+ * AMX hardware. Usage: tiles_cache_model C K H k pad N fwd|dx|dw [resident] (an H x H map,
+ * stride 1; resident: cpu.h's loop order of that name, where conv_tiles.c has it: compiled with
+ * TILES_RESIDENT_ARG). Prints the pass, its TDPBF16PS and a hash of the result's bits (the same
+ * bits before and after a change that keeps the products and their order). */
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/cpu/gemm.h"
 
@@ -31,10 +32,20 @@ static unsigned hash_bits(const float *a, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: %s C K H k pad N fwd|dx|dw\n", argv[0]);
+    if (argc != 8 && !(argc == 9 && !strcmp(argv[8], "resident"))) {
+        fprintf(stderr, "usage: %s C K H k pad N fwd|dx|dw [resident]\n", argv[0]);
         return 2;
     }
+#ifdef TILES_RESIDENT_ARG
+#define RESIDENT resident,
+    int resident = argc == 9;
+#else
+#define RESIDENT
+    if (argc == 9) {
+        fprintf(stderr, "%s: this conv_tiles.c has no resident loop order\n", argv[0]);
+        return 2;
+    }
+#endif
     struct conv_shape s = {.C = atoi(argv[1]),
                            .K = atoi(argv[2]),
                            .H = atoi(argv[3]),
@@ -56,9 +67,11 @@ int main(int argc, char **argv) {
         64, (conv_tiles_workspace_floats(&s, omp_get_max_threads()) * sizeof(float) + 63) / 64 * 64);
     size_t n = !strcmp(pass, "fwd") ? ny : !strcmp(pass, "dx") ? nx : nw;
     float *out = calloc(n, sizeof *out);
-    if (!strcmp(pass, "fwd")) conv_tiles_sums_generic(&s, 0, x, NULL, w, NULL, 0, NULL, NULL, out, ws);
-    else if (!strcmp(pass, "dx")) conv_tiles_sums_generic(&s, 1, dy, NULL, w, NULL, 0, NULL, NULL, out, ws);
-    else conv_tiles_filter_grad_generic(&s, x, dy, NULL, out, ws);
+    if (!strcmp(pass, "fwd"))
+        conv_tiles_sums_generic(&s, 0, RESIDENT x, NULL, w, NULL, 0, NULL, NULL, out, ws);
+    else if (!strcmp(pass, "dx"))
+        conv_tiles_sums_generic(&s, 1, RESIDENT dy, NULL, w, NULL, 0, NULL, NULL, out, ws);
+    else conv_tiles_filter_grad_generic(&s, RESIDENT x, dy, NULL, out, ws);
     printf("%s %d->%d %dx%d k%d pad%d N%d: %llu TDPBF16PS, result bits %08x\n", pass, s.C, s.K, s.H, s.W, s.k,
            s.pad, s.N, gemm_tiles_products(), hash_bits(out, n));
     return 0;

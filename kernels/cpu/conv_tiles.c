@@ -16,9 +16,10 @@
  * filters with padding k - 1 - pad), per chunk:
  *   xq  [cin/32][R][16]               the input: per 32 channels and position, the 16 bf16
  *                                     pairs of channels (2c, 2c + 1), 64 bytes (a tile row)
- *   Wq  [cout/32][k k][cin/32][2][16][16] the filters: per 32 output channels, tap and 32 input
- *                                     channels, two B tiles (output channels 0-15, 16-31), row
- *                                     i the pairs (2i, 2i + 1) of input channels of 16 outputs
+ *   Wq  [cout/32][cin/32][k k][2][16][16] the filters: per 32 output channels, 32 input
+ *                                     channels and tap, two B tiles (output channels 0-15,
+ *                                     16-31), row i the pairs (2i, 2i + 1) of input channels of
+ *                                     16 outputs
  *   out [cout][P]                     the sums on the grid, copied out without the dropped
  *                                     positions
  * out[co][q] = sum over taps and channels of xq[.][q + offset(tap)][.] Wq[..][co], in C tiles
@@ -27,7 +28,8 @@
  * whatever the tap's offset, and the taps of one channel block read nearly the same lines; the
  * layout before (rows of 16 positions of one channel pair, rows R apart, each split over two
  * cache lines) took 1.6x the L1 misses in a cache model of the 256 -> 256 7x7 forward
- * (cachegrind of the plain-C build: 48 KB L1, 2 MB L2). Each Wq block is read in order.
+ * (cachegrind of the plain-C build: 48 KB L1, 2 MB L2). Each Wq block is read in order; the
+ * sums take the input channels' blocks in order, the taps in order within each (sums_chunk).
  *
  * Filter gradient: dwt[tap][ci][co] = sum over q of x_pad[ci][q + offset(tap)] dy[co][q]:
  *   xb  [cin][xb_ld]         the input, bf16 planes (an A tile row: 32 consecutive positions)
@@ -114,10 +116,10 @@ static size_t maps_floats(const struct grid *g) {
     return round16(2 * (in > out ? in : out));
 }
 /* A sums thread's region: xq, sums[cout][P], plane[Ho][Wo] (a pooled output's), the maps'
- * buffers, t[16][R] (pack_pairs' rows). */
+ * buffers, t[16][R] (pack_pairs' rows), acc[P][32] (sums_chunk's). */
 static size_t sums_thread_floats(const struct grid *g) {
     return round16((size_t)g->cin / 2 * g->R) + round16((size_t)g->cout * g->P) +
-           round16((size_t)g->Ho * g->Wo) + maps_floats(g) + (size_t)16 * g->R;
+           round16((size_t)g->Ho * g->Wo) + maps_floats(g) + (size_t)16 * g->R + (size_t)32 * g->P;
 }
 /* The rows of dyp and dwt: cout words and a tile row more, so that the tile rows grad_chunk
  * reads (cout words apart, a multiple of 1 KB, would gather in a few L1 sets) spread over the
@@ -347,9 +349,9 @@ static void pack_grad_pairs(const struct grid *g, const struct maps *m, int n0, 
 static void pack_filters(const struct grid *g, const float *w, int flip, uint16_t *Wq) {
     int k = g->k, chunks = g->cin / 32, rows = k * k * chunks * g->cout;
 #pragma omp for schedule(static)
-    for (int r = 0; r < rows; r++) { /* tile row i of B tile h of block (rb, tap, cc) */
-        int i = r % 16, h = r / 16 % 2, cc = r / 32 % chunks, tap = r / 32 / chunks % (k * k),
-            rb = r / 32 / chunks / (k * k);
+    for (int r = 0; r < rows; r++) { /* tile row i of B tile h of block (rb, cc, tap) */
+        int i = r % 16, h = r / 16 % 2, tap = r / 32 % (k * k), cc = r / 32 / (k * k) % chunks,
+            rb = r / 32 / (k * k) / chunks;
         int ky = tap / k, kx = tap % k;
         uint16_t *d = Wq + (size_t)r * 32;
         for (int e = 0; e < 32; e++) {
@@ -363,30 +365,42 @@ static void pack_filters(const struct grid *g, const float *w, int flip, uint16_
     }
 }
 
-/* out[cout][P] = the chunk's sums on the grid (struct comment): each 32 x 32 block through
- * blk[position][output channel]. */
-static void sums_chunk(const struct grid *g, const uint16_t *Wq, const uint32_t *xq, float *out) {
+/* out[cout][P] = the chunk's sums on the grid (struct comment), per 32 output channels, the
+ * input channels' blocks in order and the taps in order within each. Block by block: a block's
+ * filters (k k B tile pairs, 18 KB at k = 3) stay in L1 while every 32 positions read them,
+ * the partial sums waiting in acc[P][32] between the blocks (a cache model: 2.6 - 3.0 L1
+ * misses a TDPBF16PS; 9 with two blocks at a time, the filters evicted). resident: all blocks
+ * at once, the C tiles holding each 32 x 32 block's whole sum while every 32 positions read all
+ * the filters of their output channels (9). The same bits either way. Each finished block goes
+ * through blk[position][output channel] into out. */
+static void sums_chunk(const struct grid *g, int resident, const uint16_t *Wq, const uint32_t *xq, float *acc,
+                       float *out) {
     TILE_REGS;
-    int k = g->k, chunks = g->cin / 32;
+    int k = g->k, taps = k * k, chunks = g->cin / 32, group = resident ? chunks : 1;
     float blk[32][32] __attribute__((aligned(64)));
     for (int r0 = 0; r0 < g->cout; r0 += 32)
-        for (int q0 = 0; q0 < g->P; q0 += 32) {
-            const uint16_t *b = Wq + (size_t)r0 * k * k * chunks * 32; /* block r0 / 32, in order */
-            TILE_FENCE();
-            TILE_ZERO_C();
-            for (int tap = 0; tap < k * k; tap++) {
-                int offset = tap / k * g->Ws + tap % k;
-                for (int cc = 0; cc < chunks; cc++, b += 32 * 32) {
-                    const uint32_t *a = xq + ((size_t)cc * g->R + q0 + offset) * 16;
-                    TILE_STEP_2X2(a, a + 16 * 16, 64, b, b + 16 * 32, 64);
-                }
+        for (int c0 = 0; c0 < chunks; c0 += group) {
+            int c1 = chunks - c0 < group ? chunks : c0 + group;
+            const uint16_t *b0 = Wq + ((size_t)r0 / 32 * chunks + c0) * taps * 32 * 32; /* in order */
+            for (int q0 = 0; q0 < g->P; q0 += 32) {
+                float *c = acc + (size_t)q0 * 32;
+                const uint16_t *b = b0;
+                TILE_FENCE();
+                if (c0 == 0) TILE_ZERO_C();
+                else TILE_LOAD_C(c, 32);
+                for (int cc = c0; cc < c1; cc++)
+                    for (int tap = 0; tap < taps; tap++, b += 32 * 32) {
+                        const uint32_t *a = xq + ((size_t)cc * g->R + q0 + tap / k * g->Ws + tap % k) * 16;
+                        TILE_STEP_2X2(a, a + 16 * 16, 64, b, b + 16 * 32, 64);
+                    }
+                TILE_STORE_C(c1 < chunks ? c : &blk[0][0], 32);
+                TILE_FENCE();
+                if (c1 < chunks) continue;
+                for (int i = 0; i < 32; i += 16)
+                    for (int j = 0; j < 32; j += 16)
+                        transpose16((const uint32_t *)&blk[i][j], 32,
+                                    (uint32_t *)(out + (size_t)(r0 + j) * g->P + q0 + i), g->P);
             }
-            TILE_STORE_C(&blk[0][0], 32);
-            TILE_FENCE();
-            for (int i = 0; i < 32; i += 16)
-                for (int j = 0; j < 32; j += 16)
-                    transpose16((const uint32_t *)&blk[i][j], 32,
-                                (uint32_t *)(out + (size_t)(r0 + j) * g->P + q0 + i), g->P);
         }
 }
 
@@ -439,7 +453,7 @@ static void copy_out(const struct grid *g, const float *out, const float *b, int
         }
 }
 
-void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *in,
+void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, int resident, const float *in,
                              const struct pool_in *in_pool, const float *w, const float *b, int relu,
                              const float *mask, const struct pool_out *pool, float *out, float *ws) {
     CHECK(conv_tiles_fit(s));
@@ -457,12 +471,13 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
         float *sums = mine + round16((size_t)g.cin / 2 * g.R), *plane = sums + round16((size_t)g.cout * g.P);
         float *bufs = plane + round16((size_t)g.Ho * g.Wo);
         uint32_t *t = (uint32_t *)(bufs + maps_floats(&g));
+        float *acc = (float *)t + (size_t)16 * g.R;
         tiles_begin();
 #pragma omp for schedule(static)
         for (int c = 0; c < chunks; c++) {
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
             pack_pairs(&g, &m, n0, cnt, bufs, t, xq);
-            sums_chunk(&g, Wq, xq, sums);
+            sums_chunk(&g, resident, Wq, xq, acc, sums);
             copy_out(&g, sums, b, relu, mask ? mask + n0 * out_image : NULL, pool, n0, cnt,
                      pool ? NULL : out + n0 * out_image, plane);
         }
@@ -476,16 +491,18 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, const float *
  * KB) stay in L1 while every block of 32 output channels and every tap reads them: the taps
  * share the dy tiles, and their input tiles nearly the same lines. A cache model put this at
  * 5.0 - 5.8 L1 misses a TDPBF16PS against 16.4 for whole-chunk passes (results.md); 256
- * positions a slice took 7.6 - 11. Each sum still takes the positions in order: the same bits
- * as one pass over the chunk. */
-static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t *dyp, float *dwt) {
+ * positions a slice took 7.6 - 11. resident: one slice, the whole chunk, the sums making one
+ * trip through the tiles a tap and 32 x 32 block. Each sum takes the positions in order: the
+ * same bits either way. */
+static void grad_chunk(const struct grid *g, int resident, const uint16_t *xb, const uint32_t *dyp,
+                       float *dwt) {
     TILE_REGS;
-    int k = g->k;
+    int k = g->k, slice = resident ? g->P : GRAD_SLICE;
     size_t a_stride = xb_ld(g) * sizeof *xb, b_stride = grad_ld(g) * sizeof *dyp;
     TILE_FENCE();
     for (int r0 = 0; r0 < g->cin; r0 += 32)
-        for (int s0 = 0; s0 < g->P; s0 += GRAD_SLICE) {
-            int s1 = g->P - s0 < GRAD_SLICE ? g->P : s0 + GRAD_SLICE;
+        for (int s0 = 0; s0 < g->P; s0 += slice) {
+            int s1 = g->P - s0 < slice ? g->P : s0 + slice;
             for (int c0 = 0; c0 < g->cout; c0 += 32)
                 for (int tap = 0; tap < k * k; tap++) {
                     int offset = tap / k * g->Ws + tap % k;
@@ -502,7 +519,7 @@ static void grad_chunk(const struct grid *g, const uint16_t *xb, const uint32_t 
     TILE_FENCE();
 }
 
-void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, const float *dy,
+void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, int resident, const float *x, const float *dy,
                                     const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(conv_tiles_fit(s));
     int team = omp_get_max_threads();
@@ -527,7 +544,7 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, const float *x, 
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
             pack_planes(&g, &mx, n0, cnt, bufs, xb);
             pack_grad_pairs(&g, &mdy, n0, cnt, bufs, rows, dyp);
-            grad_chunk(&g, xb, dyp, dwt);
+            grad_chunk(&g, resident, xb, dyp, dwt);
         }
         tiles_end();
         /* dw[co][ci][ky][kx] = the threads' dwt[tap][ci][co] summed in thread order (after the
