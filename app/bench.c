@@ -46,6 +46,7 @@ static const char usage[] =
     "  --bf16-isa NAME  bf16 path (--precision bf16): amx, avx512bf16, avx2 or generic (default:\n"
     "                   best this CPU has); amx-im2col: AMX tiles, im2col where amx is direct;\n"
     "                   amx-resident: amx with its sums held in the tiles, filters from L2;\n"
+    "                   amx-noprefetch: amx without its software prefetches;\n"
     "                   amx-cost: amx's code without its tile instructions, a timing tool\n"
     "  --device D       cpu, cuda or auto (default: cuda when a GPU is visible)\n"
     "  --precision P    fp32, bf16 or auto: the products of the convolutions and linear layers\n"

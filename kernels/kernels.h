@@ -396,8 +396,9 @@ int kernels_cpu_bf16_vector(void);
  *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic"
  *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons;
  *     "amx-resident": amx with each block of sums held in the tiles through its whole sum, for
- *     comparisons; "amx-cost": amx's code without its tile instructions, a timing tool for CPUs
- *     without AMX);
+ *     comparisons; "amx-noprefetch": amx without its software prefetches, for comparisons;
+ *     "amx-cost": amx's code without its tile instructions, a timing tool for CPUs without
+ *     AMX);
  *   kernels_cpu_tile_products: the TDPBF16PS "amx-emulated" has carried out and "amx-cost" left
  *     out so far (amx's own are not counted);
  *   kernels_cpu_select / kernels_cpu_select_bf16: switch to the named path (0), or -1 when

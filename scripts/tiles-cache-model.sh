@@ -39,10 +39,12 @@ flags=(-O2 -g -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=fast -I. -Ikernels/c
 # cachegrind names the tile loads' misses, and this tree's model calling it as its cpu.h says.
 build_model() {
     local tree=$2 conv=$2/kernels/cpu/conv_tiles.c model=$2/scripts/tiles_cache_model.c arg=()
-    if grep -q 'int flip, int resident' "$tree/kernels/cpu/cpu.h"; then
+    if grep -q 'int flip, unsigned how' "$tree/kernels/cpu/cpu.h"; then
+        arg=(-DTILES_HOW_ARG)
+    elif grep -q 'int flip, int resident' "$tree/kernels/cpu/cpu.h"; then
         arg=(-DTILES_RESIDENT_ARG)
-        touch "$tmp/$1.has-resident"
     fi
+    [ ${#arg[@]} = 0 ] || touch "$tmp/$1.has-resident"
     [ "$tree" = . ] || cp scripts/tiles_cache_model.c "$model"
     gcc "${flags[@]}" -I"$tree" -I"$tree/kernels/cpu" -fno-inline -DCPU_ISA=generic -c "$conv" -o "$tmp/$1-conv.o"
     gcc "${flags[@]}" "${arg[@]}" -c "$model" -o "$tmp/$1-model.o"

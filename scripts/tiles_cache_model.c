@@ -1,9 +1,10 @@
 /* One pass of the AMX tiles' direct convolution (kernels/cpu/conv_tiles.c) in its plain-C build,
  * for scripts/tiles-cache-model.sh to run under cachegrind: the tiles' memory traffic without
  * AMX hardware. Usage: tiles_cache_model C K H k pad N fwd|dx|dw [resident] (an H x H map,
- * stride 1; resident: cpu.h's loop order of that name, where conv_tiles.c has it: compiled with
- * TILES_RESIDENT_ARG). Prints the pass, its TDPBF16PS and a hash of the result's bits (the same
- * bits before and after a change that keeps the products and their order). */
+ * stride 1; resident: cpu.h's CONV_TILES_RESIDENT, else the amx path's CONV_TILES_PREFETCH,
+ * where conv_tiles.c takes how: compiled with TILES_HOW_ARG; with TILES_RESIDENT_ARG, a
+ * conv_tiles.c of d1511cc's, which took resident). Prints the pass, its TDPBF16PS and a hash of the result's
+ * bits (the same bits before and after a change that keeps the products and their order). */
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/cpu/gemm.h"
 
@@ -36,7 +37,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s C K H k pad N fwd|dx|dw [resident]\n", argv[0]);
         return 2;
     }
-#ifdef TILES_RESIDENT_ARG
+#if defined(TILES_HOW_ARG)
+#define RESIDENT how,
+    unsigned how = argc == 9 ? CONV_TILES_RESIDENT : CONV_TILES_PREFETCH;
+#elif defined(TILES_RESIDENT_ARG)
 #define RESIDENT resident,
     int resident = argc == 9;
 #else

@@ -177,17 +177,20 @@ else
   expect_rc 2 "bench --bf16-isa amx-cost without AVX512_BF16"
   expect_err "bench --bf16-isa amx-cost without AVX512_BF16" "--bf16-isa: 'amx-cost' is not a bf16 path this CPU supports"
 fi
-# amx-resident: amx with each block of sums held in the tiles, where amx runs; refused elsewhere.
+# amx-resident (each block of sums held in the tiles) and amx-noprefetch: where amx runs; refused
+# elsewhere.
 bench_tiles() { run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 --bf16-isa "$1"; }
 bench_tiles amx
 amx_rc=$rc
-bench_tiles amx-resident
-if [[ $amx_rc == 0 ]]; then
-  expect_out "bench --bf16-isa amx-resident runs a step" "^result: .* device=cpu-bf16 isa=amx-resident "
-else
-  expect_rc 2 "bench --bf16-isa amx-resident without AMX"
-  expect_err "bench --bf16-isa amx-resident without AMX" "--bf16-isa: 'amx-resident' is not a bf16 path this CPU supports"
-fi
+for v in amx-resident amx-noprefetch; do
+  bench_tiles $v
+  if [[ $amx_rc == 0 ]]; then
+    expect_out "bench --bf16-isa $v runs a step" "^result: .* device=cpu-bf16 isa=$v "
+  else
+    expect_rc 2 "bench --bf16-isa $v without AMX"
+    expect_err "bench --bf16-isa $v without AMX" "--bf16-isa: '$v' is not a bf16 path this CPU supports"
+  fi
+done
 run "$BIN/cifar10-bench" --batch-size 4 --warmup 0 --steps 1 --runs 1 --threads 1 --isa generic
 expect_rc 0 "bench tiny run"
 expect_out "bench FLOP count per image" "^compute: 0\.81 GFLOP per image"

@@ -313,7 +313,7 @@ expect_out "cpu: the base's commit" "^base: $rev$"
 for m in "airbench94, batch 512" "workshop-cnn, batch 128"; do
   has "cpu: $m, fp32 and its path" "$S" "^$m, 2 threads: ours fp32 50.0 images/s \(avx512\)$"
   has "cpu: $m, fp32 against the base" "$S" "^$m, fp32, against the base: ours 50.0 images/s, base 40.0: 1.250x$"
-  for v in amx amx-resident amx-im2col avx512bf16; do has "cpu: $m, bf16 on $v" "$S" "^$m, 2 threads: ours bf16 on $v 50.0 images/s$"; done
+  for v in amx amx-resident amx-noprefetch amx-im2col avx512bf16; do has "cpu: $m, bf16 on $v" "$S" "^$m, 2 threads: ours bf16 on $v 50.0 images/s$"; done
   has "cpu: $m, amx against the base" "$S" "^$m, bf16 on amx, against the base: ours 50.0 images/s, base 40.0: 1.250x$"
 done
 check "cpu: PyTorch fp32 and bf16 a model" test "$(grep -c '^PyTorch' "$S")" = 4

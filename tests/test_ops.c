@@ -1651,8 +1651,8 @@ static void cpu_column(void) {
  * plain-C twin always), 2 threads, within TOL_BF16; then the rest of the table once, which must
  * match the float tolerances. */
 /* Every bf16 GEMM path (gemm_dispatch.c's table); those the CPU lacks are skipped. */
-static const char *const bf16_paths[] = {"amx",          "avx512bf16", "avx2",        "generic",
-                                         "amx-emulated", "amx-im2col", "amx-resident"};
+static const char *const bf16_paths[] = {"amx",          "avx512bf16", "avx2",         "generic",
+                                         "amx-emulated", "amx-im2col", "amx-resident", "amx-noprefetch"};
 enum { N_BF16_PATHS = sizeof bf16_paths / sizeof bf16_paths[0] };
 
 static void cpu_bf16_column(void) {
@@ -2225,12 +2225,12 @@ static void test_tiles_runs(void) {
            runs, planes);
 }
 
-/* The tiles' two loop orders (cpu.h: conv_tiles_*'s resident): blocked for L1, the sums
- * making trips through memory between the input channels' blocks (the filter gradient's between
- * slices of positions), or resident, the C tiles holding each block's whole sum (whole chunk),
- * give the same bits: the forward (96 -> 48 channels: three blocks in, the outputs padded), the
- * input gradient (two blocks in) and the filter gradient (chunks of several slices), in the
- * plain-C build and, where the CPU has AMX, the amx build; and the results are not zeros. */
+/* The tiles' loops (cpu.h: conv_tiles_*'s how), blocked for L1, the sums making trips through
+ * memory between the input channels' blocks (the filter gradient's between slices of
+ * positions), or resident, the C tiles holding each block's whole sum (whole chunk), each with
+ * and without software prefetches, give the same bits: the forward (96 -> 48 channels: three blocks in, the
+ * outputs padded), the input gradient (two blocks in) and the filter gradient (chunks of several slices), in
+ * the plain-C build and, where the CPU has AMX, the amx build; and the results are not zeros. */
 static void test_tiles_resident(void) {
     struct conv_shape s = {.N = 40, .C = 96, .H = 9, .W = 9, .K = 48, .k = 3, .pad = 1};
     conv_tiles_sums_fn *const sums[] = {conv_tiles_sums_generic, conv_tiles_sums_amx};
@@ -2242,7 +2242,11 @@ static void test_tiles_resident(void) {
     size_t nx = (size_t)s.N * s.C * s.H * s.W, ny = (size_t)s.N * s.K * s.H * s.W, nw = (size_t)s.K * s.C * 9;
     float *x = hfill(nx, -2, 2), *dy = hfill(ny, -2, 2), *w = hfill(nw, -1, 1), *b = hfill(s.K, -1, 1);
     float *ws = hnew(conv_tiles_workspace_floats(&s, 2) * sizeof(float));
-    float *out[2] = {hnew(nx * sizeof(float)), hnew(nx * sizeof(float))};
+    static const unsigned hows[] = {0, CONV_TILES_PREFETCH, CONV_TILES_RESIDENT,
+                                    CONV_TILES_RESIDENT | CONV_TILES_PREFETCH};
+    enum { HOWS = sizeof hows / sizeof hows[0] };
+    float *out[HOWS];
+    for (int h = 0; h < HOWS; h++) out[h] = hnew(nx * sizeof(float));
     int compared = 0;
     for (int build = 0; build < 2; build++) {
         if (build == 1 && gemm_bf16_select("amx") != 0) {
@@ -2251,27 +2255,30 @@ static void test_tiles_resident(void) {
         }
         for (int pass = 0; pass < 3; pass++) { /* forward, input gradient, filter gradient */
             size_t n = pass == 0 ? ny : pass == 1 ? nx : nw;
-            for (int r = 0; r < 2; r++) {
-                memset(out[r], 0xa5, nx * sizeof(float));
+            for (int h = 0; h < HOWS; h++) {
+                memset(out[h], 0xa5, nx * sizeof(float));
                 if (pass < 2)
-                    sums[build](&s, pass, r, pass ? dy : x, NULL, w, pass ? NULL : b, 0, NULL, NULL, out[r],
-                                ws);
-                else grads[build](&s, r, x, dy, NULL, out[r], ws);
+                    sums[build](&s, pass, hows[h], pass ? dy : x, NULL, w, pass ? NULL : b, 0, NULL, NULL,
+                                out[h], ws);
+                else grads[build](&s, hows[h], x, dy, NULL, out[h], ws);
             }
             size_t zeros = 0;
             for (size_t i = 0; i < n; i++) zeros += out[0][i] == 0.0f;
             EXPECT(zeros < n / 100, "conv_tiles %s pass %d: %zu of %zu results are 0", names[build], pass,
                    zeros, n);
-            EXPECT(memcmp(out[0], out[1], n * sizeof(float)) == 0,
-                   "conv_tiles %s pass %d: resident differs from blocked for L1", names[build], pass);
+            for (int h = 1; h < HOWS; h++)
+                EXPECT(memcmp(out[0], out[h], n * sizeof(float)) == 0,
+                       "conv_tiles %s pass %d: how %u differs from how 0 (blocked for L1, no prefetch)",
+                       names[build], pass, hows[h]);
             compared++;
         }
     }
     omp_set_num_threads(threads);
     while (n_host) free(host_bufs[--n_host]);
-    printf(
-        "test_ops: cpu internals: conv_tiles resident and blocked for L1: the same bits in %d passes: done\n",
-        compared);
+    printf("test_ops: cpu internals: conv_tiles resident or blocked for L1, prefetching or not: the same "
+           "bits in %d "
+           "passes: done\n",
+           compared);
 }
 
 static void cpu_internals(void) {

@@ -365,6 +365,20 @@ static void pack_filters(const struct grid *g, const float *w, int flip, uint16_
     }
 }
 
+/* Lines [l0, l0 + n) of the first `lines` of a block the tiles load next: line l at p +
+ * (l / row_lines) stride + (l % row_lines) 64 bytes (PREFETCHT0; the sums' lines, stored again,
+ * are the thread's own, so they arrive exclusive). A tile load waits for its 16 rows, and the
+ * tiles' registers are not renamed, so a row that misses L1 stalls the products behind it;
+ * spread over the steps before, in shares of n, the prefetches ride the load ports the products
+ * leave idle. Nothing where p is NULL. */
+static inline void prefetch_share(const void *p, size_t stride, int row_lines, int lines, int l0, int n) {
+    if (!p) return;
+    int l1 = l0 + n < lines ? l0 + n : lines;
+    for (int l = l0; l < l1; l++)
+        __builtin_prefetch((const char *)p + (size_t)(l / row_lines) * stride + (size_t)(l % row_lines) * 64,
+                           0, 3);
+}
+
 /* out[cout][P] = the chunk's sums on the grid (struct comment), per 32 output channels, the
  * input channels' blocks in order and the taps in order within each. Block by block: a block's
  * filters (k k B tile pairs, 18 KB at k = 3) stay in L1 while every 32 positions read them,
@@ -372,11 +386,16 @@ static void pack_filters(const struct grid *g, const float *w, int flip, uint16_
  * misses a TDPBF16PS; 9 with two blocks at a time, the filters evicted). resident: all blocks
  * at once, the C tiles holding each 32 x 32 block's whole sum while every 32 positions read all
  * the filters of their output channels (9). The same bits either way. Each finished block goes
- * through blk[position][output channel] into out. */
-static void sums_chunk(const struct grid *g, int resident, const uint16_t *Wq, const uint32_t *xq, float *acc,
+ * through blk[position][output channel] into out. With prefetch (block by block only), the
+ * taps of 32 positions prefetch what the next 32 load first: their partial sums (64 lines) and
+ * their input's new lines (32; the rest the taps before read). */
+static void sums_chunk(const struct grid *g, unsigned how, const uint16_t *Wq, const uint32_t *xq, float *acc,
                        float *out) {
     TILE_REGS;
+    int resident = how & CONV_TILES_RESIDENT, prefetch = (how & CONV_TILES_PREFETCH) && !resident;
     int k = g->k, taps = k * k, chunks = g->cin / 32, group = resident ? chunks : 1;
+    size_t span = (size_t)(k - 1) * (g->Ws + 1);                        /* the farthest tap's offset */
+    int c_per = (64 + taps - 1) / taps, a_per = (32 + taps - 1) / taps; /* prefetches a step */
     float blk[32][32] __attribute__((aligned(64)));
     for (int r0 = 0; r0 < g->cout; r0 += 32)
         for (int c0 = 0; c0 < chunks; c0 += group) {
@@ -385,13 +404,20 @@ static void sums_chunk(const struct grid *g, int resident, const uint16_t *Wq, c
             for (int q0 = 0; q0 < g->P; q0 += 32) {
                 float *c = acc + (size_t)q0 * 32;
                 const uint16_t *b = b0;
+                int more = prefetch && q0 + 32 < g->P, st = 0;
+                const float *c_next = more && c1 < chunks ? c + 32 * 32 : NULL;
+                const uint32_t *a_next = more ? xq + ((size_t)c0 * g->R + q0 + 32 + span) * 16 : NULL;
                 TILE_FENCE();
                 if (c0 == 0) TILE_ZERO_C();
                 else TILE_LOAD_C(c, 32);
                 for (int cc = c0; cc < c1; cc++)
-                    for (int tap = 0; tap < taps; tap++, b += 32 * 32) {
-                        const uint32_t *a = xq + ((size_t)cc * g->R + q0 + tap / k * g->Ws + tap % k) * 16;
-                        TILE_STEP_2X2(a, a + 16 * 16, 64, b, b + 16 * 32, 64);
+                    for (int ky = 0; ky < k; ky++) {
+                        const uint32_t *a = xq + ((size_t)cc * g->R + q0 + (size_t)ky * g->Ws) * 16;
+                        for (int kx = 0; kx < k; kx++, a += 16, b += 32 * 32, st++) { /* tap (ky, kx) */
+                            TILE_STEP_2X2(a, a + 16 * 16, 64, b, b + 16 * 32, 64);
+                            prefetch_share(c_next, 0, 64, 64, st * c_per, c_per);
+                            prefetch_share(a_next, 0, 32, 32, st * a_per, a_per);
+                        }
                     }
                 TILE_STORE_C(c1 < chunks ? c : &blk[0][0], 32);
                 TILE_FENCE();
@@ -453,7 +479,7 @@ static void copy_out(const struct grid *g, const float *out, const float *b, int
         }
 }
 
-void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, int resident, const float *in,
+void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, unsigned how, const float *in,
                              const struct pool_in *in_pool, const float *w, const float *b, int relu,
                              const float *mask, const struct pool_out *pool, float *out, float *ws) {
     CHECK(conv_tiles_fit(s));
@@ -477,7 +503,7 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, int resident,
         for (int c = 0; c < chunks; c++) {
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
             pack_pairs(&g, &m, n0, cnt, bufs, t, xq);
-            sums_chunk(&g, resident, Wq, xq, acc, sums);
+            sums_chunk(&g, how, Wq, xq, acc, sums);
             copy_out(&g, sums, b, relu, mask ? mask + n0 * out_image : NULL, pool, n0, cnt,
                      pool ? NULL : out + n0 * out_image, plane);
         }
@@ -493,33 +519,42 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, int resident,
  * 5.0 - 5.8 L1 misses a TDPBF16PS against 16.4 for whole-chunk passes (results.md); 256
  * positions a slice took 7.6 - 11. resident: one slice, the whole chunk, the sums making one
  * trip through the tiles a tap and 32 x 32 block. Each sum takes the positions in order: the
- * same bits either way. */
-static void grad_chunk(const struct grid *g, int resident, const uint16_t *xb, const uint32_t *dyp,
+ * same bits either way. With prefetch, each block's steps prefetch the sums the next block
+ * loads (32 rows of 2 lines). */
+static void grad_chunk(const struct grid *g, unsigned how, const uint16_t *xb, const uint32_t *dyp,
                        float *dwt) {
     TILE_REGS;
-    int k = g->k, slice = resident ? g->P : GRAD_SLICE;
-    size_t a_stride = xb_ld(g) * sizeof *xb, b_stride = grad_ld(g) * sizeof *dyp;
+    int k = g->k, slice = how & CONV_TILES_RESIDENT ? g->P : GRAD_SLICE, prefetch = how & CONV_TILES_PREFETCH;
+    size_t ld = grad_ld(g);
+    size_t a_stride = xb_ld(g) * sizeof *xb, b_stride = ld * sizeof *dyp;
     TILE_FENCE();
     for (int r0 = 0; r0 < g->cin; r0 += 32)
         for (int s0 = 0; s0 < g->P; s0 += slice) {
-            int s1 = g->P - s0 < slice ? g->P : s0 + slice;
+            int s1 = g->P - s0 < slice ? g->P : s0 + slice, steps = (s1 - s0) / 32,
+                per = (64 + steps - 1) / steps;
             for (int c0 = 0; c0 < g->cout; c0 += 32)
                 for (int tap = 0; tap < k * k; tap++) {
                     int offset = tap / k * g->Ws + tap % k;
-                    float *c = dwt + ((size_t)tap * g->cin + r0) * grad_ld(g) + c0;
-                    TILE_LOAD_C(c, grad_ld(g));
+                    float *c = dwt + ((size_t)tap * g->cin + r0) * ld + c0;
+                    const float *next = !prefetch           ? NULL
+                                        : tap + 1 < k * k   ? c + (size_t)g->cin * ld
+                                        : c0 + 32 < g->cout ? dwt + (size_t)r0 * ld + c0 + 32
+                                        : s1 < g->P         ? dwt + (size_t)r0 * ld
+                                                            : NULL;
+                    TILE_LOAD_C(c, ld);
                     for (int q0 = s0; q0 < s1; q0 += 32) {
                         const uint16_t *a = xb + (size_t)r0 * xb_ld(g) + q0 + offset;
-                        const uint32_t *bp = dyp + (size_t)(q0 / 2) * grad_ld(g) + c0;
+                        const uint32_t *bp = dyp + (size_t)(q0 / 2) * ld + c0;
                         TILE_STEP_2X2(a, a + 16 * xb_ld(g), a_stride, bp, bp + 16, b_stride);
+                        prefetch_share(next, ld * sizeof *dwt, 2, 64, (q0 - s0) / 32 * per, per);
                     }
-                    TILE_STORE_C(c, grad_ld(g));
+                    TILE_STORE_C(c, ld);
                 }
         }
     TILE_FENCE();
 }
 
-void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, int resident, const float *x, const float *dy,
+void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, unsigned how, const float *x, const float *dy,
                                     const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(conv_tiles_fit(s));
     int team = omp_get_max_threads();
@@ -544,7 +579,7 @@ void ISA_FN(conv_tiles_filter_grad)(const struct conv_shape *s, int resident, co
             int n0 = c * g.nb, cnt = s->N - n0 < g.nb ? s->N - n0 : g.nb;
             pack_planes(&g, &mx, n0, cnt, bufs, xb);
             pack_grad_pairs(&g, &mdy, n0, cnt, bufs, rows, dyp);
-            grad_chunk(&g, resident, xb, dyp, dwt);
+            grad_chunk(&g, how, xb, dyp, dwt);
         }
         tiles_end();
         /* dw[co][ci][ky][kx] = the threads' dwt[tap][ci][co] summed in thread order (after the

@@ -148,10 +148,12 @@ winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winogr
  *     as it is made, into the pool's maps, and out is not written.
  *   conv_tiles_filter_grad: dw[K][C][k][k] from x and dy, summed over the batch (per thread,
  *     then over the threads in order: the same bits for a given thread count).
- * resident: the C tiles hold each block of sums as long as they can (the sums' whole sum, the
- * filter gradient's whole chunk), the other operands read from L2; else the loops are blocked
- * for L1, the sums making more trips through memory (conv_tiles.c). The same bits either way;
- * cpu_conv_tiles_sums / _filter_grad pass the path's ("amx-resident": 1, else 0).
+ * how: CONV_TILES_RESIDENT: the C tiles hold each block of sums as long as they can (the sums'
+ * whole sum, the filter gradient's whole chunk), the other operands read from L2; without it
+ * the loops are blocked for L1, the sums making more trips through memory. CONV_TILES_PREFETCH:
+ * software prefetches of what the tiles load next (conv_tiles.c). The same bits whatever how;
+ * cpu_conv_tiles_sums / _filter_grad pass the bf16 path's (gemm_dispatch.c: "amx" prefetches,
+ * "amx-resident" is resident, "amx-noprefetch" neither).
  * Where in_pool (dy_pool) is not NULL, in (dy) is NULL and the map is the one it gives (struct
  * pool_in: a 2x2 max pool's backward), made plane by plane as the packing reads it.
  * cpu_conv_tiles_sums / _filter_grad run the bf16 path in use, which must work on tiles. */
@@ -160,10 +162,11 @@ int conv_tiles_fit(const struct conv_shape *s);
  * "amx-im2col", the tiles with im2col for every pass, kept for comparisons). */
 int conv_tiles_direct(void);
 size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads);
-typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, int resident, const float *in,
+enum { CONV_TILES_RESIDENT = 1, CONV_TILES_PREFETCH = 2 };
+typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, unsigned how, const float *in,
                                 const struct pool_in *in_pool, const float *w, const float *b, int relu,
                                 const float *mask, const struct pool_out *pool, float *out, float *ws);
-typedef void conv_tiles_grad_fn(const struct conv_shape *s, int resident, const float *x, const float *dy,
+typedef void conv_tiles_grad_fn(const struct conv_shape *s, unsigned how, const float *x, const float *dy,
                                 const struct pool_in *dy_pool, float *dw, float *ws);
 conv_tiles_sums_fn conv_tiles_sums_amx, conv_tiles_sums_amxcost, conv_tiles_sums_generic;
 void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const struct pool_in *in_pool,

@@ -106,13 +106,14 @@ gemm_fn *gemm_of(enum gemm_math math);
  * by default) and "amx-im2col" (the amx GEMM with conv.c's im2col for every convolution instead
  * of the tiles' direct one, for comparisons: never chosen by default), "amx-resident" (amx with
  * the direct sums' C tiles held through each block's whole sum, the filters read from L2: the
- * same bits, for comparisons, never chosen by default); and "amx-cost" (amx's code
- * with the tile instructions left out, on AVX512_BF16 CPUs: a timing tool, its results
- * meaningless). The one in use, and a switch for tests and benchmarks (-1 when the CPU lacks
- * it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16; gemm_bf16_vector: 1 when it has a vector
- * path (AVX512_BF16 or AVX2), not only plain C. gemm_tiles_products: the TDPBF16PS
- * "amx-emulated" carried out and "amx-cost" left out so far, over every thread (amx's own are
- * not counted). */
+ * same bits, for comparisons, never chosen by default), "amx-noprefetch" (amx without its
+ * software prefetches, the same bits, for comparisons, never chosen by default); and
+ * "amx-cost" (amx's code with the tile instructions left out, on AVX512_BF16 CPUs: a timing
+ * tool, its results meaningless). The one in use, and a switch for tests and benchmarks (-1
+ * when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16; gemm_bf16_vector: 1
+ * when it has a vector path (AVX512_BF16 or AVX2), not only plain C. gemm_tiles_products: the
+ * TDPBF16PS "amx-emulated" carried out and "amx-cost" left out so far, over every thread
+ * (amx's own are not counted). */
 const char *gemm_bf16_isa(void);
 int gemm_bf16_select(const char *isa);
 int gemm_bf16_hw(void);

@@ -80,13 +80,13 @@ struct bf16_path {
     int tiles;
     conv_tiles_sums_fn *tiles_sums; /* the direct convolutions of a path on tiles */
     conv_tiles_grad_fn *tiles_grad;
-    int resident;                /* the tiles' loops: cpu.h's resident */
+    unsigned tiles_how;          /* the tiles' loops: cpu.h's conv_tiles_* how */
     gemm_bf16_pack_a_fn *pack_a; /* gemm.h's pre-packed A (NULL on tiles) */
     gemm_bf16_prepacked_fn *prepacked;
 };
 static const struct bf16_path bf16_paths[] = {
     {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx, conv_tiles_filter_grad_amx,
-     0, NULL, NULL},
+     CONV_TILES_PREFETCH, NULL, NULL},
     {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0, NULL, NULL, 0,
      gemm_bf16_pack_a_avx512bf16, gemm_bf16_prepacked_avx512bf16},
     /* VDPBF16PS's sums on float FMA: no faster */
@@ -96,16 +96,20 @@ static const struct bf16_path bf16_paths[] = {
      gemm_bf16_prepacked_generic},
     /* tests only: after "generic", never the default */
     {"amx-emulated", gemm_tiles_generic, always, NULL, 1, conv_tiles_sums_generic,
-     conv_tiles_filter_grad_generic, 0, NULL, NULL},
+     conv_tiles_filter_grad_generic, CONV_TILES_PREFETCH, NULL, NULL},
     /* the tiles with im2col for every convolution (their method before the direct one): for
      * comparisons, never the default */
     {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL, 0, NULL, NULL},
-    /* amx with each 32 x 32 block of sums held in the C tiles as long as they can (cpu.h: resident;
-     * the loops before they were blocked for L1): for comparisons, never the default */
+    /* amx with each 32 x 32 block of sums held in the C tiles as long as they can (cpu.h:
+     * CONV_TILES_RESIDENT, the loops before they were blocked for L1), and amx without its
+     * software prefetches: for comparisons, never the default */
     {"amx-resident", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
-     conv_tiles_filter_grad_amx, 1, NULL, NULL},
-    /* amx's code with the tile instructions left out (tiles.h): what the rest of amx costs, timed
-     * on CPUs without AMX; never the default, its results meaningless */
+     conv_tiles_filter_grad_amx, CONV_TILES_RESIDENT, NULL, NULL},
+    {"amx-noprefetch", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
+     conv_tiles_filter_grad_amx, 0, NULL, NULL},
+    /* amx's code with the tile instructions left out (tiles.h), and the prefetches that feed them:
+     * what the rest of amx costs, timed on CPUs without AMX; never the default, its results
+     * meaningless */
     {"amx-cost", gemm_tiles_amxcost, has_avx512bf16, NULL, 1, conv_tiles_sums_amxcost,
      conv_tiles_filter_grad_amxcost, 0, NULL, NULL},
 };
@@ -175,13 +179,13 @@ void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, 
                          const float *w, const float *b, int relu, const float *mask,
                          const struct pool_out *pool, float *out, float *ws) {
     CHECK(current_bf16->tiles_sums);
-    current_bf16->tiles_sums(s, flip, current_bf16->resident, in, in_pool, w, b, relu, mask, pool, out, ws);
+    current_bf16->tiles_sums(s, flip, current_bf16->tiles_how, in, in_pool, w, b, relu, mask, pool, out, ws);
 }
 
 void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy,
                                 const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(current_bf16->tiles_grad);
-    current_bf16->tiles_grad(s, current_bf16->resident, x, dy, dy_pool, dw, ws);
+    current_bf16->tiles_grad(s, current_bf16->tiles_how, x, dy, dy_pool, dw, ws);
 }
 
 gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : gemm; }
