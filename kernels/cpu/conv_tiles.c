@@ -405,7 +405,7 @@ static void sums_chunk(const struct grid *g, unsigned how, const uint16_t *Wq, c
                 float *c = acc + (size_t)q0 * 32;
                 const uint16_t *b = b0;
                 int more = prefetch && q0 + 32 < g->P, st = 0;
-                const float *c_next = more && c1 < chunks ? c + 32 * 32 : NULL;
+                const float *c_next = more && chunks > 1 ? c + 32 * 32 : NULL; /* loaded or stored next */
                 const uint32_t *a_next = more ? xq + ((size_t)c0 * g->R + q0 + 32 + span) * 16 : NULL;
                 TILE_FENCE();
                 if (c0 == 0) TILE_ZERO_C();

@@ -151,7 +151,8 @@ winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winogr
  * how: CONV_TILES_RESIDENT: the C tiles hold each block of sums as long as they can (the sums'
  * whole sum, the filter gradient's whole chunk), the other operands read from L2; without it
  * the loops are blocked for L1, the sums making more trips through memory. CONV_TILES_PREFETCH:
- * software prefetches of what the tiles load next (conv_tiles.c). The same bits whatever how;
+ * software prefetches of what the tiles load next (conv_tiles.c; the resident sums take none).
+ * The same bits whatever how;
  * cpu_conv_tiles_sums / _filter_grad pass the bf16 path's (gemm_dispatch.c: "amx" prefetches,
  * "amx-resident" is resident, "amx-noprefetch" neither).
  * Where in_pool (dy_pool) is not NULL, in (dy) is NULL and the map is the one it gives (struct

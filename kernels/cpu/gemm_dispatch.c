@@ -101,7 +101,7 @@ static const struct bf16_path bf16_paths[] = {
      * comparisons, never the default */
     {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL, 0, NULL, NULL},
     /* amx with each 32 x 32 block of sums held in the C tiles as long as they can (cpu.h:
-     * CONV_TILES_RESIDENT, the loops before they were blocked for L1), and amx without its
+     * CONV_TILES_RESIDENT: as before they were blocked for L1, in the new order), and amx without its
      * software prefetches: for comparisons, never the default */
     {"amx-resident", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
      conv_tiles_filter_grad_amx, CONV_TILES_RESIDENT, NULL, NULL},
