@@ -382,7 +382,7 @@ static inline void prefetch_share(const void *p, size_t stride, int row_lines, i
 /* out[cout][P] = the chunk's sums on the grid (struct comment), per 32 output channels, the
  * input channels' blocks in order and the taps in order within each. Block by block: a block's
  * filters (k k B tile pairs, 18 KB at k = 3) stay in L1 while every 32 positions read them,
- * the partial sums waiting in acc[P][32] between the blocks (a cache model: 2.6 - 3.0 L1
+ * the partial sums waiting in acc[P][32] between the blocks (a cache model: 2.2 - 3.1 L1
  * misses a TDPBF16PS; 9 with two blocks at a time, the filters evicted). resident: all blocks
  * at once, the C tiles holding each 32 x 32 block's whole sum while every 32 positions read all
  * the filters of their output channels (9). The same bits either way. Each finished block goes
