@@ -117,6 +117,7 @@ endif
 LIB_SRC := common/err.c common/rng.c common/cpus.c common/file.c common/clock.c \
            data/cifar.c data/augment.c data/shard.c data/image.c \
            kernels/kernels.c kernels/cpu/backend.c kernels/cpu/gemm_dispatch.c kernels/cpu/conv.c \
+           kernels/cpu/conv_tiles_find.c \
            kernels/cpu/relu.c kernels/cpu/maxpool.c kernels/cpu/batchnorm.c \
            kernels/cpu/linear.c kernels/cpu/softmax_xent.c kernels/cpu/sgd.c kernels/cpu/input.c \
            kernels/cpu/covariance.c kernels/cpu/bf16_act.c \

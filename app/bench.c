@@ -45,8 +45,8 @@ static const char usage[] =
     "  --isa NAME       vector path: avx512, avx2 or generic (default: best this CPU has)\n"
     "  --bf16-isa NAME  bf16 path (--precision bf16): amx, avx512bf16, avx2 or generic (default:\n"
     "                   best this CPU has); amx-im2col: AMX tiles, im2col where amx is direct;\n"
-    "                   amx-resident: amx with its sums held in the tiles, filters from L2;\n"
-    "                   amx-noprefetch: amx without its software prefetches;\n"
+    "                   amx times its tiles' loops per layer at the first step, the same\n"
+    "                   bits; amx-prefetch, amx-resident, amx-noprefetch fix one of them;\n"
     "                   amx-cost: amx's code without its tile instructions, a timing tool\n"
     "  --device D       cpu, cuda or auto (default: cuda when a GPU is visible)\n"
     "  --precision P    fp32, bf16 or auto: the products of the convolutions and linear layers\n"
@@ -417,6 +417,12 @@ static void report(const struct bench *b, double rss_max) {
                b->tile_products * 16384.0 * 1e-9,
                strcmp(b->isa, "amx-cost") == 0 ? "left out (amx-cost: the results are meaningless)"
                                                : "carried out in plain C");
+    double find_seconds;
+    int found = b->on_cpu ? kernels_cpu_tiles_find(&find_seconds) : 0;
+    if (found > 0)
+        printf("the tiles' loops: timed for %d convolution passes at their first calls, %.0f ms in all "
+               "(rank 0, in the first step)\n",
+               found, find_seconds * 1e3);
     printf("peak resident memory: %.0f MB (largest rank)\n", rss_max);
     printf("result: images_per_s=%.1f ranks=%d threads=%d batch=%d device=%s isa=%s peak_gflops=%.1f "
            "fraction_of_peak=%.3f rss_mb=%.0f\n",

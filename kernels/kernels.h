@@ -394,13 +394,17 @@ int kernels_cpu_bf16_vector(void);
  * follows the choice), for the programs' logs and benchmarks:
  *   kernels_cpu_isa: the float path in use, "avx512", "avx2" or "generic";
  *   kernels_cpu_bf16_isa: the bf16 products' path, "amx", "avx512bf16", "avx2" or "generic"
- *     ("amx-im2col": AMX tiles with the convolutions by im2col, for comparisons;
- *     "amx-resident": amx with each block of sums held in the tiles through its whole sum, for
- *     comparisons; "amx-noprefetch": amx without its software prefetches, for comparisons;
+ *     (amx times its tiles' loops at each convolution shape's and pass's first call and keeps
+ *     the fastest, all giving the same bits; "amx-im2col": AMX tiles with the convolutions by
+ *     im2col, for comparisons; "amx-prefetch", "amx-resident", "amx-noprefetch": amx with one
+ *     of those loops fixed (blocked for L1 with software prefetches; each block of sums held in
+ *     the tiles through its whole sum; blocked without prefetches), for comparisons;
  *     "amx-cost": amx's code without its tile instructions, a timing tool for CPUs without
  *     AMX);
  *   kernels_cpu_tile_products: the TDPBF16PS "amx-emulated" has carried out and "amx-cost" left
  *     out so far (amx's own are not counted);
+ *   kernels_cpu_tiles_find: the shapes and passes whose tiles' loops were timed since the bf16
+ *     path was chosen, and *seconds those trials took (amx, amx-emulated; 0 elsewhere);
  *   kernels_cpu_select / kernels_cpu_select_bf16: switch to the named path (0), or -1 when
  *     this CPU lacks it (the choice in use then stays);
  *   kernels_cpu_fma_peak: the FP32 FMA peak of path isa measured now over `threads` threads
@@ -414,6 +418,7 @@ int kernels_cpu_select_bf16(const char *isa);
 double kernels_cpu_fma_peak(const char *isa, int threads, double seconds);
 double kernels_cpu_bf16_peak(int threads, double seconds);
 unsigned long long kernels_cpu_tile_products(void);
+int kernels_cpu_tiles_find(double *seconds);
 
 /* The CUDA backend, in builds with CUDA (the Makefile defines CIFAR10_CUDA=1 there; CUDA=0
  * builds have none of these). It lives in a plugin (kernels/cuda/plugin.h) that

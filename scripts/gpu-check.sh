@@ -87,9 +87,10 @@
 #   scripts/gpu-check.sh cpu-quick airbench94's bf16 step on that machine's AMX tiles against
 #                                  PyTorch's bf16 autocast, ours without the tile arithmetic
 #                                  (amx-cost: the tiles' share of the step and fraction of their
-#                                  peak), with the sums resident in the tiles (amx-resident),
-#                                  without software prefetches (amx-noprefetch), in fp32 and
-#                                  with the tiles' im2col (amx-im2col) (2
+#                                  peak; amx times its loops per layer and names them), then
+#                                  with each loop fixed (amx-prefetch, amx-resident,
+#                                  amx-noprefetch), in fp32 and with the tiles' im2col
+#                                  (amx-im2col) (2
 #                                  threads, batch 512, 2 steps): the cpu step's core in about a
 #                                  minute
 #   scripts/gpu-check.sh profile   where the GPU time goes, ours against PyTorch's, for the
@@ -101,7 +102,8 @@
 #   scripts/gpu-check.sh cpu       bf16 on that machine's CPU (its Xeon has AMX; neither
 #                                  development machine has), 2 threads as on a 2-core machine:
 #                                  cifar10-bench in fp32, in bf16 on AMX tiles (direct,
-#                                  amx-resident, amx-noprefetch and amx-im2col) and on
+#                                  its loops found, amx-prefetch, amx-resident,
+#                                  amx-noprefetch and amx-im2col) and on
 #                                  AVX512_BF16, against PyTorch's CPU fp32 and bf16 autocast
 #                                  (NHWC), for airbench94 at batch 512 and the workshop CNN at
 #                                  128, and the base commit's cifar10-bench (step "base") in
@@ -801,7 +803,7 @@ cpu_pair() {
   build/cifar10-bench "${args[@]}" --precision fp32 >"$out/cpu-$1-fp32.log" 2>&1
   echo "$1, batch $2, 2 threads: ours fp32 $(images_per_s "$out/cpu-$1-fp32.log") images/s ($(sed -n 's/.*isa=\([a-z0-9]*\).*/\1/p' "$out/cpu-$1-fp32.log"))"
   base_run "cpu-$1-fp32" "$1, batch $2, fp32, against the base" "${args[@]}" --precision fp32
-  for v in amx amx-resident amx-noprefetch amx-im2col avx512bf16; do
+  for v in amx amx-prefetch amx-resident amx-noprefetch amx-im2col avx512bf16; do
     if build/cifar10-bench "${args[@]}" --precision bf16 --bf16-isa $v >"$out/cpu-$1-$v.log" 2>&1; then
       echo "$1, batch $2, 2 threads: ours bf16 on $v $(images_per_s "$out/cpu-$1-$v.log") images/s"
       [[ $v != amx ]] || base_run "cpu-$1-amx" "$1, batch $2, bf16 on amx, against the base" "${args[@]}" --precision bf16 --bf16-isa amx
@@ -860,32 +862,38 @@ check_train() {
 }
 
 # cpu-quick: what a window's spare time measures of the CPU issue: airbench94's step on that
-# machine's AMX tiles against PyTorch's bf16 autocast (the current bench_torch.py, as the cpu
-# step runs it), ours also without the tile arithmetic (amx-cost: the step less the tiles'
-# time, hence their share and their fraction of the peak), with each block of sums resident in
-# the tiles through its whole sum (amx-resident, the same bits as amx), without the software
-# prefetches (amx-noprefetch, the same bits), in fp32 and with the tiles' earlier method
-# (amx-im2col), 2 threads, batch 512, one run of 2 steps after 1 warm-up; the per-layer
+# machine's AMX tiles (amx: each convolution pass times its loops at its first call, in the
+# warm-up step, and keeps the fastest; the per-layer table names them with each candidate's
+# time) against PyTorch's bf16 autocast (the current bench_torch.py, as the cpu step runs it),
+# ours also without the tile arithmetic (amx-cost: the step less the tiles' time, hence their
+# share and their fraction of the peak); then, as time allows, amx with each loop fixed (the
+# same bits: amx-prefetch, the loops before the find; amx-resident, each block of sums resident
+# in the tiles through its whole sum; amx-noprefetch), in fp32 and with the tiles' earlier
+# method (amx-im2col); 2 threads, batch 512, one run of 2 steps after 1 warm-up; the per-layer
 # tables in cpu-quick-*.log.
 check_cpu_quick() {
   build
   local args=(--device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 --steps 2 --runs 1) p
   local -A how=([bf16]="--precision bf16 --bf16-isa amx" [cost]="--precision bf16 --bf16-isa amx-cost"
-    [resident]="--precision bf16 --bf16-isa amx-resident" [noprefetch]="--precision bf16 --bf16-isa amx-noprefetch"
-    [fp32]="--precision fp32" [im2col]="--precision bf16 --bf16-isa amx-im2col")
+    [prefetch]="--precision bf16 --bf16-isa amx-prefetch" [resident]="--precision bf16 --bf16-isa amx-resident"
+    [noprefetch]="--precision bf16 --bf16-isa amx-noprefetch" [fp32]="--precision fp32"
+    [im2col]="--precision bf16 --bf16-isa amx-im2col")
   {
-    for p in bf16 cost resident noprefetch fp32 im2col; do
+    for p in bf16 cost torch prefetch resident noprefetch fp32 im2col; do
+      if [[ $p == torch ]]; then
+        python3 scripts/bench_torch.py --device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 \
+          --steps 2 --runs 1 --bf16 >"$out/cpu-quick-torch-bf16.log" 2>&1 || echo "PyTorch bf16 failed: see cpu-quick-torch-bf16.log"
+        grep '^PyTorch' "$out/cpu-quick-torch-bf16.log" || true
+        continue
+      fi
       # shellcheck disable=SC2086 # how's words
       if build/cifar10-bench "${args[@]}" ${how[$p]} >"$out/cpu-quick-$p.log" 2>&1; then
         echo "airbench94, batch 512, 2 threads: ours ${how[$p]#--precision } $(images_per_s "$out/cpu-quick-$p.log") images/s"
       else
         echo "airbench94, ours $p: $(tail -n 1 "$out/cpu-quick-$p.log")"
       fi
-      [[ $p == cost ]] && tiles_share "$out/cpu-quick-bf16.log" "$out/cpu-quick-cost.log"
+      if [[ $p == cost ]]; then tiles_share "$out/cpu-quick-bf16.log" "$out/cpu-quick-cost.log"; fi
     done
-    python3 scripts/bench_torch.py --device cpu --model airbench94 --batch-size 512 --threads 2 --warmup 1 \
-      --steps 2 --runs 1 --bf16 >"$out/cpu-quick-torch-bf16.log" 2>&1 || echo "PyTorch bf16 failed: see cpu-quick-torch-bf16.log"
-    grep '^PyTorch' "$out/cpu-quick-torch-bf16.log" || true
   } | tee -a "$out/summary.txt"
   step_done cpu-quick
 }

@@ -155,10 +155,17 @@ expect_out "bench --bf16-isa generic runs the plain-C bf16 path" "^result: .* de
 # The AMX tiles' operations in plain C: a whole step with the convolutions on the tiles' direct
 # method, but the first layer (3 channels): its forward by the few-channel direct kernel, as on
 # every path, its filter gradient by im2col on the tiles.
-run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 \
+# Its loops are timed at each pass's first call (in the untimed step: the products counted
+# below are a step's own), three candidates twice each on the batch's 2 images.
+run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 1 --steps 1 --runs 1 --threads 1 --precision bf16 \
   --bf16-isa amx-emulated
 expect_out "bench --bf16-isa amx-emulated runs a step" "^result: .* device=cpu-bf16 isa=amx-emulated "
-expect_out "bench: tiles run 16+ channel convolutions direct" "^2 +conv 32->64 32x32 +backward-filter +direct on tiles, amx-emulated$"
+expect_out "bench: tiles run 16+ channel convolutions direct, loops timed" \
+  "^2 +conv 32->64 32x32 +backward-filter +direct on tiles, amx-emulated, loops (prefetch|resident|plain) \(ms on 2 images: prefetch [0-9.]+ resident [0-9.]+ plain [0-9.]+\)$"
+timed=$(sed -n "s/^the tiles' loops: timed for \([0-9]*\) convolution passes at their first calls, [0-9]* ms in all .*/\1/p" "$T/out")
+passes=$(grep -c "direct on tiles, amx-emulated, loops " "$T/out")
+check "bench: the loops timed once per pass on the tiles (workshop CNN: 5 convolutions x 3)" \
+  test "${timed:-0}" = "$passes" -a "$passes" = 15
 expect_out "bench: RGB's forward direct on the tiles' path" "^0 +conv 3->32 32x32 +forward +direct, amx-emulated$"
 expect_out "bench: tiles keep im2col for RGB's filter gradient" \
   "^0 +conv 3->32 32x32 +backward-filter +im2col \+ GEMM, amx-emulated$"
@@ -177,12 +184,12 @@ else
   expect_rc 2 "bench --bf16-isa amx-cost without AVX512_BF16"
   expect_err "bench --bf16-isa amx-cost without AVX512_BF16" "--bf16-isa: 'amx-cost' is not a bf16 path this CPU supports"
 fi
-# amx-resident (each block of sums held in the tiles) and amx-noprefetch: where amx runs; refused
+# amx-prefetch, amx-resident and amx-noprefetch (amx with its loops fixed): where amx runs; refused
 # elsewhere.
 bench_tiles() { run "$BIN/cifar10-bench" --model workshop-cnn --batch-size 2 --warmup 0 --steps 1 --runs 1 --threads 1 --precision bf16 --bf16-isa "$1"; }
 bench_tiles amx
 amx_rc=$rc
-for v in amx-resident amx-noprefetch; do
+for v in amx-prefetch amx-resident amx-noprefetch; do
   bench_tiles $v
   if [[ $amx_rc == 0 ]]; then
     expect_out "bench --bf16-isa $v runs a step" "^result: .* device=cpu-bf16 isa=$v "

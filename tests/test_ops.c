@@ -1651,8 +1651,9 @@ static void cpu_column(void) {
  * plain-C twin always), 2 threads, within TOL_BF16; then the rest of the table once, which must
  * match the float tolerances. */
 /* Every bf16 GEMM path (gemm_dispatch.c's table); those the CPU lacks are skipped. */
-static const char *const bf16_paths[] = {"amx",          "avx512bf16", "avx2",         "generic",
-                                         "amx-emulated", "amx-im2col", "amx-resident", "amx-noprefetch"};
+static const char *const bf16_paths[] = {"amx",          "avx512bf16",   "avx2",
+                                         "generic",      "amx-emulated", "amx-im2col",
+                                         "amx-prefetch", "amx-resident", "amx-noprefetch"};
 enum { N_BF16_PATHS = sizeof bf16_paths / sizeof bf16_paths[0] };
 
 static void cpu_bf16_column(void) {
@@ -2281,6 +2282,74 @@ static void test_tiles_resident(void) {
            compared);
 }
 
+/* conv_tiles_find on the tiles' plain-C twin (amx-emulated finds as amx does): each pass of a
+ * shape timed once, at its first call, on its first images only (a trial of 80 of 100 for the
+ * sums: 2 chunks of 20 a thread), its three candidates; the results the same bits as the fixed
+ * loops' (every image written again after the trials); a path chosen again forgets. */
+static void test_tiles_find(void) {
+    struct conv_shape s = {.N = 100, .C = 32, .H = 4, .W = 4, .K = 48, .k = 3, .pad = 1};
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    CHECK(gemm_bf16_select("amx-emulated") == 0);
+    seed = 4545;
+    size_t nx = (size_t)s.N * s.C * s.H * s.W, ny = (size_t)s.N * s.K * s.H * s.W, nw = (size_t)s.K * s.C * 9;
+    float *x = hfill(nx, -2, 2), *dy = hfill(ny, -2, 2), *w = hfill(nw, -1, 1), *b = hfill(s.K, -1, 1);
+    float *mask = hfill(nx, -1, 1), *ws = hnew(conv_tiles_workspace_floats(&s, 2) * sizeof(float));
+    size_t most = ny > nx ? ny : nx; /* > nw */
+    float *got = hnew(most * sizeof(float)), *want = hnew(most * sizeof(float));
+    static const enum conv_pass passes[] = {CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER};
+    static const int trials[] = {80, 80, 100}; /* the filter gradient's chunks: 81 images */
+    for (int i = 0; i < 3; i++) {
+        enum conv_pass pass = passes[i];
+        size_t n = pass == CONV_FORWARD ? ny : pass == CONV_BACKWARD_DATA ? nx : nw;
+        for (int call = 0; call < 2; call++) {
+            memset(got, 0xa5, most * sizeof(float)), memset(want, 0x5a, most * sizeof(float));
+            double before;
+            int timed = conv_tiles_find_spent(&before);
+            if (pass == CONV_BACKWARD_FILTER) {
+                cpu_conv_tiles_filter_grad(&s, x, dy, NULL, got, ws);
+                conv_tiles_filter_grad_generic(&s, 0, x, dy, NULL, want, ws);
+            } else {
+                int flip = pass == CONV_BACKWARD_DATA;
+                cpu_conv_tiles_sums(&s, flip, flip ? dy : x, NULL, w, flip ? NULL : b, 0, flip ? mask : NULL,
+                                    NULL, got, ws);
+                conv_tiles_sums_generic(&s, flip, 0, flip ? dy : x, NULL, w, flip ? NULL : b, 0,
+                                        flip ? mask : NULL, NULL, want, ws);
+            }
+            EXPECT(memcmp(got, want, n * sizeof(float)) == 0,
+                   "conv_tiles_find pass %d call %d: the results differ from the plain loops'", pass, call);
+            double after;
+            EXPECT(conv_tiles_find_spent(&after) == timed + (call == 0) && (after > before) == (call == 0),
+                   "conv_tiles_find pass %d call %d: %d passes timed before, %d after (%g -> %g s)", pass,
+                   call, timed, conv_tiles_find_spent(&after), before, after);
+            const struct conv_tiles_found *f = conv_tiles_found(&s, pass);
+            EXPECT(f && f->images == trials[i] && f->images == conv_tiles_trial_images(&s, pass, 2),
+                   "conv_tiles_find pass %d: trial of %d images, expected %d", pass, f ? f->images : -1,
+                   trials[i]);
+            if (!f) continue;
+            int best = 0;
+            for (int c = 0; c < CONV_TILES_CANDIDATES; c++) {
+                EXPECT(f->seconds[c] > 0.0 && f->seconds[c] < 10.0,
+                       "conv_tiles_find pass %d: candidate %d %g s", pass, c, f->seconds[c]);
+                best = f->seconds[c] < f->seconds[best] ? c : best;
+            }
+            EXPECT(f->how == conv_tiles_candidate(best),
+                   "conv_tiles_find pass %d: chose %s, the fastest is %s", pass, conv_tiles_how_name(f->how),
+                   conv_tiles_how_name(conv_tiles_candidate(best)));
+        }
+    }
+    double spent;
+    EXPECT(conv_tiles_find_spent(&spent) == 3, "conv_tiles_find: %d passes timed, expected 3",
+           conv_tiles_find_spent(&spent));
+    CHECK(gemm_bf16_select("amx-emulated") == 0);
+    EXPECT(!conv_tiles_found(&s, CONV_FORWARD) && conv_tiles_find_spent(&spent) == 0 && spent == 0.0,
+           "conv_tiles_find: a path chosen again keeps the choices made before");
+    omp_set_num_threads(threads);
+    while (n_host) free(host_bufs[--n_host]);
+    printf(
+        "test_ops: cpu internals: conv_tiles_find: 3 passes timed once each, the plain loops' bits: done\n");
+}
+
 static void cpu_internals(void) {
     test_fastdiv();
     const char *best = gemm_isa(), *best_bf16 = gemm_bf16_isa();
@@ -2300,6 +2369,7 @@ static void cpu_internals(void) {
     test_tiles_runs();
     test_tiles_transpose16();
     test_tiles_resident();
+    test_tiles_find();
     gemm_bf16_select(best_bf16);
 }
 

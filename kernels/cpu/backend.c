@@ -163,3 +163,4 @@ double kernels_cpu_fma_peak(const char *isa, int threads, double seconds) {
 }
 double kernels_cpu_bf16_peak(int threads, double seconds) { return gemm_bf16_peak(threads, seconds); }
 unsigned long long kernels_cpu_tile_products(void) { return gemm_tiles_products(); }
+int kernels_cpu_tiles_find(double *seconds) { return conv_tiles_find_spent(seconds); }

@@ -504,8 +504,9 @@ static void conv_pool_backward(enum gemm_math math, const struct conv_shape *s, 
                          math, ws);
 }
 
-/* "Winograd F(4x4)", "direct", "direct on tiles" or "im2col + GEMM", with the product path:
- * what conv_forward / conv_backward do for pass (ws_bytes: the same for every method). */
+/* "Winograd F(4x4)", "direct", "direct on tiles" (with the loops found, on a path that finds
+ * them) or "im2col + GEMM", with the product path: what conv_forward / conv_backward do for pass
+ * (ws_bytes: the same for every method). */
 static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum conv_pass pass, char *buf,
                           size_t size) {
     int tiles = on_tiles(math);
@@ -515,8 +516,11 @@ static void conv_describe(enum gemm_math math, const struct conv_shape *s, enum 
     if ((pass == CONV_FORWARD && direct_forward(s)) ||
         (pass == CONV_BACKWARD_FILTER && direct_filter_grad(s, math)))
         snprintf(buf, size, "direct, %s", path);
-    else if (direct_tiles(s, tiles)) snprintf(buf, size, "direct on tiles, %s", path);
-    else if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
+    else if (direct_tiles(s, tiles)) {
+        int n = snprintf(buf, size, "direct on tiles, %s", path);
+        if (conv_tiles_finds() && n > 0 && (size_t)n < size)
+            conv_tiles_describe_found(s, pass, buf + n, size - n);
+    } else if (m) snprintf(buf, size, "Winograd F(%dx%d), %s", m, m, path);
     else snprintf(buf, size, "im2col + GEMM, %s", path);
 }
 

@@ -154,6 +154,14 @@ size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads) {
     size_t most = fwd > dx ? fwd : dx;
     return most > dw ? most : dw;
 }
+
+int conv_tiles_trial_images(const struct conv_shape *s, enum conv_pass pass, int threads) {
+    struct grid g = pass == CONV_FORWARD         ? forward_grid(s)
+                    : pass == CONV_BACKWARD_DATA ? backward_grid(s)
+                                                 : grad_grid(s);
+    long n = 2L * threads * g.nb;
+    return n < s->N ? (int)n : s->N;
+}
 #endif
 
 #if defined(ISA_HAS_AMX)

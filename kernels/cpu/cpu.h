@@ -152,9 +152,10 @@ winograd_grad_fn winograd_filter_grad_generic, winograd_filter_grad_avx2, winogr
  * whole sum, the filter gradient's whole chunk), the other operands read from L2; without it
  * the loops are blocked for L1, the sums making more trips through memory. CONV_TILES_PREFETCH:
  * software prefetches of what the tiles load next (conv_tiles.c; the resident sums take none).
- * The same bits whatever how;
- * cpu_conv_tiles_sums / _filter_grad pass the bf16 path's (gemm_dispatch.c: "amx" prefetches,
- * "amx-resident" is resident, "amx-noprefetch" neither).
+ * The same bits whatever how. CONV_TILES_FIND, a path's how only: cpu_conv_tiles_sums /
+ * _filter_grad time the candidates at the first call of each shape and pass and keep the fastest
+ * (conv_tiles_find); the other paths pass their own (gemm_dispatch.c: "amx" and "amx-emulated"
+ * find, "amx-prefetch" prefetches, "amx-resident" is resident, "amx-noprefetch" neither).
  * Where in_pool (dy_pool) is not NULL, in (dy) is NULL and the map is the one it gives (struct
  * pool_in: a 2x2 max pool's backward), made plane by plane as the packing reads it.
  * cpu_conv_tiles_sums / _filter_grad run the bf16 path in use, which must work on tiles. */
@@ -163,7 +164,7 @@ int conv_tiles_fit(const struct conv_shape *s);
  * "amx-im2col", the tiles with im2col for every pass, kept for comparisons). */
 int conv_tiles_direct(void);
 size_t conv_tiles_workspace_floats(const struct conv_shape *s, int threads);
-enum { CONV_TILES_RESIDENT = 1, CONV_TILES_PREFETCH = 2 };
+enum { CONV_TILES_RESIDENT = 1, CONV_TILES_PREFETCH = 2, CONV_TILES_FIND = 4 };
 typedef void conv_tiles_sums_fn(const struct conv_shape *s, int flip, unsigned how, const float *in,
                                 const struct pool_in *in_pool, const float *w, const float *b, int relu,
                                 const float *mask, const struct pool_out *pool, float *out, float *ws);
@@ -176,6 +177,38 @@ void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, 
 conv_tiles_grad_fn conv_tiles_filter_grad_amx, conv_tiles_filter_grad_amxcost, conv_tiles_filter_grad_generic;
 void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy,
                                 const struct pool_in *dy_pool, float *dw, float *ws);
+
+/* The tiles' loops chosen by timing (conv_tiles_find.c), as cuDNN's find chooses algorithms:
+ * conv_tiles_find returns the how of the fastest candidate for pass `pass` of shape s, timing
+ * them at its first call for that shape and pass: run(t, how, ctx) runs the pass with `how` on
+ * shape t, s with its first conv_tiles_trial_images(s, pass, threads) images only (two chunks a
+ * thread, at most N), CONV_TILES_CANDIDATES candidates (prefetch, the default, which wins ties;
+ * resident; plain), alternated twice, the fastest of each kept. The results of those
+ * images are written and must be written again by the call. Later calls return the choice made.
+ * Outside parallel regions only. conv_tiles_found: the choice for s and pass (NULL: not timed
+ * yet); conv_tiles_forget drops every choice (gemm_bf16_select does: another path's code);
+ * conv_tiles_find_spent: the shapes and passes timed since, and *seconds their trials took;
+ * conv_tiles_describe_found: ", loops <how> (ms on <n> images: <each candidate's time>)" for
+ * logs. */
+enum { CONV_TILES_CANDIDATES = 3 };
+struct conv_tiles_found {
+    struct conv_shape shape;
+    enum conv_pass pass;
+    unsigned how;                          /* the fastest candidate's */
+    int images;                            /* the trial's */
+    double seconds[CONV_TILES_CANDIDATES]; /* each candidate's fastest, in conv_tiles_candidate order */
+};
+typedef void conv_tiles_run_fn(const struct conv_shape *t, unsigned how, void *ctx);
+unsigned conv_tiles_find(const struct conv_shape *s, enum conv_pass pass, conv_tiles_run_fn *run, void *ctx);
+const struct conv_tiles_found *conv_tiles_found(const struct conv_shape *s, enum conv_pass pass);
+void conv_tiles_forget(void);
+int conv_tiles_find_spent(double *seconds);
+int conv_tiles_trial_images(const struct conv_shape *s, enum conv_pass pass, int threads);
+unsigned conv_tiles_candidate(int c);
+const char *conv_tiles_how_name(unsigned how);
+void conv_tiles_describe_found(const struct conv_shape *s, enum conv_pass pass, char *buf, size_t size);
+/* 1 when the bf16 path in use finds its tiles' loops (CONV_TILES_FIND). */
+int conv_tiles_finds(void);
 /* Internal to conv_tiles.c, for tests: out[pp][cout] (uint32_t bf16 pair words, rows cout apart,
  * columns 0..15 written) = (t[i][2 pp], t[i][2 pp + 1]) rounded as bf16_bits, for the 16 rows i of
  * t[16][P] and pp < P / 2 (P a multiple of 32). The amx build runs AVX-512 (and AVX512_BF16)

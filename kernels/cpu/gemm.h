@@ -104,10 +104,9 @@ gemm_fn *gemm_of(enum gemm_math math);
  * as fp32 or slower, so only an explicit --precision bf16 runs it), "generic" (the same sums in
  * plain C); and "amx-emulated" (the tile path's operations in plain C, for tests: never chosen
  * by default) and "amx-im2col" (the amx GEMM with conv.c's im2col for every convolution instead
- * of the tiles' direct one, for comparisons: never chosen by default), "amx-resident" (amx with
- * the direct sums' C tiles held through each block's whole sum, the filters read from L2: the
- * same bits, for comparisons, never chosen by default), "amx-noprefetch" (amx without its
- * software prefetches, the same bits, for comparisons, never chosen by default); and
+ * of the tiles' direct one, for comparisons: never chosen by default), "amx-prefetch",
+ * "amx-resident" and "amx-noprefetch" (amx with one of the loops it times fixed, cpu.h's
+ * conv_tiles_find: the same bits, for comparisons, never chosen by default); and
  * "amx-cost" (amx's code with the tile instructions left out, on AVX512_BF16 CPUs: a timing
  * tool, its results meaningless). The one in use, and a switch for tests and benchmarks (-1
  * when the CPU lacks it). gemm_bf16_hw: 1 when this CPU has AVX512_BF16; gemm_bf16_vector: 1

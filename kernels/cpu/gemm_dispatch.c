@@ -85,8 +85,9 @@ struct bf16_path {
     gemm_bf16_prepacked_fn *prepacked;
 };
 static const struct bf16_path bf16_paths[] = {
+    /* the tiles' loops chosen per shape and pass by timing (cpu.h: conv_tiles_find) */
     {"amx", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx, conv_tiles_filter_grad_amx,
-     CONV_TILES_PREFETCH, NULL, NULL},
+     CONV_TILES_FIND, NULL, NULL},
     {"avx512bf16", gemm_bf16_avx512bf16, has_avx512bf16, gemm_bf16_probe_avx512bf16, 0, NULL, NULL, 0,
      gemm_bf16_pack_a_avx512bf16, gemm_bf16_prepacked_avx512bf16},
     /* VDPBF16PS's sums on float FMA: no faster */
@@ -96,13 +97,16 @@ static const struct bf16_path bf16_paths[] = {
      gemm_bf16_prepacked_generic},
     /* tests only: after "generic", never the default */
     {"amx-emulated", gemm_tiles_generic, always, NULL, 1, conv_tiles_sums_generic,
-     conv_tiles_filter_grad_generic, CONV_TILES_PREFETCH, NULL, NULL},
+     conv_tiles_filter_grad_generic, CONV_TILES_FIND, NULL, NULL},
     /* the tiles with im2col for every convolution (their method before the direct one): for
      * comparisons, never the default */
     {"amx-im2col", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, NULL, NULL, 0, NULL, NULL},
-    /* amx with each 32 x 32 block of sums held in the C tiles as long as they can (cpu.h:
-     * CONV_TILES_RESIDENT: as before they were blocked for L1, in the new order), and amx without its
-     * software prefetches: for comparisons, never the default */
+    /* amx with each of find's candidates fixed (cpu.h): blocked for L1 with software prefetches;
+     * each 32 x 32 block of sums held in the C tiles as long as they can (CONV_TILES_RESIDENT: as
+     * before they were blocked for L1, in the new order); blocked, no prefetches. For comparisons,
+     * never the default */
+    {"amx-prefetch", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
+     conv_tiles_filter_grad_amx, CONV_TILES_PREFETCH, NULL, NULL},
     {"amx-resident", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
      conv_tiles_filter_grad_amx, CONV_TILES_RESIDENT, NULL, NULL},
     {"amx-noprefetch", gemm_tiles_amx, has_amx, gemm_tiles_probe_amx, 1, conv_tiles_sums_amx,
@@ -154,6 +158,7 @@ int gemm_bf16_select(const char *isa) {
         if (strcmp(bf16_paths[i].name, isa) == 0) {
             if (!bf16_paths[i].supported()) return -1;
             current_bf16 = &bf16_paths[i];
+            conv_tiles_forget(); /* choices timed on another path's code */
             return 0;
         }
     return -1;
@@ -175,18 +180,62 @@ void gemm_bf16_prepacked(int M, int N, int K, const uint32_t *Ap, const float *B
     current_bf16->prepacked(M, N, K, Ap, B, rsb, csb, C, ldc, ws);
 }
 
+/* A call of cpu_conv_tiles_sums / _filter_grad, for conv_tiles_find's trials. */
+struct tiles_call {
+    const struct bf16_path *path;
+    int flip;
+    const float *in, *w, *b, *mask, *dy; /* the filter gradient's: in (x), dy, in_pool (dy's) */
+    const struct pool_in *in_pool;
+    int relu;
+    const struct pool_out *pool;
+    float *out, *ws;
+};
+
+static void run_sums(const struct conv_shape *s, unsigned how, void *ctx) {
+    const struct tiles_call *c = ctx;
+    c->path->tiles_sums(s, c->flip, how, c->in, c->in_pool, c->w, c->b, c->relu, c->mask, c->pool, c->out,
+                        c->ws);
+}
+
+static void run_grad(const struct conv_shape *s, unsigned how, void *ctx) {
+    const struct tiles_call *c = ctx;
+    c->path->tiles_grad(s, how, c->in, c->dy, c->in_pool, c->out, c->ws);
+}
+
+/* The call c of pass `pass` with the path's how, or the one conv_tiles_find chooses. */
+static void run_tiles(const struct conv_shape *s, enum conv_pass pass, conv_tiles_run_fn *run,
+                      struct tiles_call *c) {
+    unsigned how = c->path->tiles_how;
+    if (how & CONV_TILES_FIND) how = conv_tiles_find(s, pass, run, c);
+    run(s, how, c);
+}
+
 void cpu_conv_tiles_sums(const struct conv_shape *s, int flip, const float *in, const struct pool_in *in_pool,
                          const float *w, const float *b, int relu, const float *mask,
                          const struct pool_out *pool, float *out, float *ws) {
     CHECK(current_bf16->tiles_sums);
-    current_bf16->tiles_sums(s, flip, current_bf16->tiles_how, in, in_pool, w, b, relu, mask, pool, out, ws);
+    struct tiles_call c = {.path = current_bf16,
+                           .flip = flip,
+                           .in = in,
+                           .w = w,
+                           .b = b,
+                           .mask = mask,
+                           .in_pool = in_pool,
+                           .relu = relu,
+                           .pool = pool,
+                           .out = out,
+                           .ws = ws};
+    run_tiles(s, flip ? CONV_BACKWARD_DATA : CONV_FORWARD, run_sums, &c);
 }
 
 void cpu_conv_tiles_filter_grad(const struct conv_shape *s, const float *x, const float *dy,
                                 const struct pool_in *dy_pool, float *dw, float *ws) {
     CHECK(current_bf16->tiles_grad);
-    current_bf16->tiles_grad(s, current_bf16->tiles_how, x, dy, dy_pool, dw, ws);
+    struct tiles_call c = {.path = current_bf16, .in = x, .dy = dy, .in_pool = dy_pool, .out = dw, .ws = ws};
+    run_tiles(s, CONV_BACKWARD_FILTER, run_grad, &c);
 }
+
+int conv_tiles_finds(void) { return (current_bf16->tiles_how & CONV_TILES_FIND) != 0; }
 
 gemm_fn *gemm_of(enum gemm_math math) { return math == GEMM_BF16 ? gemm_bf16 : gemm; }
 
