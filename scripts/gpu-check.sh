@@ -390,9 +390,12 @@ train_ranks() {
 }
 
 # airbench_ranks NP [FLAGS...]: airbench94's recipe (whitening, Nesterov, lookahead, TTA, reflect
-# crops) for 2.5 epochs of the synthetic set on NP ranks sharing one GPU, global batch 256.
+# crops) for 2.5 epochs of the synthetic set on NP ranks sharing one GPU, global batch 256; in
+# fp32 unless FLAGS say --precision (auto would take bf16 for this recipe).
 airbench_ranks() {
-  mpirun -np "$1" build/cifar10-train --device=cuda --model airbench94 --epochs 2.5 --batch-size 256 \
+  local precision=(--precision fp32)
+  [[ " ${*:2} " == *" --precision "* ]] && precision=()
+  mpirun -np "$1" build/cifar10-train --device=cuda --model airbench94 "${precision[@]}" --epochs 2.5 --batch-size 256 \
     --whiten-images 2000 --model-file "$scratch/a$1${2:+-flags}.safetensors" --resume never "${@:2}" "$scratch/gpu-check-data"
 }
 
@@ -400,7 +403,7 @@ airbench_ranks() {
 # default; its log says so), 3.5 epochs: past the first bias's stop after epoch 3, which retires
 # the graphs.
 airbench_graphs() {
-  build/cifar10-train --device=cuda --model airbench94 --epochs 3.5 --batch-size 256 \
+  build/cifar10-train --device=cuda --model airbench94 --precision fp32 --epochs 3.5 --batch-size 256 \
     --whiten-images 2000 --model-file "$scratch/a1-graphs.safetensors" --resume never "$scratch/gpu-check-data" |
     tee "$out/airbench-graphs.log" || return 1
   grep -q 'training steps as CUDA graphs' "$out/airbench-graphs.log"
@@ -844,7 +847,7 @@ check_train() {
   local train_s=$((SECONDS - t0))
   build/cifar10-test --device=cuda --model-file "$scratch/real.safetensors" "$d" | tee "$out/test.log"
   t0=$SECONDS
-  build/cifar10-train --device=cuda --model airbench94 --no-eval --model-file "$scratch/airbench94.safetensors" \
+  build/cifar10-train --device=cuda --model airbench94 --precision fp32 --no-eval --model-file "$scratch/airbench94.safetensors" \
     --resume never "$d" | tee "$out/train-airbench94.log"
   local airbench_s=$((SECONDS - t0))
   t0=$SECONDS

@@ -60,7 +60,7 @@ lane_pid=$!
 
 D=$T/data
 "$BIN/tests/make_synthetic" "$D" 80 50 >/dev/null || exit 1
-TRAIN=(mpirun -np 2 "$BIN/cifar10-train" --model airbench94 --batch-size 64 --epochs 2.5 --whiten-images 300
+TRAIN=(mpirun -np 2 "$BIN/cifar10-train" --model airbench94 --precision fp32 --batch-size 64 --epochs 2.5 --whiten-images 300
   --threads 1 --print-freq 1 --device cpu --checkpoint-interval 0 --model-file "$T/m.safetensors" "$D")
 "${TRAIN[@]}" >"$T/train1.log" 2>&1 &
 pid=$!
@@ -74,7 +74,7 @@ check "the resumed run started mid-epoch" grep -q "steps of epoch 2 done" "$T/lo
 clean "cifar10-test" "$BIN/cifar10-test" --model-file "$T/m.safetensors" "$D"
 clean "cifar10-bench, 2 steps" "$BIN/cifar10-bench" --model airbench94 --batch-size 32 --threads 1 --warmup 1 --steps 1 --runs 2
 if [[ -e $BIN/lib/cifar10-dp/libcifar10-cuda.so ]]; then
-  GPU=(--model airbench94 --batch-size 32 --epochs 0.5 --whiten-images 300 --threads 1 --device cuda "$D")
+  GPU=(--model airbench94 --precision fp32 --batch-size 32 --epochs 0.5 --whiten-images 300 --threads 1 --device cuda "$D")
   clean "cifar10-train on the emulated GPU, 1 rank" "$BIN/cifar10-train" "${GPU[@]}" --model-file "$T/g1.safetensors"
   clean "cifar10-train on the emulated GPU, mpirun -np 2" \
     mpirun -np 2 "$BIN/cifar10-train" "${GPU[@]}" --model-file "$T/g2.safetensors"

@@ -365,17 +365,23 @@ for prog in train test bench; do
 done
 run env CUDA_VISIBLE_DEVICES= "$BIN/cifar10-train" --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
 expect_out "train --device=auto without a GPU says cpu and why" "^rank 0: cpu \(auto: (no GPU visible: |this build has no CUDA backend)"
-# --precision: bad values are usage errors; auto names what it chose and why (no recipe allows
-# bf16 yet, so fp32 for one reason or the other); bf16 runs where the CPU has AVX512_BF16, runs
-# the same sums on AVX2 FMA where it has AVX2 (and says so), and is one clear line and exit 1
-# where it has neither.
+# --precision: bad values are usage errors; auto names what it chose and why (airbench94's
+# recipe allows bf16, which auto takes on AMX tiles, the CPU kernels' line says "bf16: amx"; the
+# workshop CNN's stays fp32); bf16 runs where the CPU has AVX512_BF16, runs the same sums on AVX2
+# FMA where it has AVX2 (and says so), and is one clear line and exit 1 where it has neither.
 for prog in train bench; do
   run "$BIN/cifar10-$prog" --precision fp16 "$T/data"
   expect_rc 2 "$prog --precision fp16"
   expect_err "$prog --precision fp16" "--precision: 'fp16' is not fp32, bf16 or auto"
 done
 run "$BIN/cifar10-train" --device cpu --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
-expect_out "train --precision auto says fp32 and why" "^rank 0: cpu, fp32 \(auto: (no AMX tiles|the recipe is fp32)\)"
+if grep -q '(bf16: amx)' "$T/out"; then
+  expect_out "train --precision auto on AMX tiles: bf16 and why" "^rank 0: cpu, bf16 products \(auto: AMX tiles, recipe allows\)\$"
+else
+  expect_out "train --precision auto without AMX tiles: fp32 and why" "^rank 0: cpu, fp32 \(auto: no AMX tiles\)\$"
+fi
+run "$BIN/cifar10-train" --device cpu --model workshop-cnn --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
+expect_out "train --model workshop-cnn: auto says fp32 and why" "^rank 0: cpu, fp32 \(auto: (no AMX tiles|the recipe is fp32)\)\$"
 run "$BIN/cifar10-train" --device cpu --precision bf16 --epochs 1 --batch-size 2 --no-eval --model-file "$T/m.safetensors" "$T/nope"
 if grep -qw avx512_bf16 /proc/cpuinfo; then
   expect_out "train --precision bf16 on an AVX512_BF16 CPU" "^rank 0: cpu, bf16 products \(--precision bf16\)\$"

@@ -23,7 +23,7 @@
 
 D=$T/data
 "$BIN/tests/make_synthetic" "$D" 80 50 || exit 1
-RECIPE=(--model airbench94 --batch-size 64 --epochs 2.5 --whiten-images 300 --threads 1 --print-freq 1 --device cpu)
+RECIPE=(--model airbench94 --precision fp32 --batch-size 64 --epochs 2.5 --whiten-images 300 --threads 1 --print-freq 1 --device cpu)
 header() { head -c "$((8 + $(od -An -t u8 -N 8 "$1" | tr -d ' ')))" "$1" | tail -c +9; } # the JSON
 # The step_in_epoch a checkpoint's metadata records (0 at an epoch's end).
 step_in_epoch() { header "$1" | sed -n 's/.*"step_in_epoch":"\([0-9]*\)".*/\1/p'; }
