@@ -110,6 +110,9 @@ static int scores_write_json(const struct scores *s, const char *path, const cha
     strbuf_json_string(&b, net);
     strbuf_printf(&b, ",\"run\":");
     strbuf_json_string(&b, info->run_id);
+    strbuf_printf(&b, ",\"kernels\":");
+    if (info->kernels[0]) strbuf_json_string(&b, info->kernels);
+    else strbuf_printf(&b, "null");
     strbuf_printf(&b, ",\"epochs_completed\":%d,\"tta\":%d,\"total\":%ld,\"correct\":%ld,\"accuracy\":%.4f",
                   info->epochs_completed, s->tta, s->total, s->correct, 100.0 * s->correct / s->total);
     strbuf_printf(&b, ",\n \"classes\":[");
@@ -199,8 +202,8 @@ static void model_load(struct model *m, const struct kernels *k, const char *pat
     if (checkpoint_read(path, m, &st, info, &e) != 0) err_die(1, "%s", e.msg);
     model_set_state(m, st.params, NULL, st.buffers);
     checkpoint_state_free(&st);
-    printf("model: %s of run %s after %d epochs, trained with %s\n", info->kind, info->run_id,
-           info->epochs_completed, info->config);
+    printf("model: %s of run %s after %d epochs%s%s, trained with %s\n", info->kind, info->run_id,
+           info->epochs_completed, info->kernels[0] ? " on " : "", info->kernels, info->config);
 }
 
 int main(int argc, char **argv) {

@@ -202,6 +202,7 @@ static void model_setup(struct trainer *t, const struct kernels *k, int graphs) 
     t->h = checkpoint_state_alloc(&t->m, STATE_MOMENTUM | (c->lookahead ? STATE_LOOKAHEAD : 0u));
     t->buffer_sums = XALLOC((t->m.nbuffers ? t->m.nbuffers : 1) * sizeof(float));
     snprintf(t->info.kind, sizeof t->info.kind, "checkpoint");
+    snprintf(t->info.kernels, sizeof t->info.kernels, "%s", k->name);
     t->info.steps_per_epoch = t->steps;
     struct strbuf cfg = {0};
     config_to_json(c, &cfg);

@@ -5,6 +5,7 @@
 #include "../model/net.h"
 #include "safetensors.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -150,6 +151,7 @@ int checkpoint_write(const char *path, const struct model *m, const struct model
         {"epochs_completed", epochs},
         {"global_step", step},
         {"run_id", info->run_id},
+        {"kernels", info->kernels},
         {"rng", "counter-based: splitmix64 keyed by (seed, purpose, epoch, image index)"},
         {"created_by", "cifar10-dp " CIFAR10_DP_VERSION},
         /* checkpoints only */
@@ -247,6 +249,24 @@ static int read_progress(const struct safetensors *st, const char *path, struct 
     return 0;
 }
 
+/* The optional kernels record: a table name (letters, digits, '-'), or absent (""). */
+static int read_kernels(const struct safetensors *st, const char *path, struct run_info *info,
+                        struct err *e) {
+    const char *s = safetensors_meta(st, "kernels");
+    if (!s) return 0;
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-");
+    if (s[n] || n >= sizeof info->kernels) {
+        char shown[40];
+        snprintf(shown, sizeof shown, "%s", s);
+        for (char *c = shown; *c; c++)
+            if (!isprint((unsigned char)*c)) *c = '?';
+        return err_set(e, "%s: bad kernels in metadata: '%s%s'", path, shown,
+                       strlen(s) >= sizeof shown ? "..." : "");
+    }
+    memcpy(info->kernels, s, n + 1);
+    return 0;
+}
+
 /* The run's record from the metadata (format already checked); *ranks: the sets of running
  * statistics it holds. */
 static int read_info(const struct safetensors *st, const char *path, const struct model_state *state,
@@ -273,6 +293,7 @@ static int read_info(const struct safetensors *st, const char *path, const struc
         return err_set(e, "%s: bad epochs_completed or global_step in metadata", path);
     info->epochs_completed = (int)ep;
     info->global_step = gs;
+    if (read_kernels(st, path, info, e) != 0) return -1;
     return read_progress(st, path, info, ranks, e);
 }
 

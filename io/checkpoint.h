@@ -17,7 +17,9 @@
  * pixels become the network input),
  * normalization_mean / normalization_std (JSON arrays, 0..1 pixel scale), classes (JSON array),
  * config (JSON of the run-defining settings), epochs_completed, global_step, run_id, rng,
- * created_by, crc32; checkpoints also step_in_epoch, steps_per_epoch, ranks (sets of running
+ * kernels (the op table the steps before the file ran on, kernels.h's name: cpu, cpu-bf16,
+ * cuda, cuda-bf16; optional on reading: files before 2026-12-03 lack it), created_by, crc32;
+ * checkpoints also step_in_epoch, steps_per_epoch, ranks (sets of running
  * statistics) and epoch_sums (the epoch's loss and correct sums so far, and the running loss
  * of the log; "%a" floats, exact) (all four optional on reading: an epoch-end checkpoint). */
 #ifndef IO_CHECKPOINT_H
@@ -62,6 +64,7 @@ struct run_info {
     int epochs_completed;
     int64_t global_step;
     char config[1024]; /* JSON of the run-defining settings */
+    char kernels[24];  /* the op table the steps ran on (struct kernels' name); "" not recorded */
     /* Mid-epoch: step_in_epoch (> 0) steps of epoch epochs_completed + 1 are done, of
      * steps_per_epoch (all of them: stopped before the epoch's end was processed); the epoch's
      * sums so far (mean losses, correct predictions) and the running loss since the last

@@ -3,9 +3,10 @@
 
     check_test_json.py JSON LOG [MODEL_FILE]
 
-The JSON must say what the text says: overall correct/total and accuracy, the TTA level, each
-class's accuracy (the text's one-decimal figure) with its correct and total counts matching the
-confusion matrix's diagonal and row sums, and the confusion matrix itself, cell for cell.
+The JSON must say what the text says: overall correct/total and accuracy, the TTA level, the
+model line's run, epochs and kernels, each class's accuracy (the text's one-decimal figure) with
+its correct and total counts matching the confusion matrix's diagonal and row sums, and the
+confusion matrix itself, cell for cell.
 """
 import json
 import re
@@ -26,7 +27,8 @@ def main():
     if len(sys.argv) > 3:
         assert j["model_file"] == sys.argv[3], j["model_file"]
     model = next(l for l in log if l.startswith("model: "))
-    assert f"of run {j['run']} after {j['epochs_completed']} epochs" in model, (model, j["run"])
+    on = f" on {j['kernels']}" if j["kernels"] is not None else ""
+    assert f"of run {j['run']} after {j['epochs_completed']} epochs{on}, trained with" in model, (model, j["run"])
     at = log.index("Confusion matrix (rows: true class, columns: predicted class):")
     assert log[at + 1].split() == SHORT, log[at + 1]
     matrix = []

@@ -471,12 +471,52 @@ static void test_network_selection(void) {
     model_free(&t);
 }
 
+/* The kernels record: written and read back; absent (a file from before it) reads as ""; a name
+ * with other bytes than a table name's, or too long, is refused with one line. */
+static void test_kernels_record(void) {
+    struct model_state a = new_state(0), b = new_state(0);
+    model_get_state(&M, a.params, NULL, a.buffers);
+    struct run_info info = {.kind = "model", .run_id = "r", .config = "{}", .kernels = "cpu-bf16"}, got;
+    char mf[512];
+    snprintf(mf, sizeof mf, "%s/k.safetensors", dir);
+    struct err e = {""};
+    EXPECT(checkpoint_write(mf, &M, &a, &info, &e) == 0 && checkpoint_read(mf, &M, &b, &got, &e) == 0 &&
+               strcmp(got.kernels, "cpu-bf16") == 0,
+           "kernels round trip: '%s' (%s)", got.kernels, e.msg);
+    struct st_tensor t[64];
+    int nt = 0;
+    int64_t tracked = 5;
+    for (int i = 0; i < M.ntensors; i++) {
+        const struct model_tensor *mt = &M.tensors[i];
+        const void *data = mt->home == HOME_COUNTER  ? (const void *)&tracked
+                           : mt->home == HOME_PARAMS ? (const void *)(a.params + mt->offset)
+                                                     : (const void *)(a.buffers + mt->offset);
+        t[nt] = (struct st_tensor){mt->name, mt->home == HOME_COUNTER ? ST_I64 : ST_F32, mt->ndim, {0}, data};
+        for (int d = 0; d < mt->ndim; d++) t[nt].shape[d] = mt->shape[d];
+        nt++;
+    }
+    const char *values[] = {NULL, "cpu\nbf16", "cuda-bf16-and-a-name-too-long", "cuda-bf16"};
+    for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+        struct st_meta meta[] = {{"format", "cifar10-dp"},  {"format_version", "1"}, {"kind", "model"},
+                                 {"model", "workshop-cnn"}, {"run_id", "x"},         {"config", "{}"},
+                                 {"epochs_completed", "1"}, {"global_step", "1"},    {"kernels", values[v]}};
+        EXPECT(safetensors_write(mf, t, nt, meta, values[v] ? 9 : 8, &e) == 0, "write: %s", e.msg);
+        if (v == 1) expect_read_error(mf, 0, "bad kernels in metadata: 'cpu?bf16'");
+        else if (v == 2) expect_read_error(mf, 0, "bad kernels in metadata: 'cuda-bf16-and-a-name-too-long'");
+        else
+            EXPECT(checkpoint_read(mf, &M, &b, &got, &e) == 0 && strcmp(got.kernels, v ? values[v] : "") == 0,
+                   "kernels %s read as '%s' (%s)", values[v] ? values[v] : "absent", got.kernels, e.msg);
+    }
+    free_state(&a), free_state(&b);
+}
+
 int main(void) {
     check_tmpdir("test-ckpt", dir, sizeof dir);
     model_init(&M, &net_workshop_cnn, kernels_cpu(), 2, 3);
     test_json();
     test_round_trip();
     test_mid_epoch();
+    test_kernels_record();
     test_network_selection();
     test_config();
     test_schedule();

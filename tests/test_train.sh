@@ -6,7 +6,7 @@
 #  - bad data under mpirun: one error line, exit 1; a rank-0 write failure ends the whole job;
 #  - kill -9 mid-run and the same command again == the uninterrupted run, bit for bit;
 #  - a checkpoint with other settings is refused; --resume=require/never; resuming with a
-#    different rank count continues the run;
+#    different rank count continues the run, and on other kernels (--precision bf16) says so;
 #  - one rank: a diverging run, a checkpoint of other --epochs or damaged, too little data and
 #    airbench94 with momentum 1 are refused with one line; cifar10-test on classes without
 #    test images says n/a (null in --json).
@@ -47,6 +47,7 @@ expect_rc 0 "cifar10-test"
 check "--json says what the text says" python3 tests/check_test_json.py "$T/A/test.json" "$T/out" "$T/A/model.safetensors"
 expect_out "test reading" "^reading $D\$"
 expect_out "test loading" "^loading model $T/A/model.safetensors\$"
+expect_out "the model's kernels" "^model: model of run [0-9TZ]+-[0-9a-f]+ after 3 epochs on cpu, trained with "
 expect_out "overall accuracy" "^Accuracy of the network on the 200 test images: [0-9]+ %\$"
 for c in plane car bird cat deer dog frog horse ship truck; do
   expect_out "class $c" "^Accuracy for class: $(printf '%-5s' $c) is ([0-9]+\.[0-9]|n/a)"
@@ -143,6 +144,8 @@ cp "$T/B/model.checkpoint.safetensors" "$T/partial.safetensors"
 run "${B_CMD[@]}"
 expect_rc 0 "rerun after kill"
 expect_out "rerun resumes" "^resuming run .* from $T/B/model.checkpoint.safetensors: [12] of 3 epochs done\$"
+no_kernels_note() { ! grep -q 'its steps ran on the' "$T/out"; }
+check "a resume on the same kernels has no note of them" no_kernels_note
 check "resumed model == uninterrupted model, bit for bit" cmp -s <(st_data "$T/A/model.safetensors") <(st_data "$T/B/model.safetensors")
 check "resumed checkpoint == uninterrupted checkpoint" cmp -s <(st_data "$T/A/model.checkpoint.safetensors") <(st_data "$T/B/model.checkpoint.safetensors")
 run "${B_CMD[@]}"
@@ -172,6 +175,15 @@ expect_out "resume on 1 rank" "^resuming run .*: [12] of 3 epochs done\$"
 expect_out "1 rank steps" "25 steps per epoch of 16 images \(1 ranks x 16\)"
 run "$BIN/cifar10-test" --model-file "$T/C/model.safetensors" "$D"
 expect_rc 0 "model of the 1-rank resume scores"
+# ... and on other kernels (--precision bf16: cpu-bf16), saying so.
+mkdir -p "$T/Cb"
+cp "$T/partial.safetensors" "$T/Cb/model.checkpoint.safetensors"
+run "$BIN/cifar10-train" "${TRAIN[@]}" --precision bf16 --model-file "$T/Cb/model.safetensors" "$D"
+expect_rc 0 "resume in bf16"
+expect_out "resume in bf16 says the kernels changed" \
+  "^$T/Cb/model.checkpoint.safetensors: its steps ran on the cpu kernels; this run goes on on cpu-bf16: from the same weights, not bit for bit as a run on one of them\$"
+run "$BIN/cifar10-test" --model-file "$T/Cb/model.safetensors" "$D"
+expect_out "the bf16 model's kernels" "^model: model of run .* after 3 epochs on cpu-bf16, trained with "
 # 7. What a run refuses, and what it says, on one rank.
 # A learning rate that blows the weights up: one line naming the step, exit 1, no model written.
 mkdir -p "$T/Dv"
