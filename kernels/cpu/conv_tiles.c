@@ -55,7 +55,7 @@
  * channels, 32 rows of xb and their sums: grad_chunk). */
 #define GRID_TARGET 512
 #define GRAD_TARGET 2048
-#define GRAD_SLICE  128 /* grad_chunk's slices of positions, a multiple of 32 */
+#define GRAD_SLICE  256 /* grad_chunk's slices of positions, a multiple of 32 */
 
 struct grid {
     int in, out;             /* channels read and written */
@@ -521,11 +521,12 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, unsigned how,
 
 /* dwt[k k][cin][cout] += the chunk's filter gradient (struct comment). Per 32 input channels
  * (their sums, k k 32 (cout + 16) floats, 306 KB at 256 x 256 x 3 x 3, stay in L2 through the
- * chunk), slice by slice of GRAD_SLICE positions, whose input rows and dy pairs (9 - 12 and 8
- * KB) stay in L1 while every block of 32 output channels and every tap reads them: the taps
- * share the dy tiles, and their input tiles nearly the same lines. A cache model put this at
- * 5.0 - 5.8 L1 misses a TDPBF16PS against 16.4 for whole-chunk passes (results.md); 256
- * positions a slice took 7.6 - 11. resident: one slice, the whole chunk, the sums making one
+ * chunk), slice by slice of GRAD_SLICE positions, whose input rows and dy pairs (18 - 24 and
+ * 16 KB) stay near while every block of 32 output channels and every tap reads them: the taps
+ * share the dy tiles, and their input tiles nearly the same lines. A cache model put 128
+ * positions a slice at 5.0 - 5.8 L1 misses a TDPBF16PS, 256 at 7.6 - 11, against 16.4 for
+ * whole-chunk passes (results.md); on AMX (2026-12-02) 256 took 4 - 5 % less time in all,
+ * 7 - 9 % on the 7x7 and 3x3 maps: half the trips of the sums through the tiles. resident: one slice, the whole chunk, the sums making one
  * trip through the tiles a tap and 32 x 32 block. Each sum takes the positions in order: the
  * same bits either way. With prefetch, each block's steps prefetch the sums the next block
  * loads (32 rows of 2 lines). */
