@@ -206,7 +206,8 @@ BINS     := $(BUILD)/cifar10-train $(BUILD)/cifar10-test $(BUILD)/cifar10-bench 
 TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_data $(BUILD)/tests/test_checkpoint \
              $(BUILD)/tests/test_dist $(BUILD)/tests/dump_steps $(BUILD)/tests/make_synthetic \
              $(BUILD)/tests/test_cuda $(BUILD)/tests/test_staged $(BUILD)/tests/test_whiten $(BUILD)/tests/image_dump \
-             $(BUILD)/tests/allreduce_time $(BUILD)/tests/gemm_time $(BUILD)/tests/winograd_time
+             $(BUILD)/tests/allreduce_time $(BUILD)/tests/gemm_time $(BUILD)/tests/winograd_time \
+             $(BUILD)/tests/tiles_time
 
 .PHONY: all test check test-build bench clean install sanitize sanitize-build fuzz fuzz-build emu emu-build format
 # The plugin's directory (kernels/cuda_load.c looks in lib/cifar10-dp beside or above the
