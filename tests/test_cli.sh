@@ -408,4 +408,12 @@ run "$BIN/cifar10-train" --bucket-mb 2000 "$T/data"
 expect_rc 2 "train --bucket-mb 2000"
 expect_err "train --bucket-mb 2000" "--bucket-mb: 2000 is above 1024"
 
+# A timing tool (docs/benchmark.md): a line per loop, and bad usage refused.
+run "$BIN/tests/tiles_time" --path amx-emulated --reps 1 2 16 16 4
+expect_rc 0 "tiles_time on the tiles' plain-C twin"
+expect_out "tiles_time: a line per loop" \
+  "^tiles: path=amx-emulated threads=[0-9]+ N=2 C=16 K=16 H=4 loops=resident fwd_ms=[0-9.]+/[0-9.]+ dx_ms=[0-9.]+/[0-9.]+ dw_ms=[0-9.]+/[0-9.]+\$"
+run "$BIN/tests/tiles_time" 2 8 16 4
+expect_rc 2 "tiles_time with fewer than 16 channels"
+
 summary test_cli

@@ -526,10 +526,10 @@ void ISA_FN(conv_tiles_sums)(const struct conv_shape *s, int flip, unsigned how,
  * share the dy tiles, and their input tiles nearly the same lines. A cache model put 128
  * positions a slice at 5.0 - 5.8 L1 misses a TDPBF16PS, 256 at 7.6 - 11, against 16.4 for
  * whole-chunk passes (results.md); on AMX (2026-12-02) 256 took 4 - 5 % less time in all,
- * 7 - 9 % on the 7x7 and 3x3 maps: half the trips of the sums through the tiles. resident: one slice, the whole chunk, the sums making one
- * trip through the tiles a tap and 32 x 32 block. Each sum takes the positions in order: the
- * same bits either way. With prefetch, each block's steps prefetch the sums the next block
- * loads (32 rows of 2 lines). */
+ * 7 - 9 % on the 7x7 and 3x3 maps: half the trips of the sums through the tiles. resident:
+ * one slice, the whole chunk, the sums making one trip through the tiles a tap and 32 x 32
+ * block. Each sum takes the positions in order: the same bits either way. With prefetch, each
+ * block's steps prefetch the sums the next block loads (32 rows of 2 lines). */
 static void grad_chunk(const struct grid *g, unsigned how, const uint16_t *xb, const uint32_t *dyp,
                        float *dwt) {
     TILE_REGS;
