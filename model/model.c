@@ -498,7 +498,7 @@ static void backward_layer(struct model *m, int i, void *dy, void *dx, int n) {
         if (!L->relu_backward_fused) k->relu_backward(L->act, dy, dy, count);
         break;
     case LAYER_GELU:
-        if (!fused_away(m, i)) k->gelu_backward(x, dy, dy, count);
+        if (!fused_away(m, i)) k->gelu_backward(x, dy, dx, count);
         break;
     case LAYER_CONV: {
         struct conv_shape s = conv_shape_of(L, n);
@@ -601,8 +601,10 @@ static void train_ops(struct model *m, const struct model_input *in) {
             grads_ready(m, L->grads_begin, ready_end);
             ready_end = L->grads_begin;
         }
-        /* d now holds the input gradient, or (a pool in its convolution) still its own */
-        if (props_of(L)->backward_in_place || (L->def->kind == LAYER_MAXPOOL && pooled_in_conv(m, i)))
+        /* d now holds the input gradient, or (a pool in its convolution, a GELU in its batch
+         * norm) still its own */
+        if (props_of(L)->backward_in_place || (L->def->kind == LAYER_MAXPOOL && pooled_in_conv(m, i)) ||
+            fused_away(m, i))
             continue;
         other = d;
         d = dx;
