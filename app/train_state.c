@@ -156,8 +156,8 @@ static int try_resume(struct trainer *t, struct err *e) {
     t->info.print_loss = saved.print_loss;
     memcpy(t->info.run_id, saved.run_id, sizeof t->info.run_id);
     if (saved.kernels[0] && strcmp(saved.kernels, t->info.kernels) != 0) /* --device, --precision */
-        printf("%s: its steps ran on the %s kernels; this run goes on on %s: from the same weights, not "
-               "bit for bit as a run on one of them\n",
+        printf("%s: written by steps on the %s kernels; this run continues on %s (from the same weights, "
+               "not bit for bit as a run on either)\n",
                t->checkpoint_file, saved.kernels, t->info.kernels);
     return 1;
 }

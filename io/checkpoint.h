@@ -18,7 +18,7 @@
  * normalization_mean / normalization_std (JSON arrays, 0..1 pixel scale), classes (JSON array),
  * config (JSON of the run-defining settings), epochs_completed, global_step, run_id, rng,
  * kernels (the op table the steps before the file ran on, kernels.h's name: cpu, cpu-bf16,
- * cuda, cuda-bf16; optional on reading: files before 2026-12-03 lack it), created_by, crc32;
+ * cuda, cuda-bf16; optional on reading: files of earlier versions lack it), created_by, crc32;
  * checkpoints also step_in_epoch, steps_per_epoch, ranks (sets of running
  * statistics) and epoch_sums (the epoch's loss and correct sums so far, and the running loss
  * of the log; "%a" floats, exact) (all four optional on reading: an epoch-end checkpoint). */

@@ -498,6 +498,7 @@ static void backward_layer(struct model *m, int i, void *dy, void *dx, int n) {
         if (!L->relu_backward_fused) k->relu_backward(L->act, dy, dy, count);
         break;
     case LAYER_GELU:
+        CHECK(dx || fused_away(m, i)); /* a GELU has no parameters: a layer below it trains */
         if (!fused_away(m, i)) k->gelu_backward(x, dy, dx, count);
         break;
     case LAYER_CONV: {
