@@ -40,6 +40,17 @@ double check_rel_l2(const float *a, const double *ref, size_t n) {
     return sqrt(num) / fmax(sqrt(den), 1e-30);
 }
 
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+const char *check_min_median(double *t, int n, char *buf, size_t size) {
+    qsort(t, (size_t)n, sizeof *t, by_value);
+    snprintf(buf, size, "%.2f/%.2f", t[0] * 1e3, t[n / 2] * 1e3);
+    return buf;
+}
+
 double check_rel_l2f(const float *a, const float *ref, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {

@@ -17,6 +17,10 @@ double check_rel_l2(const float *a, const double *ref, size_t n);
 /* Same for two float arrays. */
 double check_rel_l2f(const float *a, const float *ref, size_t n);
 
+/* "MIN/MEDIAN" of the times t[0..n) (seconds) in milliseconds, two decimals, into buf (sorts
+ * t): the timing tools' figures (winograd_time, tiles_time). */
+const char *check_min_median(double *t, int n, char *buf, size_t size);
+
 /* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator. */
 void check_fill(float *x, size_t n, float lo, float hi, unsigned seed);
 /* n floats, 64-byte aligned (the GEMM's packed panels need it), filled with check_fill's values

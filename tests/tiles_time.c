@@ -34,18 +34,6 @@ static const struct {
 static const unsigned hows[LOOPS] = {0, CONV_TILES_PREFETCH, CONV_TILES_RESIDENT};
 static const char *const how_names[LOOPS] = {"plain", "prefetch", "resident"};
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* "MIN/MEDIAN" of t[0..n) in milliseconds, into buf (sorts t). */
-static const char *min_median(double *t, int n, char *buf, size_t size) {
-    qsort(t, (size_t)n, sizeof *t, by_value);
-    snprintf(buf, size, "%.2f/%.2f", t[0] * 1e3, t[n / 2] * 1e3);
-    return buf;
-}
-
 static void time_shape(int p, int reps, struct conv_shape s) {
     size_t nx = (size_t)s.N * s.C * s.H * s.W, ny = (size_t)s.N * s.K * s.H * s.W, nw = (size_t)s.K * s.C * 9;
     float *x = check_floats(nx), *dy = check_floats(ny), *w = check_floats(nw), *b = check_floats(s.K);
@@ -67,8 +55,8 @@ static void time_shape(int p, int reps, struct conv_shape s) {
         char f[32], d[32], g[32];
         printf("tiles: path=%s threads=%d N=%d C=%d K=%d H=%d loops=%s fwd_ms=%s dx_ms=%s dw_ms=%s\n",
                paths[p].name, omp_get_max_threads(), s.N, s.C, s.K, s.H, how_names[h],
-               min_median(t[h][0], reps, f, sizeof f), min_median(t[h][1], reps, d, sizeof d),
-               min_median(t[h][2], reps, g, sizeof g));
+               check_min_median(t[h][0], reps, f, sizeof f), check_min_median(t[h][1], reps, d, sizeof d),
+               check_min_median(t[h][2], reps, g, sizeof g));
     }
     free(x), free(dy), free(w), free(b), free(y), free(dx), free(dw), free(ws);
 }

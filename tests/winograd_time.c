@@ -27,18 +27,6 @@
 
 enum { MAX_REPS = 1000 };
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* "MIN/MEDIAN" of t[0..n) in milliseconds, into buf (sorts t). */
-static const char *min_median(double *t, int n, char *buf, size_t size) {
-    qsort(t, (size_t)n, sizeof *t, by_value);
-    snprintf(buf, size, "%.2f/%.2f", t[0] * 1e3, t[n / 2] * 1e3);
-    return buf;
-}
-
 static void time_shape(int N, int C, int K, int H, int m, int reps) {
     int nt = omp_get_max_threads();
     size_t ws_floats = winograd_conv_workspace_floats(C, K, H, H, m, nt), f;
@@ -63,8 +51,9 @@ static void time_shape(int N, int C, int K, int H, int m, int reps) {
     }
     char b[3][48];
     printf("winograd: isa=%s threads=%d N=%d C=%d K=%d H=%d m=%d fwd_ms=%s dx_ms=%s dw_ms=%s\n",
-           kernels_cpu_isa(), nt, N, C, K, H, m, min_median(t, reps, b[0], sizeof b[0]),
-           min_median(t + reps, reps, b[1], sizeof b[1]), min_median(t + 2 * reps, reps, b[2], sizeof b[2]));
+           kernels_cpu_isa(), nt, N, C, K, H, m, check_min_median(t, reps, b[0], sizeof b[0]),
+           check_min_median(t + reps, reps, b[1], sizeof b[1]),
+           check_min_median(t + 2 * reps, reps, b[2], sizeof b[2]));
     free(x), free(dx), free(y), free(dy), free(w), free(dw), free(ws), free(t);
 }
 
@@ -105,9 +94,10 @@ static void time_pool(int N, int C, int K, int H, int m, int reps) {
     char b[4][48];
     printf("winograd pool: isa=%s threads=%d N=%d C=%d K=%d H=%d m=%d fwd_apart_ms=%s fwd_fused_ms=%s "
            "apart_ms=%s fused_ms=%s\n",
-           kernels_cpu_isa(), nt, N, C, K, H, m, min_median(t, reps, b[0], sizeof b[0]),
-           min_median(t + reps, reps, b[1], sizeof b[1]), min_median(t + 2 * reps, reps, b[2], sizeof b[2]),
-           min_median(t + 3 * reps, reps, b[3], sizeof b[3]));
+           kernels_cpu_isa(), nt, N, C, K, H, m, check_min_median(t, reps, b[0], sizeof b[0]),
+           check_min_median(t + reps, reps, b[1], sizeof b[1]),
+           check_min_median(t + 2 * reps, reps, b[2], sizeof b[2]),
+           check_min_median(t + 3 * reps, reps, b[3], sizeof b[3]));
     free(x), free(dx), free(dy), free(dyp), free(w), free(dw), free(ws), free(yp), free(win), free(ywin);
     free(t);
 }
