@@ -334,7 +334,7 @@ sanitize-build:
 	$(MAKE) -j$(NPROC) BUILD=build-sanitize SANITIZE=1 CUDA=emu $(SANITIZE_BINS:%=build-sanitize/%)
 
 # libFuzzer targets (tests/fuzz/), built by clang with ASan and UBSan into build-fuzz; tests/fuzz.sh
-# runs each from its seed corpus (FUZZ_SECONDS each, default 20).
+# runs each from its seed corpus (FUZZ_SECONDS each, default 30).
 FUZZ_TARGETS := fuzz_cifar fuzz_checkpoint fuzz_config fuzz_image
 fuzz: fuzz-build
 	BUILD=build-fuzz tests/limit.sh 1800 tests/fuzz.sh

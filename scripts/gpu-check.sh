@@ -962,5 +962,5 @@ case $step in
     fi
     step_done window # (its count: the steps that failed)
     ;;
-  *) echo "gpu-check.sh: unknown step '$step' (prepare, base, test, sanitize, bench, perf, window, profile, cpu, cpu-quick or train)" >&2; exit 2 ;;
+  *) echo "gpu-check.sh: unknown step '$step' (prepare, stamp, base, keep, test, sanitize, rest, bench, perf, window, profile, cpu, cpu-quick or train)" >&2; exit 2 ;;
 esac
