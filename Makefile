@@ -216,21 +216,32 @@ all: $(BINS) $(CUDA_PLUGIN) | $(PLUGIN_DIR)
 $(PLUGIN_DIR):
 	@mkdir -p $@
 
-$(BUILD)/%.o: %.c
+# The build's settings, which every object depends on: the file is rewritten only when they
+# change, so `make` after `make CUDA=0` (or another CUDA_ARCH, SANITIZE, CFLAGS) in the same
+# BUILD compiles again instead of linking objects built for other settings.
+BUILD_FLAGS := $(BUILD)/build-flags
+build_flags = $(MPICC) $(OMPI_CC) $(CFLAGS) $(LDLIBS) | CUDA $(USE_CUDA) $(CUDA_EMU) $(NVCC) $(NVCCFLAGS) | $(CXX) $(EMU_CXXFLAGS)
+$(BUILD_FLAGS): FORCE
+	@mkdir -p $(@D)
+	@echo '$(build_flags)' | cmp -s - $@ || echo '$(build_flags)' >$@
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(@D)
 	@echo "  CC    $<"
 	$(Q)$(MPICC) $(CFLAGS) -c $< -o $@
 
 # FILE.ISA.o from FILE.c (the shorter stem wins over the rule above).
 define isa_rule
-$$(BUILD)/%.$(1).o: %.c
+$$(BUILD)/%.$(1).o: %.c $$(BUILD_FLAGS)
 	@mkdir -p $$(@D)
 	@echo "  CC    $$< ($(1))"
 	$$(Q)$$(MPICC) $$(CFLAGS) $$(march_$(1)) -DCPU_ISA=$(1) -c $$< -o $$@
 endef
 $(foreach i,$(ISAS) avx512bf16 amx amxcost,$(eval $(call isa_rule,$(i))))
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/%.o: %.cu $(BUILD_FLAGS)
 	@mkdir -p $(@D)
 	@echo "  NVCC  $<"
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -243,11 +254,11 @@ $(CUDA_HDR:%=$(BUILD)/%): $(BUILD)/%.h: %.h tests/cudaemu/rewrite.sed
 	@mkdir -p $(@D)
 	$(Q)sed -f tests/cudaemu/rewrite.sed $< > $@
 
-$(BUILD)/%.emu.o: $(BUILD)/%.emu.cc tests/cudaemu/cudaemu.h $(CUDA_HDR:%=$(BUILD)/%)
+$(BUILD)/%.emu.o: $(BUILD)/%.emu.cc tests/cudaemu/cudaemu.h $(CUDA_HDR:%=$(BUILD)/%) $(BUILD_FLAGS)
 	@echo "  CXX   $(<:$(BUILD)/%.emu.cc=%.cu) (cudaemu)"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -I $(dir $(<:$(BUILD)/%=%)) -c $< -o $@
 
-$(BUILD)/tests/cudaemu/cudaemu.o: tests/cudaemu/cudaemu.cc tests/cudaemu/cudaemu.h
+$(BUILD)/tests/cudaemu/cudaemu.o: tests/cudaemu/cudaemu.cc tests/cudaemu/cudaemu.h $(BUILD_FLAGS)
 	@mkdir -p $(@D)
 	@echo "  CXX   $<"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -O3 -c $< -o $@

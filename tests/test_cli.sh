@@ -348,6 +348,17 @@ if { command -v nvcc || [[ -x /usr/local/cuda/bin/nvcc ]]; } >/dev/null && [[ -e
     grep -q "^CUDA: nvcc .* at $T/wrap/nvcc, cuDNN in .*; CUDA backend for" "$T/wrap.log"
 fi
 
+# A build's settings changed in the same BUILD (CUDA=0, then the emulated backend) compile its
+# objects again: app/device.o decides whether the programs look for a CUDA backend at all.
+make_obj() { make -C "$(dirname "$0")/.." BUILD="$T/flags-build" "$@" "$T/flags-build/app/device.o" 2>&1; }
+make_obj CUDA=0 >"$T/flags.0" && make_obj CUDA=0 >"$T/flags.1" && make_obj CUDA=emu >"$T/flags.2" &&
+  make_obj CUDA=emu >"$T/flags.3"
+check "make: app/device.o compiled on the first build" grep -q "CC    app/device.c" "$T/flags.0"
+check "make: the same settings again compile nothing" bash -c "! grep -q '  CC ' '$T/flags.1'"
+check "make: other settings (CUDA=emu after CUDA=0) compile it again" grep -q "CC    app/device.c" "$T/flags.2"
+check "make: ... with the emulated backend's define" grep -q "CIFAR10_CUDA_EMU=1" "$T/flags-build/build-flags"
+check "make: and then nothing more" bash -c "! grep -q '  CC ' '$T/flags.3'"
+
 # --device: bad values are usage errors; with no GPU visible (CUDA_VISIBLE_DEVICES= hides any
 # this machine has), --device=cuda is one clear line and exit 1 in every program, and auto
 # falls back to the CPU and says why.
