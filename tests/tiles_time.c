@@ -66,6 +66,17 @@ static void usage(void) {
                "(C, K >= 16)");
 }
 
+/* A 3x3, pad-1 convolution from the arguments N C K H (W = H). */
+static struct conv_shape shape_of(char **a) {
+    return (struct conv_shape){.N = atoi(a[0]),
+                               .C = atoi(a[1]),
+                               .K = atoi(a[2]),
+                               .H = atoi(a[3]),
+                               .W = atoi(a[3]),
+                               .k = 3,
+                               .pad = 1};
+}
+
 int main(int argc, char **argv) {
     err_set_progname("tiles_time");
     int i = 1, p = 0, reps = 5;
@@ -78,17 +89,12 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (reps < 1 || reps > MAX_REPS || i == argc || (argc - i) % 4 != 0) usage();
-    if (gemm_bf16_select(paths[p].name) != 0) err_die(1, "this CPU lacks the bf16 path %s", paths[p].name);
-    for (; i < argc; i += 4) {
-        struct conv_shape s = {.N = atoi(argv[i]),
-                               .C = atoi(argv[i + 1]),
-                               .K = atoi(argv[i + 2]),
-                               .H = atoi(argv[i + 3]),
-                               .W = atoi(argv[i + 3]),
-                               .k = 3,
-                               .pad = 1};
+    /* Every shape checked before the path: bad usage is exit 2 on any CPU. */
+    for (int j = i; j < argc; j += 4) {
+        struct conv_shape s = shape_of(argv + j);
         if (s.N < 1 || s.H < 1 || !conv_tiles_fit(&s)) usage();
-        time_shape(p, reps, s);
     }
+    if (gemm_bf16_select(paths[p].name) != 0) err_die(1, "this CPU lacks the bf16 path %s", paths[p].name);
+    for (; i < argc; i += 4) time_shape(p, reps, shape_of(argv + i));
     return 0;
 }
